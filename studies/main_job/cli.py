@@ -50,7 +50,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_positive_int, default=0)
     p.add_argument("--backend", choices=("numpy", "cupy"), default="numpy")
     p.add_argument("--out", type=Path, default=None,
-                   help="output HDF5 file (default runs/<dataset>-<run name>-seed<seed>.h5)")
+                   help="output HDF5 file (default runs/<dataset>-<run>-seed<seed>-<timestamp>.h5)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its last completed epoch")
@@ -127,7 +127,16 @@ def run_from_args(args) -> int:
     except ValueError as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)
         return 2
-    out = args.out or Path("runs") / f"{cfg.dataset}-{cfg.name}-seed{cfg.seed}{'-smoke' if args.smoke else ''}.h5"
+    if args.out is None:
+        if args.resume:
+            print("rieszflow run: error: --resume needs --out PATH (the file to continue)",
+                  file=sys.stderr)
+            return 2
+        # A fresh timestamped name, so the default never collides with an earlier run.
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        out = Path("runs") / f"{cfg.dataset}-{cfg.name}-seed{cfg.seed}{'-smoke' if args.smoke else ''}-{stamp}.h5"
+    else:
+        out = args.out
     from studies.main_job.train import run_main_job
 
     print(f"rieszflow run: {cfg.name} on {cfg.dataset}, seed {cfg.seed}, backend {cfg.backend} -> {out}",
@@ -136,7 +145,7 @@ def run_from_args(args) -> int:
     try:
         metrics = run_main_job(cfg, out, overwrite=args.overwrite, resume=args.resume,
                                quiet=args.quiet)
-    except (FileExistsError, FileNotFoundError, RuntimeError) as e:
+    except (FileExistsError, FileNotFoundError, RuntimeError, ValueError) as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)
         return 2
     print(format_metrics(f"{cfg.name} ({cfg.dataset} test)", metrics))

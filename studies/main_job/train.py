@@ -124,12 +124,14 @@ class MainJob:
         self.rng_a = np.random.default_rng(s_a)
         self.rng_b = np.random.default_rng(s_b)
         self.tok, self.train, self.val, self.test = load_data(cfg)
+        linear = cfg.attention == "linear"
         self.model = TransformerClassifier(
             vocab_size=self.tok.vocab_size, max_len=cfg.max_len, d_model=cfg.d_model,
             n_heads=cfg.n_heads, d_ff=cfg.d_ff, n_layers=cfg.n_layers, n_classes=2,
-            dropout=cfg.dropout, attention=cfg.attention, feature_map=cfg.feature_map, m=cfg.m,
-            qk=cfg.qk, feature_options={"tau": cfg.tau, "floor": cfg.floor},
-            rng=self.rng_init, dtype=cfg.dtype, backend=self.backend)
+            dropout=cfg.dropout, attention=cfg.attention,
+            feature_map=cfg.feature_map if linear else None, m=cfg.m, qk=cfg.qk,
+            feature_options={"tau": cfg.tau, "floor": cfg.floor} if linear else None,
+            rng=self.rng_init, dtype=cfg.dtype, backend=cfg.backend)
         self.omega_names = list(self.model.particle_names())
         if cfg.attention == "linear":
             # Start inside the domain: project the initial law onto the ball (documented in
@@ -183,6 +185,26 @@ class MainJob:
         return w
 
     # -- checkpoints -------------------------------------------------------------------------
+    def _check_resumable(self):
+        """Refuse to resume a file written with another configuration (before touching it)."""
+        import h5py
+
+        from engine.storage import _check_header
+
+        if not self.out.exists():
+            raise FileNotFoundError(f"--resume: {self.out} does not exist")
+        _check_header(self.out, KIND)
+        with h5py.File(self.out, "r") as f:
+            stored = json.loads(f.attrs.get("config", "{}"))
+        mine = json.loads(json.dumps(self.cfg.to_dict()))
+        if stored != mine:
+            diff = sorted(k for k in set(stored) | set(mine) if stored.get(k) != mine.get(k))
+            raise ValueError(f"--resume: the configuration differs from the one stored in "
+                             f"{self.out} in {diff}; resume with the same options")
+        if not self.ckpt_path.exists():
+            raise FileNotFoundError(f"--resume: no checkpoint {self.ckpt_path} next to {self.out}; "
+                                    f"the run cannot be resumed (start it again with --overwrite)")
+
     def _save_ckpt(self, w, phase, epoch, best_state, best_acc, best_epoch, opt=None):
         state = {f"model/{k}": v for k, v in self.model.state_dict().items()}
         if best_state is not None:
@@ -230,7 +252,7 @@ class MainJob:
             y = self.backend.asarray(labels, dtype=np.int64)
             pooled = model.pooled(ids_b, mask_b, train=False, rng=None)
             value, dvalue = align(pooled, y)
-            grads = model.backward_pooled(-dvalue)          # gradient of the alignment energy -V
+            grads = model.backward_pooled(-dvalue, wrt=self.omega_names)  # grad of alignment energy -V
             repulsion, max_disp, drift = 0.0, 0.0, 0.0
             for name in self.omega_names:
                 om_all = model.params[name]                 # (H, m, d_k)
@@ -272,7 +294,7 @@ class MainJob:
     def _evaluate(self, split):
         model, cfg = self.model, self.cfg
         probs, losses = [], []
-        from engine.attention.model import softmax_cross_entropy
+        from engine.attention.layers import softmax_cross_entropy
 
         for ids, mask, labels, _ in batches(split, 256, pad_id=self.tok.pad_id):
             logits = model.forward(self.backend.asarray(ids, dtype=np.int64),
@@ -281,10 +303,11 @@ class MainJob:
             probs.append(to_numpy(p).astype(np.float64))
             losses.append(float(loss) * len(labels))
         P = np.concatenate(probs)
+        P /= P.sum(axis=1, keepdims=True)    # float32 softmax rows re-normalised in float64
         return float(np.sum(losses) / len(split)), float(np.mean(P.argmax(1) == split.labels)), P
 
     def _phase_b_epoch(self, w, opt, epoch):
-        from engine.attention.model import softmax_cross_entropy
+        from engine.attention.layers import softmax_cross_entropy
 
         cfg, model = self.cfg, self.model
         n_batches = -(-len(self.train) // cfg.batch_size)
@@ -295,8 +318,8 @@ class MainJob:
             logits = model.forward(self.backend.asarray(ids, dtype=np.int64),
                                    self.backend.asarray(mask, dtype=bool), train=True, rng=self.rng_b)
             loss, dlogits, p = softmax_cross_entropy(logits, y)
-            grads = model.backward(dlogits)
-            opt.step(model.params, grads)
+            grads = model.backward(dlogits, wrt=self.trainable)
+            opt.step(grads)
             loss = float(loss)
             w.append("batch", {"batch_loss": loss})
             tot_loss += loss * len(labels)
@@ -320,11 +343,13 @@ class MainJob:
         self._build()
         self.elapsed = {"phase_a": 0.0, "phase_b": 0.0}
         self.step_a = 0
+        if self.resume:
+            self._check_resumable()
         w = self._open_writer()
         status = "failed"
         try:
-            trainable = [k for k in self.model.params if k not in set(self.omega_names)]
-            opt = Adam(trainable, lr=cfg.lr)
+            self.trainable = [k for k in self.model.params if k not in set(self.omega_names)]
+            opt = Adam(self.model.params, self.trainable, lr=cfg.lr)
             start_a, start_b, best_state, best_acc, best_epoch = 1, 1, None, -1.0, 0
             if self.resume:
                 meta, best_state, adam = self._load_ckpt(w)

@@ -1,0 +1,170 @@
+"""The main job: alignment objectives, strict configuration, CLI smoke runs, HDF5 layout, resume."""
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from studies.cli import main as cli_main
+from studies.main_job.alignment import centered_kta, onehot_alignment
+from studies.main_job.config import MainJobConfig
+
+
+def _num_grad(f, P, h=1e-6):
+    g = np.zeros_like(P)
+    for idx in np.ndindex(P.shape):
+        e = np.zeros_like(P)
+        e[idx] = h
+        g[idx] = (f(P + e) - f(P - e)) / (2 * h)
+    return g
+
+
+@pytest.mark.parametrize("objective", [onehot_alignment, centered_kta])
+def test_alignment_gradients(objective, rng):
+    P = rng.standard_normal((7, 3))
+    y = np.array([0, 1, 1, 0, 1, 0, 0])
+    value, grad = objective(P, y)
+    num = _num_grad(lambda Q: objective(Q, y)[0], P)
+    np.testing.assert_allclose(grad, num, rtol=1e-7, atol=1e-9)
+
+
+def test_onehot_alignment_closed_form(rng):
+    """V = 1/(n(n-1)) sum_{i<j} [y_i = y_j] <P_i, P_j>, eq. (C.4), against the double loop."""
+    P = rng.standard_normal((6, 4))
+    y = np.array([0, 0, 1, 1, 1, 0])
+    n = len(y)
+    brute = sum(P[i] @ P[j] for i in range(n) for j in range(i + 1, n) if y[i] == y[j]) / (n * (n - 1))
+    assert onehot_alignment(P, y)[0] == pytest.approx(brute, rel=1e-12)
+
+
+def test_kta_bounds_and_perfect_alignment():
+    y = np.array([0, 0, 1, 1])
+    P = np.array([[1.0, 0], [1, 0], [0, 1], [0, 1]])     # K = Y exactly: alignment 1
+    assert centered_kta(P, y)[0] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="shape"):
+        centered_kta(P, y[:3])
+    with pytest.raises(ValueError, match="NaN"):
+        onehot_alignment(np.full((4, 2), np.nan), y)
+
+
+def test_config_is_strict():
+    with pytest.raises(ValueError, match="unknown config keys \\['bogus'\\]"):
+        MainJobConfig.from_dict({"bogus": 1})
+    with pytest.raises(ValueError, match="s=-2"):
+        MainJobConfig(s=-2.0)
+    with pytest.raises(ValueError, match="feature_map='gauss'"):
+        MainJobConfig(feature_map="gauss")
+    with pytest.raises(ValueError, match="eta=0"):
+        MainJobConfig(eta=0)
+    with pytest.raises(ValueError, match="needs attention='linear'"):
+        MainJobConfig(attention="softmax", kernel=True)
+    assert MainJobConfig().name == "Kernel-softplus"
+    assert MainJobConfig(kernel=False).name == "Vanilla-softplus"
+
+
+def test_cli_rejects_bad_values(capsys):
+    assert cli_main(["run", "--set", "lam=-1"]) == 2
+    assert "lam=-1.0" in capsys.readouterr().err
+    assert cli_main(["run", "--set", "nope=1"]) == 2
+    assert "unknown config key" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli_main(["run", "--feature-map", "gauss"])
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runs")
+    kern, van = d / "kernel.h5", d / "vanilla.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--out", str(kern)]) == 0
+    assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--out", str(van)]) == 0
+    return kern, van
+
+
+def test_smoke_run_hdf5_layout(smoke_runs):
+    kern, _ = smoke_runs
+    with xr.open_dataset(kern, engine="h5netcdf") as ds:
+        cfg = json.loads(ds.attrs["config"])
+        assert ds.attrs["status"] == "complete" and ds.attrs["kind"] == "main_job"
+        assert ds.omega.dims == ("time", "layer", "head", "particle", "coord")
+        assert ds.omega.shape[1:] == (cfg["n_layers"], cfg["n_heads"], cfg["m"],
+                                      cfg["d_model"] // cfg["n_heads"])
+        n_steps = int(np.ceil(cfg["train_limit"] / cfg["batch_size"])) * cfg["phase_a_epochs"]
+        # the Hamiltonian is recorded at every Phase A step, and equals its two parts
+        assert ds.sizes["step"] == n_steps == ds.attrs["phase_a_steps"]
+        np.testing.assert_allclose(ds.hamiltonian, ds.alignment_energy + cfg["lam"] * ds.repulsion_energy,
+                                   rtol=1e-12)
+        assert np.isfinite(ds.hamiltonian).all()
+        # particles stay in the ball of radius R (the projection of eq. 4.3)
+        norms = np.linalg.norm(ds.omega.values, axis=-1)
+        assert norms.max() <= cfg["radius"] * (1 + 1e-6)
+        assert ds.time.values[0] == 0 and ds.time.values[-1] == n_steps
+        assert not np.allclose(ds.omega.values[0], ds.omega.values[-1])     # Phase A moved them
+        assert ds.sizes["epoch"] == cfg["epochs"]
+        assert set(ds.metric.values) >= {"accuracy", "roc_auc", "ece", "log_loss"}
+        acc = float(ds.test_metrics.sel(metric="accuracy"))
+        assert acc == pytest.approx(np.mean(ds.test_proba.values.argmax(1) == ds.test_label.values))
+        assert ds.attrs["train_seconds"] > 0 and "git_commit" in ds.attrs
+
+
+def test_matched_vanilla_and_kernel_runs(smoke_runs):
+    """Same seed: same initial particles; the vanilla run keeps them, the kernel run moves them."""
+    kern, van = smoke_runs
+    with xr.open_dataset(kern, engine="h5netcdf") as k, xr.open_dataset(van, engine="h5netcdf") as v:
+        np.testing.assert_array_equal(k.omega.values[0], v.omega.values[0])
+        assert v.sizes["time"] == 1 and v.sizes["step"] == 0
+        assert json.loads(v.attrs["config"])["kernel"] is False
+
+
+def test_refuses_overwrite_and_resumes(tmp_path, capsys):
+    out = tmp_path / "r.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--out", str(out)]) == 0
+    assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    # a finished run has no checkpoint left: --resume says so instead of guessing
+    assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--resume", "--out", str(out)]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    """Kill a run after its first Phase B epoch, resume it, and get the uninterrupted result.
+
+    The checkpoint holds the model, Adam's moments, the best state and the RNG streams, so the
+    resumed run sees the same batches and dropout masks and must match bit for bit.
+    """
+    from studies.main_job import train
+
+    args = ["run", "--smoke", "--quiet", "--epochs", "2"]
+    full = tmp_path / "full.h5"
+    assert cli_main([*args, "--out", str(full)]) == 0
+
+    cut = tmp_path / "cut.h5"
+    original = train.MainJob._phase_b_epoch
+
+    def interrupted(self, w, opt, epoch):
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return original(self, w, opt, epoch)
+
+    monkeypatch.setattr(train.MainJob, "_phase_b_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cli_main([*args, "--out", str(cut)])
+    with xr.open_dataset(cut, engine="h5netcdf") as ds:
+        assert ds.attrs["status"] == "interrupted" and ds.sizes["epoch"] == 1
+    monkeypatch.setattr(train.MainJob, "_phase_b_epoch", original)
+    # resuming with another configuration is refused
+    assert cli_main([*args, "--seed", "1", "--resume", "--out", str(cut)]) == 2
+    assert cli_main([*args, "--resume", "--out", str(cut)]) == 0
+    with xr.open_dataset(full, engine="h5netcdf") as a, xr.open_dataset(cut, engine="h5netcdf") as b:
+        assert b.attrs["status"] == "complete" and b.attrs["resumed"] == 1
+        np.testing.assert_array_equal(a.test_metrics.values, b.test_metrics.values)
+        np.testing.assert_array_equal(a.batch_loss.values, b.batch_loss.values)
+        np.testing.assert_array_equal(a.omega.values, b.omega.values)
+
+
+def test_softmax_baseline_smoke(tmp_path):
+    out = tmp_path / "softmax.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--softmax", "--out", str(out)]) == 0
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert ds.attrs["run_name"] == "Vaswani-softmaxattn"
+        assert ds.sizes["step"] == 0 and ds.sizes["time"] == 0
+        assert 0.0 <= float(ds.test_metrics.sel(metric="accuracy")) <= 1.0

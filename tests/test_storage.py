@@ -1,0 +1,132 @@
+"""HDF5 storage: round trip through xarray, crash safety, refusal to overwrite, foreign files."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+
+from engine.storage import FORMAT, RunFileError, TrajectoryWriter, open_run
+
+
+def _write(path, n=5, **kw):
+    with TrajectoryWriter(path, "demo", config={"n": n, "lam": 1e-3, "name": "x", "lst": [1, 2]},
+                          attrs={"seed": 3}, **kw) as w:
+        w.dimension("time", None)
+        w.dimension("particle", 4)
+        w.dimension("coord", 2)
+        w.variable("omega", ("time", "particle", "coord"))
+        w.variable("hamiltonian", ("time",))
+        for t in range(n):
+            w.append("time", {"omega": np.full((4, 2), t, float), "hamiltonian": -t}, coord=0.5 * t)
+        w.dimension("metric", 2, coords=np.array(["accuracy", "mcc"]))
+        w.variable("test_metrics", ("metric",), data=[0.7, 0.4])
+
+
+def test_round_trip_through_xarray(tmp_path):
+    p = tmp_path / "run.h5"
+    _write(p)
+    with xr.open_dataset(p, engine="h5netcdf") as ds:
+        assert ds.omega.dims == ("time", "particle", "coord")
+        assert ds.omega.shape == (5, 4, 2)
+        np.testing.assert_array_equal(ds.time.values, 0.5 * np.arange(5))
+        np.testing.assert_array_equal(ds.omega.values[:, 0, 0], np.arange(5))
+        np.testing.assert_array_equal(ds.hamiltonian.values, -np.arange(5))
+        assert list(ds.metric.values) == ["accuracy", "mcc"]
+        assert ds.attrs["rieszflow_format"] == FORMAT
+        assert ds.attrs["status"] == "complete"
+        assert ds.attrs["seed"] == 3 and ds.attrs["config_n"] == 5
+        assert "version_numpy" in ds.attrs and "git_commit" in ds.attrs
+    ds = open_run(p, kind="demo")
+    assert float(ds.test_metrics.sel(metric="mcc")) == pytest.approx(0.4)
+    # every dimension of every variable is a real dimension scale (netCDF4-compatible)
+    with h5py.File(p, "r") as f:
+        for name in ("time", "particle", "coord"):
+            assert f[name].is_scale
+
+
+def test_refuses_to_overwrite(tmp_path):
+    p = tmp_path / "run.h5"
+    _write(p, n=2)
+    with pytest.raises(FileExistsError, match="overwrite"):
+        _write(p, n=3)
+    assert open_run(p).sizes["time"] == 2          # untouched
+    _write(p, n=3, overwrite=True)
+    assert open_run(p).sizes["time"] == 3
+
+
+def test_resume_appends(tmp_path):
+    p = tmp_path / "run.h5"
+    _write(p, n=2)
+    w = TrajectoryWriter(p, "demo", resume=True)
+    w.append("time", {"omega": np.ones((4, 2)), "hamiltonian": 7.0}, coord=9.0)
+    w.close()
+    ds = open_run(p)
+    assert ds.sizes["time"] == 3 and float(ds.hamiltonian[-1]) == 7.0
+    assert ds.attrs["resumed"] == 1
+
+
+def test_foreign_and_corrupt_files(tmp_path):
+    foreign = tmp_path / "foreign.h5"
+    with h5py.File(foreign, "w") as f:
+        f["x"] = np.arange(3)
+    with pytest.raises(RunFileError, match="not a rieszflow run"):
+        open_run(foreign)
+    corrupt = tmp_path / "corrupt.h5"
+    corrupt.write_bytes(b"\x89HDF\r\n\x1a\n" + b"garbage" * 100)
+    with pytest.raises(RunFileError, match="not a readable HDF5"):
+        open_run(corrupt)
+    p = tmp_path / "run.h5"
+    _write(p, n=1)
+    with pytest.raises(RunFileError, match="kind='demo'"):
+        open_run(p, kind="main_job")
+    with pytest.raises(RunFileError):
+        TrajectoryWriter(foreign, "demo", resume=True)
+    with pytest.raises(FileNotFoundError):
+        open_run(tmp_path / "missing.h5")
+
+
+def test_append_checks_shapes(tmp_path):
+    with TrajectoryWriter(tmp_path / "a.h5", "demo") as w:
+        w.dimension("time", None)
+        w.dimension("particle", 3)
+        w.variable("x", ("time", "particle"))
+        with pytest.raises(ValueError, match="shape"):
+            w.append("time", {"x": np.zeros(4)})
+        with pytest.raises(KeyError, match="does not exist"):
+            w.append("time", {"y": np.zeros(3)})
+        with pytest.raises(KeyError, match="not created"):
+            w.variable("z", ("nope",))
+
+
+def test_killed_writer_leaves_readable_file(tmp_path):
+    """A process killed with SIGKILL between records leaves every flushed record readable."""
+    p = tmp_path / "killed.h5"
+    code = textwrap.dedent(f"""
+        import sys, time, numpy as np
+        sys.path.insert(0, {os.getcwd()!r})
+        from engine.storage import TrajectoryWriter
+        w = TrajectoryWriter({str(p)!r}, "demo")
+        w.dimension("time", None); w.dimension("particle", 8)
+        w.variable("x", ("time", "particle"))
+        for t in range(10):
+            w.append("time", {{"x": np.full(8, float(t))}})
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=os.getcwd())
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ds = open_run(p)
+    assert ds.attrs["status"] == "running"
+    np.testing.assert_array_equal(ds.x.values[:, 0], np.arange(10.0))
