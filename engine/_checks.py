@@ -149,7 +149,7 @@ def check_points(name: str, x, *, d: int | None = None, min_n: int = 1, finite: 
     if d is not None and dd != d:
         raise ValueError(f"{name} must have d={d} columns, got shape {tuple(x.shape)}")
     if n < min_n:
-        raise ValueError(f"{name} must have at least {min_n} rows (particles), got shape {tuple(x.shape)}")
+        raise ValueError(f"{name} must have at least {min_n} rows, got shape {tuple(x.shape)}")
     if finite and is_host(x) and not np.isfinite(x).all():
         bad = int(np.count_nonzero(~np.isfinite(x)))
         raise ValueError(f"{name} contains {bad} non-finite entries (NaN or inf); all must be finite")

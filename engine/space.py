@@ -65,23 +65,78 @@ class Space(abc.ABC):
 
     @abc.abstractmethod
     def project(self, x):
-        """Euclidean projection :math:`\\mathcal{P}_\\Omega` of each row of ``x``."""
+        """Euclidean projection :math:`\\mathcal{P}_\\Omega` of each row of ``x``.
+
+        Parameters
+        ----------
+        x : array, shape (N, d)
+            Points (NumPy or CuPy).
+
+        Returns
+        -------
+        array, shape (N, d), dtype and backend of ``x``
+        """
 
     @abc.abstractmethod
     def reflect(self, x):
-        """Mirror reflection of each row of ``x`` into :math:`\\bar\\Omega`."""
+        """Mirror reflection of each row of ``x`` into :math:`\\bar\\Omega`.
+
+        Parameters
+        ----------
+        x : array, shape (N, d)
+            Points (NumPy or CuPy).
+
+        Returns
+        -------
+        array, shape (N, d), dtype and backend of ``x``
+        """
 
     @abc.abstractmethod
     def contains(self, x):
-        """Boolean mask, shape ``(N,)``, of the rows of ``x`` that lie in :math:`\\bar\\Omega`."""
+        """Which rows of ``x`` lie in :math:`\\bar\\Omega`.
+
+        Parameters
+        ----------
+        x : array, shape (N, d)
+            Points (NumPy or CuPy).
+
+        Returns
+        -------
+        bool array, shape (N,)
+        """
 
     @abc.abstractmethod
     def sample_uniform(self, rng: np.random.Generator, n: int, d: int) -> np.ndarray:
-        """``n`` independent uniform points of :math:`\\Omega \\subset \\mathbb{R}^d` (host array)."""
+        """``n`` independent uniform points of :math:`\\Omega \\subset \\mathbb{R}^d`.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Source of randomness.
+        n : int
+            Number of points, ``n >= 0``.
+        d : int
+            Dimension, ``d >= 1``.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n, d), float64
+            Host array; move it with ``Backend.asarray``.
+        """
 
     @abc.abstractmethod
     def volume(self, d: int) -> float:
-        """Lebesgue measure of :math:`\\Omega \\subset \\mathbb{R}^d`."""
+        """Lebesgue measure of :math:`\\Omega \\subset \\mathbb{R}^d`.
+
+        Parameters
+        ----------
+        d : int
+            Dimension, ``d >= 1``.
+
+        Returns
+        -------
+        float
+        """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,11 +172,32 @@ class Free(Space):
         return check_points("x", x, finite=False)
 
     def reflect(self, x):
-        """Identity (see :meth:`project`)."""
+        """Identity (see :meth:`project`).
+
+        Parameters
+        ----------
+        x : array, shape (N, d)
+            Points (NumPy or CuPy).
+
+        Returns
+        -------
+        array, shape (N, d)
+            ``x`` itself.
+        """
         return check_points("x", x, finite=False)
 
     def contains(self, x):
-        """All-True mask of shape ``(N,)`` (non-finite rows excluded)."""
+        """Mask of the finite rows (every finite point lies in :math:`\\mathbb{R}^d`).
+
+        Parameters
+        ----------
+        x : array, shape (N, d)
+            Points (NumPy or CuPy).
+
+        Returns
+        -------
+        bool array, shape (N,)
+        """
         x = check_points("x", x, finite=False)
         xp = namespace(x)
         return xp.all(xp.isfinite(x), axis=1)
@@ -138,7 +214,17 @@ class Free(Space):
                          "sample; use Ball(R) or Box(lo, hi), or draw from a Gaussian")
 
     def volume(self, d):
-        """``inf``."""
+        """Lebesgue measure of :math:`\\mathbb{R}^d`: ``inf``.
+
+        Parameters
+        ----------
+        d : int
+            Dimension, ``d >= 1``.
+
+        Returns
+        -------
+        float
+        """
         check_int("d", d, minimum=1)
         return math.inf
 
@@ -236,7 +322,17 @@ class Ball(Space):
         return xp.where(outside, x * scale, x)
 
     def contains(self, x):
-        """Mask ``|x_k| <= R (1 + 8 eps)``, shape ``(N,)``."""
+        """Mask ``|x_k| <= R (1 + 8 eps)`` (see the module docstring on round-off).
+
+        Parameters
+        ----------
+        x : array, shape (N, d)
+            Points (NumPy or CuPy).
+
+        Returns
+        -------
+        bool array, shape (N,)
+        """
         x = check_points("x", x, finite=False)
         xp, r = self._norms(x)
         return r[:, 0] <= self.R * (1.0 + _rtol(xp, x))
@@ -264,14 +360,27 @@ class Ball(Space):
         return z * (self.R * rng.uniform(size=(n, 1)) ** (1.0 / d))
 
     def volume(self, d):
-        """:math:`\\pi^{d/2} R^d / \\Gamma(d/2 + 1)`."""
+        """Volume :math:`\\pi^{d/2} R^d / \\Gamma(d/2 + 1)` of the ball in :math:`\\mathbb{R}^d`.
+
+        Parameters
+        ----------
+        d : int
+            Dimension, ``d >= 1``.
+
+        Returns
+        -------
+        float
+        """
         d = check_int("d", d, minimum=1)
         return math.pi ** (d / 2) * self.R ** d / math.gamma(d / 2 + 1)
 
 
 def _as_bounds(name, value):
     """Scalar or 1-D sequence of finite floats -> tuple of floats."""
-    arr = np.asarray(value, dtype=float) if not isinstance(value, bool) else None
+    try:
+        arr = None if isinstance(value, bool) else np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        arr = None
     if arr is None or arr.ndim > 1 or arr.size == 0:
         raise ValueError(f"{name} must be a finite number or a 1-D sequence of them, got {value!r}")
     if not np.isfinite(arr).all():
@@ -373,7 +482,22 @@ class Box(Space):
         return _fold(xp, x, lo, hi)
 
     def contains(self, x):
-        """Mask ``lo <= x_k <= hi`` (all coordinates), shape ``(N,)``."""
+        """Mask ``lo <= x_k <= hi`` in every coordinate.
+
+        Parameters
+        ----------
+        x : array, shape (N, d)
+            Points (NumPy or CuPy).
+
+        Returns
+        -------
+        bool array, shape (N,)
+
+        Raises
+        ------
+        ValueError
+            If ``x`` does not have shape (N, d) with the box's dimension.
+        """
         x = check_points("x", x, finite=False)
         xp, lo, hi = self._bounds(x)
         return xp.all((x >= lo) & (x <= hi), axis=1)
@@ -401,7 +525,22 @@ class Box(Space):
         return rng.uniform(lo, hi, size=(n, d))
 
     def volume(self, d):
-        """:math:`\\prod_a (hi_a - lo_a)` over ``d`` coordinates."""
+        """Volume :math:`\\prod_a (hi_a - lo_a)` over ``d`` coordinates.
+
+        Parameters
+        ----------
+        d : int
+            Dimension; must equal :attr:`dim` when the bounds are sequences.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            If ``d`` does not match the box's dimension.
+        """
         d = check_int("d", d, minimum=1)
         if self.dim is not None and d != self.dim:
             raise ValueError(f"d must be {self.dim} for {self!r}, got {d}")
