@@ -19,6 +19,7 @@ import sys
 #: (subcommand, module) pairs, in the order ``rieszflow --help`` lists them.
 SUBCOMMANDS = (
     ("run", "studies.main_job.cli"),
+    ("attention-theory", "studies.attention_theory.cli"),
 )
 
 
