@@ -20,6 +20,7 @@ import sys
 SUBCOMMANDS = (
     ("run", "studies.main_job.cli"),
     ("attention-theory", "studies.attention_theory.cli"),
+    ("token-flow", "studies.token_flow.cli"),
 )
 
 

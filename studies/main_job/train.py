@@ -179,6 +179,13 @@ class MainJob:
                          ("max_displacement", "max_k |delta omega_k| of the step"),
                          ("drift_norm", "largest per-head norm of m * grad H before clipping")):
             w.variable(name, ("step",), attrs={"long_name": ln})
+        fixed = [fm for fm in getattr(self.model, "feature_maps", []) if "b" in getattr(fm, "fixed_names", ())]
+        if fixed and len(fixed) == L:
+            # Fixed (non-learned) phases/biases of the feature maps, drawn once from the seed:
+            # needed to rebuild the learned kernel from this file (e.g. rieszflow token-flow).
+            w.variable("feature_bias", ("layer", "particle"),
+                       data=np.stack([np.asarray(fm.b, dtype=np.float64) for fm in fixed]),
+                       attrs={"long_name": "fixed phases/biases b of each layer's feature map"})
         w.variable("batch_loss", ("batch",), attrs={"long_name": "Phase B cross-entropy (nats)"})
         for name in ("train_loss", "train_accuracy", "val_loss", "val_accuracy"):
             w.variable(name, ("epoch",))
