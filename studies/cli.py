@@ -19,6 +19,8 @@ import sys
 #: (subcommand, module) pairs, in the order ``rieszflow --help`` lists them.
 SUBCOMMANDS = (
     ("run", "studies.main_job.cli"),
+    ("mean-field", "studies.mean_field.cli"),
+    ("ldp", "studies.ldp.cli"),
     ("attention-theory", "studies.attention_theory.cli"),
     ("token-flow", "studies.token_flow.cli"),
 )

@@ -94,6 +94,12 @@ class TransformerClassifier:
     attn_eps : float, default 0.0
         Normaliser epsilon of linear attention (see
         :class:`~engine.attention.layers.KernelizedLinearAttention`).
+    embed_std : float, default 1.0
+        Standard deviation of the N(0, embed_std^2) token-embedding initialisation
+        (1.0 is PyTorch's ``nn.Embedding`` default; 0.02 is BERT's initializer range).
+        Paper 000 does not state it. Under Adam each step moves an entry by about
+        ``lr``, so the relative speed at which embeddings learn scales as
+        ``lr / embed_std``.
     seed : int or None
         Seed of the initialisation generator (ignored when ``rng`` is given).
     rng : numpy.random.Generator or None
@@ -123,7 +129,7 @@ class TransformerClassifier:
     Notes
     -----
     Initialisation (host generator, then moved to the backend): token
-    embedding N(0, 1), positions N(0, 0.02^2), Xavier-uniform weights, zero
+    embedding N(0, embed_std^2), positions N(0, 0.02^2), Xavier-uniform weights, zero
     biases, LN gamma = 1, beta = 0; particles from the feature map's
     ``init_omega``, one call per head. Each layer's feature map is built by
     ``make_feature_map(name, d_k, m, rng=rng, **feature_options)`` with the
@@ -140,6 +146,7 @@ class TransformerClassifier:
                  d_ff: int = 256, n_layers: int = 2, n_classes: int = 2, dropout: float = 0.1,
                  attention: str = "linear", feature_map: str | None = None, m: int = 256,
                  qk: str | None = None, feature_options: dict | None = None, attn_eps: float = 0.0,
+                 embed_std: float = 1.0,
                  seed: int | None = None, rng: np.random.Generator | None = None,
                  dtype: str = "float32", backend: str = "numpy"):
         if attention not in ATTENTIONS:
@@ -175,10 +182,10 @@ class TransformerClassifier:
                            n_heads=int(n_heads), d_ff=int(d_ff), n_layers=int(n_layers),
                            n_classes=int(n_classes), dropout=float(dropout), attention=attention,
                            feature_map=feature_map, m=int(m) if attention == "linear" else None, qk=qk,
-                           feature_options=feature_options, attn_eps=float(attn_eps),
+                           feature_options=feature_options, attn_eps=float(attn_eps), embed_std=float(embed_std),
                            dtype=str(self.dtype), backend=backend)
         d_k = d_model // n_heads
-        self.token = Embedding(vocab_size, d_model, init_std=1.0)
+        self.token = Embedding(vocab_size, d_model, init_std=embed_std)
         self.position = PositionEmbedding(max_len, d_model, init_std=0.02)
         self.embed_drop = Dropout(dropout)
         self.feature_maps = []

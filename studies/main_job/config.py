@@ -39,6 +39,9 @@ class MainJobConfig:
         Random features (particles) per head (paper: 256).
     d_model, n_heads, d_ff, n_layers, dropout, max_len : model sizes (paper: 128, 2, 256, 2, 0.1, 128).
     tau, floor : feature-map temperature and positive floor (App. D).
+    embed_std : float
+        Standard deviation of the token-embedding initialisation (not stated in
+        the paper; see ``engine.attention.model.TransformerClassifier``).
     batch_size : int
         Paper: 64.
     phase_a_epochs : int
@@ -86,8 +89,9 @@ class MainJobConfig:
     max_len: int = 128
     tau: float = 1.0
     floor: float = 1e-6
+    embed_std: float = 1.0
     batch_size: int = 64
-    phase_a_epochs: int = 1
+    phase_a_epochs: int = 2
     eta: float = 2e-3
     beta: float = 50.0
     lam: float = 1e-3
@@ -97,7 +101,7 @@ class MainJobConfig:
     delta: float = 1e-6
     alignment: str = "onehot"
     record_every: int = 5
-    epochs: int = 6
+    epochs: int = 10
     lr: float = 2e-4
     seed: int = 0
     backend: str = "numpy"
@@ -129,7 +133,7 @@ class MainJobConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{name}={v!r} must be a non-negative integer")
-        for name in ("eta", "beta", "clip_norm", "radius", "delta", "lr", "tau"):
+        for name in ("eta", "beta", "clip_norm", "radius", "delta", "lr", "tau", "embed_std"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name}={v!r} must be a finite positive number")

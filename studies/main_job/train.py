@@ -131,7 +131,7 @@ class MainJob:
             dropout=cfg.dropout, attention=cfg.attention,
             feature_map=cfg.feature_map if linear else None, m=cfg.m, qk=cfg.qk,
             feature_options={"tau": cfg.tau, "floor": cfg.floor} if linear else None,
-            rng=self.rng_init, dtype=cfg.dtype, backend=cfg.backend)
+            embed_std=cfg.embed_std, rng=self.rng_init, dtype=cfg.dtype, backend=cfg.backend)
         self.omega_names = list(self.model.particle_names())
         if cfg.attention == "linear":
             # Start inside the domain: project the initial law onto the ball (documented in

@@ -1,0 +1,183 @@
+"""Mean-field study: W1 helpers against closed forms, decay fits, strict config, CLI smoke to HDF5."""
+import argparse
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from studies.mean_field.analysis import expected_slope, fit_decay, load_study, summary_tables
+from studies.mean_field.config import MeanFieldConfig, ProblemConfig, full_config, quick_config
+from studies.mean_field.wasserstein import (
+    AtomicMeasure1D,
+    CellMeasure1D,
+    bin_to_grid,
+    quantisation_bound,
+    sample_cells,
+    wasserstein1_1d,
+    wasserstein1_grid,
+    wasserstein1_points,
+)
+
+# ----------------------------------------------------------------------------- W1 closed forms
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_w1_equally_spaced_atoms_vs_uniform(n):
+    """Atoms at (k + 1/2)/n against U[0, 1]: W1 = 1/(4n)."""
+    u = CellMeasure1D(np.array([0.0, 1.0]), np.array([1.0]))
+    atoms = AtomicMeasure1D((np.arange(n) + 0.5) / n)
+    assert abs(wasserstein1_1d(atoms, u) - 1.0 / (4 * n)) < 1e-14
+
+
+def test_w1_single_atom_and_shifted_uniform():
+    u = CellMeasure1D(np.linspace(0.0, 1.0, 11), np.full(10, 0.1))
+    for x0 in (0.0, 0.3, 1.0):  # int |1{x >= x0} - x| dx = x0^2/2 + (1 - x0)^2/2
+        assert abs(wasserstein1_1d(AtomicMeasure1D(np.array([x0])), u) - (x0 ** 2 + (1 - x0) ** 2) / 2) < 1e-14
+    for shift in (0.05, 0.37, 2.5):  # a translate: W1 = |shift|, also when the supports are disjoint
+        v = CellMeasure1D(np.linspace(0.0, 1.0, 11) + shift, np.full(10, 0.1))
+        assert abs(wasserstein1_1d(u, v) - shift) < 1e-13
+    # two Diracs: W1(delta_a, delta_b) = |a - b|, weights respected
+    two = AtomicMeasure1D(np.array([0.0, 1.0]), np.array([0.25, 0.75]))
+    one = AtomicMeasure1D(np.array([1.0]))
+    assert abs(wasserstein1_1d(two, one) - 0.25) < 1e-15
+
+
+def test_w1_empirical_matches_scipy(rng):
+    x, y = rng.normal(size=300), rng.normal(0.2, 1.3, size=170)
+    assert abs(wasserstein1_1d(AtomicMeasure1D(x), AtomicMeasure1D(y))
+               - scipy.stats.wasserstein_distance(x, y)) < 1e-12
+
+
+def test_w1_2d_points_and_grid():
+    # two Diracs in the plane
+    assert abs(wasserstein1_points([[0.0, 0.0]], [1.0], [[3.0, 4.0]], [1.0]) - 5.0) < 1e-12
+    # half the mass moved by one cell of side h on a grid: W1 = h / 2
+    centres = np.array([[0.5, 0.5], [1.5, 0.5], [0.5, 1.5], [1.5, 1.5]])
+    a = np.array([0.5, 0.5, 0.0, 0.0])
+    assert abs(wasserstein1_grid(a, np.array([0.0, 1.0, 0.0, 0.0]), centres) - 0.5) < 1e-12
+    # the other half moved diagonally instead: W1 = sqrt(2) / 2
+    assert abs(wasserstein1_grid(a, np.array([0.0, 0.5, 0.0, 0.5]), centres) - math.sqrt(0.5)) < 1e-12
+    # binning, FiPy order (x fastest)
+    m = bin_to_grid(np.array([[0.2, 0.1], [1.9, 0.3], [1.2, 1.7], [1.99, 1.99]]), (0, 0), (1, 1), (2, 2))
+    np.testing.assert_allclose(m, [0.25, 0.25, 0.0, 0.5])
+    with pytest.raises(ValueError, match="leave the grid"):
+        bin_to_grid(np.array([[2.5, 0.1]]), (0, 0), (1, 1), (2, 2))
+
+
+def test_quantisation_bound_against_monte_carlo(rng):
+    u = rng.uniform(-0.5, 0.5, size=(200_000, 2)) * np.array([1.0, 0.5])
+    mc = np.linalg.norm(u, axis=1)
+    se = mc.std() / math.sqrt(mc.size)
+    assert abs(quantisation_bound((1.0, 0.5)) - mc.mean()) < 4 * se  # 4 SE, seeded
+    assert abs(quantisation_bound((2.0, 2.0)) - 2.0 * (math.sqrt(2) + math.asinh(1)) / 6) < 1e-15
+    assert quantisation_bound((0.4,)) == 0.1
+
+
+def test_sample_cells_law(rng):
+    masses = np.array([0.1, 0.6, 0.3])
+    x = sample_cells(rng, 30_000, masses, (0.0,), (1.0,), (3,))
+    counts = np.bincount(np.floor(x[:, 0]).astype(int), minlength=3)
+    assert scipy.stats.chisquare(counts, 30_000 * masses).pvalue > 1e-3
+    with pytest.raises(ValueError, match="masses"):
+        sample_cells(rng, 10, np.array([0.5, -0.1, 0.6]), (0.0,), (1.0,), (3,))
+
+
+def test_w1_bad_inputs():
+    with pytest.raises(ValueError, match="sum to 1"):
+        AtomicMeasure1D(np.array([0.0, 1.0]), np.array([0.5, 0.6]))
+    with pytest.raises(ValueError, match="non-finite"):
+        AtomicMeasure1D(np.array([0.0, np.nan]))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        CellMeasure1D(np.array([0.0, 0.0, 1.0]), np.array([0.5, 0.5]))
+    with pytest.raises(TypeError, match="AtomicMeasure1D"):
+        wasserstein1_1d(np.zeros(3), AtomicMeasure1D(np.zeros(1)))
+
+
+# ----------------------------------------------------------------------------- fits
+
+
+def test_fit_decay_recovers_power_law(rng):
+    n = np.array([100, 1000, 10000])
+    w = 0.8 * n[:, None] ** -0.5 * np.exp(0.05 * rng.standard_normal((3, 6)))
+    f = fit_decay(n, w)
+    assert abs(f.slope + 0.5) < 4 * f.slope_se and f.slope_se < 0.03  # 4 SE, seeded
+    exact = fit_decay(n, 2.0 * n[:, None] ** -0.3 * np.ones((3, 2)))
+    assert abs(exact.slope + 0.3) < 1e-12 and exact.slope_se < 1e-12
+    assert expected_slope(n, 1) == -0.5
+    assert -0.4 < expected_slope(n, 2) < -0.3  # local slope of N^-1/2 log N is -1/2 + 1/log N
+    with pytest.raises(ValueError, match="at least 3"):
+        fit_decay([10], [[0.1, 0.2]])
+    with pytest.raises(ValueError, match="> 0"):
+        fit_decay([10, 100], [[0.1, 0.0], [0.1, 0.1]])
+
+
+# ----------------------------------------------------------------------------- config
+
+def _tiny(tmp_path):
+    cfg = {"problems": [
+        {"name": "interval", "lo": [-1.25], "hi": [1.25], "n_cells": [20], "s": -1.0, "rho0_mean": [0.5],
+         "rho0_std": [0.4], "times": [0.0, 0.1, 0.2], "eta": 0.05, "pde_dt": 0.05, "n_particles": [10, 40],
+         "n_seeds": [3, 2], "eta_refinement": [0.1, 0.05], "refinement_n": 50, "refinement_seeds": 2},
+        {"name": "rectangle", "lo": [-2, -2], "hi": [2, 2], "n_cells": [8, 8], "s": 0.0,
+         "rho0_mean": [0.5, 0.0], "rho0_std": [0.3, 0.5], "times": [0.0, 0.2], "eta": 0.05, "pde_dt": 0.05,
+         "n_particles": [10, 40], "n_seeds": [2, 2], "eta_refinement": [0.1], "refinement_n": 20,
+         "refinement_seeds": 2}]}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(cfg))
+    return path, cfg
+
+
+def test_config_presets_and_strictness(tmp_path):
+    q, f = quick_config(), full_config()
+    assert [p.name for p in q.problems] == ["interval", "rectangle"]
+    assert max(f.problems[0].n_particles) == 100_000
+    _, cfg = _tiny(tmp_path)
+    MeanFieldConfig.from_dict(cfg)
+    bad = json.loads(json.dumps(cfg))
+    bad["problems"][0]["etaa"] = 0.1
+    with pytest.raises(ValueError, match="unknown ProblemConfig keys"):
+        MeanFieldConfig.from_dict(bad)
+    with pytest.raises(ValueError, match="unknown MeanFieldConfig keys"):
+        MeanFieldConfig.from_dict({**cfg, "seeed": 1})
+    base = dict(cfg["problems"][0])
+    for key, value, match in (("s", 1.0, "s="), ("eta", 0.03, "multiple"), ("n_cells", [21], "even"),
+                              ("times", [0.1, 0.2], "start at 0"), ("boundary", "absorb", "boundary"),
+                              ("n_seeds", [3], "same length"), ("beta", -1.0, "beta")):
+        with pytest.raises(ValueError, match=match):
+            ProblemConfig.from_dict({**base, key: value})
+    with pytest.raises(ValueError, match="backend"):
+        MeanFieldConfig.from_dict({**cfg, "backend": "jax"})
+
+
+# ----------------------------------------------------------------------------- CLI smoke
+
+def test_cli_smoke_writes_readable_hdf5(tmp_path, capsys):
+    from engine.storage import open_run
+    from studies.mean_field import cli
+
+    path, _ = _tiny(tmp_path)
+    out = tmp_path / "mf.h5"
+    ap = argparse.ArgumentParser()
+    cli.register(ap.add_subparsers())
+    args = ap.parse_args(["mean-field", "--config", str(path), "--out", str(out), "--quiet", "--seed", "3"])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    assert "fitted exponent" in text and "interval" in text and "rectangle" in text
+    ds = open_run(out, "mean_field_study")
+    assert ds.attrs["status"] == "complete"
+    assert ds["interval_w1"].dims == ("interval_N", "interval_seed", "interval_time")
+    assert ds["interval_w1"].shape == (2, 3, 3)
+    assert np.isfinite(ds["interval_w1"].values[0]).all()
+    assert np.isnan(ds["interval_w1"].values[1, 2]).all()  # N=40 has 2 runs
+    assert ds["rectangle_rho"].shape == (2, 64)
+    np.testing.assert_allclose((ds["rectangle_rho"] * ds["rectangle_volume"]).sum("rectangle_cell"), 1.0,
+                               atol=1e-10)
+    t = summary_tables(load_study(out))
+    assert t["interval"]["fits"][1] is not None
+    for name in ("mf_interval_w1_vs_N.png", "mf_rectangle_density.png", "mf_interval_refinement.png"):
+        assert (tmp_path / name).stat().st_size > 1000
+    # refusing to overwrite
+    with pytest.raises(FileExistsError):
+        args.func(args)
