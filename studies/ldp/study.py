@@ -256,7 +256,7 @@ def _mean_se_chains(per_chain):
 
 
 def rate_estimates(M_by_node, theta, a: float, r_N: float) -> dict:
-    """Direct, tilted (importance sampling) and Chernoff estimates of :math:`-\\frac1{r_N}\\log P(M_N \\ge a)`.
+    r"""Direct, tilted (importance sampling) and Chernoff estimates of :math:`-\frac1{r_N}\log P(M_N \ge a)`.
 
     Parameters
     ----------
