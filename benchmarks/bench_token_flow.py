@@ -149,8 +149,8 @@ def main(argv=None) -> int:
     sl = np.polyfit(np.log(ks[big] if big.sum() >= 2 else ks), np.log([soft_rows[int(k)][0] for k in
                     (ks[big] if big.sum() >= 2 else ks)]), 1)[0]
     print(f"  fitted exponent: time ~ N^{sl:.2f} (N >= 2048); largest N within the caps: {n_max}")
-    print(f"  (the chunked softmax holds O(N d + chunk^2) memory, so the time cap, not the memory budget,"
-          f" bounds its N; the dense one needs 8 N^2 bytes per score matrix)")
+    print("  (the chunked softmax holds O(N d + chunk^2) memory, so the time cap, not the memory budget,"
+          " bounds its N; the dense one needs 8 N^2 bytes per score matrix)")
 
     x = _sphere(rng, n_max, d)
     t_lin_same = time_eval(lin, x, 3)

@@ -168,3 +168,25 @@ def test_softmax_baseline_smoke(tmp_path):
         assert ds.attrs["run_name"] == "Vaswani-softmaxattn"
         assert ds.sizes["step"] == 0 and ds.sizes["time"] == 0
         assert 0.0 <= float(ds.test_metrics.sel(metric="accuracy")) <= 1.0
+
+
+def test_parse_overrides_types():
+    """--set values take the type of the field's default; tuples are comma-separated."""
+    import dataclasses
+
+    from studies.cli import parse_overrides
+
+    @dataclasses.dataclass(frozen=True)
+    class C:
+        flag: bool = False
+        n: int = 1
+        x: float = 0.5
+        name: str = "a"
+        sizes: tuple = (1, 2)
+
+    got = parse_overrides(["flag=true", "n=3", "x=1e-3", "name=b", "sizes=4,5,6"], C)
+    assert got == {"flag": True, "n": 3, "x": 1e-3, "name": "b", "sizes": (4, 5, 6)}
+    with pytest.raises(ValueError, match="n='x'"):
+        parse_overrides(["n=x"], C)
+    with pytest.raises(ValueError, match="expected KEY=VALUE"):
+        parse_overrides(["n"], C)

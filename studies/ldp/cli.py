@@ -5,17 +5,9 @@ import argparse
 import time
 from pathlib import Path
 
+from studies.cli import non_negative_int
+
 __all__ = ["register", "run_from_args"]
-
-
-def _seed(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--seed {text!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"--seed must be >= 0, got {v}")
-    return v
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -42,7 +34,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="JSON file with a full LDPConfig (strict; overrides the presets)")
     p.add_argument("--backend", choices=("numpy",), default="numpy",
                    help="array backend (the batched chains are small: NumPy only)")
-    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--out", type=Path, default=None,
                    help="output HDF5 file (default runs/ldp[-quick]-seed<seed>.h5)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")

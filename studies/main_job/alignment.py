@@ -97,7 +97,6 @@ def centered_kta(P, y, n_classes: int = 2, eps: float = 1e-12):
     kernel via alignment/KTA").
     """
     xp = _check(P, y)
-    n = P.shape[0]
     Pc = P - P.mean(axis=0, keepdims=True)      # H P, so K_c = (HP)(HP)^T
     Kc = Pc @ Pc.T
     Y = (y[:, None] == y[None, :]).astype(P.dtype)

@@ -9,18 +9,9 @@ from pathlib import Path
 __all__ = ["register", "run_from_args", "format_metrics"]
 
 
-def _positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return v
-
-
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``run`` subcommand to ``subparsers`` (see :mod:`studies.cli`)."""
+    from studies.cli import non_negative_int
     from studies.main_job.config import _FEATURE_MAPS
 
     p = subparsers.add_parser(
@@ -44,10 +35,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="Q = K = reshape(x) (default, the paper's feature-map variants) or learned W_Q, W_K")
     p.add_argument("--alignment", choices=("onehot", "kta"), default="onehot",
                    help="Phase A objective: eq. (C.4) one-hot label kernel (default) or centred KTA")
-    p.add_argument("--epochs", type=_positive_int, default=None, help="Phase B epochs (default 6)")
-    p.add_argument("--phase-a-epochs", type=_positive_int, default=None,
-                   help="Phase A epochs (default 1; the paper allows up to 10)")
-    p.add_argument("--seed", type=_positive_int, default=0)
+    p.add_argument("--epochs", type=non_negative_int, default=None, help="Phase B epochs (default 10)")
+    p.add_argument("--phase-a-epochs", type=non_negative_int, default=None,
+                   help="Phase A epochs (default 2; the paper allows up to 10)")
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--backend", choices=("numpy", "cupy"), default="numpy")
     p.add_argument("--out", type=Path, default=None,
                    help="output HDF5 file (default runs/<dataset>-<run>-seed<seed>-<timestamp>.h5)")
@@ -61,34 +52,6 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="override any config field (see studies/main_job/config.py), repeatable")
     p.set_defaults(func=run_from_args)
     return p
-
-
-def _parse_sets(items, cfg_cls):
-    import dataclasses
-
-    types = {f.name: f.type for f in dataclasses.fields(cfg_cls)}
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        k, v = item.split("=", 1)
-        if k not in types:
-            raise ValueError(f"--set {k}: unknown config key; allowed: {', '.join(sorted(types))}")
-        t = types[k]
-        try:
-            if t in ("bool", bool):
-                if v.lower() not in ("true", "false", "1", "0"):
-                    raise ValueError
-                out[k] = v.lower() in ("true", "1")
-            elif t in ("int", int):
-                out[k] = int(v)
-            elif t in ("float", float):
-                out[k] = float(v)
-            else:
-                out[k] = v
-        except ValueError:
-            raise ValueError(f"--set {k}={v!r}: not a valid {t}") from None
-    return out
 
 
 def format_metrics(name: str, metrics: dict) -> str:
@@ -107,6 +70,7 @@ def format_metrics(name: str, metrics: dict) -> str:
 
 def run_from_args(args) -> int:
     """Resolve the configuration from ``args``, run the main job, print the table."""
+    from studies.cli import parse_overrides
     from studies.main_job.config import SMOKE_OVERRIDES, MainJobConfig
 
     try:
@@ -122,7 +86,7 @@ def run_from_args(args) -> int:
             changes["epochs"] = args.epochs
         if args.phase_a_epochs is not None:
             changes["phase_a_epochs"] = args.phase_a_epochs
-        changes.update(_parse_sets(args.set, MainJobConfig))
+        changes.update(parse_overrides(args.set, MainJobConfig))
         cfg = MainJobConfig().replace(**changes)
     except ValueError as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)

@@ -246,7 +246,7 @@ class MainJob:
     # -- Phase A -----------------------------------------------------------------------------
     def _phase_a_epoch(self, w, epoch):
         from engine.energy.riesz import riesz_energy_and_grad
-        from engine.simulate import LangevinState, projected_langevin
+        from engine.simulate import projected_langevin
         from engine.space import Ball
 
         cfg, xp, model = self.cfg, self.backend.xp, self.model
@@ -299,9 +299,10 @@ class MainJob:
 
     # -- Phase B -----------------------------------------------------------------------------
     def _evaluate(self, split):
-        model, cfg = self.model, self.cfg
-        probs, losses = [], []
         from engine.attention.layers import softmax_cross_entropy
+
+        model = self.model
+        probs, losses = [], []
 
         for ids, mask, labels, _ in batches(split, 256, pad_id=self.tok.pad_id):
             logits = model.forward(self.backend.asarray(ids, dtype=np.int64),

@@ -6,17 +6,9 @@ import sys
 import time
 from pathlib import Path
 
+from studies.cli import non_negative_int, parse_overrides
+
 __all__ = ["register", "run_from_args"]
-
-
-def _seed(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--seed {text!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"--seed {text!r} must be >= 0")
-    return v
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -44,7 +36,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sizes: a minute or two on 2 CPU cores")
     p.add_argument("--backend", choices=("numpy", "cupy"), default="numpy",
                    help="array backend (cupy scales N to 1e5 tokens)")
-    p.add_argument("--seed", type=_seed, default=0, help="master seed (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="master seed (default 0)")
     p.add_argument("--out", type=Path, default=None,
                    help="output HDF5 file (default runs/token_flow[-quick]-seed<seed>.h5)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
@@ -60,39 +52,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _parse_sets(items, cfg_cls):
-    """KEY=VALUE strings -> typed overrides (tuples from comma-separated lists)."""
-    import dataclasses
-
-    fields = {f.name: f for f in dataclasses.fields(cfg_cls)}
-    defaults = cfg_cls()
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        key, text = item.split("=", 1)
-        if key not in fields:
-            raise ValueError(f"--set {key}: unknown config key; allowed: {', '.join(sorted(fields))}")
-        default = getattr(defaults, key)
-        try:
-            if isinstance(default, bool):
-                raise ValueError
-            if isinstance(default, tuple):
-                if key == "wendel_cases":
-                    pairs = [c for c in text.split(";") if c]
-                    out[key] = tuple(tuple(int(v) for v in c.split(",")) for c in pairs)
-                else:
-                    elem = type(default[0]) if default else float
-                    out[key] = tuple(elem(v) for v in text.split(",") if v)
-            elif isinstance(default, int):
-                out[key] = int(text)
-            elif isinstance(default, float):
-                out[key] = float(text)
-            else:
-                out[key] = text
-        except ValueError:
-            raise ValueError(f"--set {key}={text!r}: not a valid value for a field like {default!r}") from None
-    return out
+def _wendel_cases(text):
+    """``n,d;n,d;...`` -> ((n, d), ...)."""
+    return tuple(tuple(int(v) for v in c.split(",")) for c in text.split(";") if c)
 
 
 def run_from_args(args) -> int:
@@ -112,7 +74,7 @@ def run_from_args(args) -> int:
             changes.update(GPU_OVERRIDES)
         if args.quick:
             changes.update(QUICK_OVERRIDES)
-        changes.update(_parse_sets(args.set, TokenFlowConfig))
+        changes.update(parse_overrides(args.set, TokenFlowConfig, {"wendel_cases": _wendel_cases}))
         cfg = TokenFlowConfig().replace(**changes)
         if args.kernel_from is not None:
             if not args.kernel_from.exists():
