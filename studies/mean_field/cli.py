@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -38,6 +39,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None,
                    help="output HDF5 file (default runs/mean_field[-quick]-seed<seed>.h5)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted study in --out (finished runs are kept)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="no progress bars or stage lines")
     p.set_defaults(func=run_from_args)
@@ -70,7 +73,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"mean_field{'-quick' if args.quick else ''}-seed{args.seed}.h5"
     log = (lambda *a: None) if args.quiet else print
     t0 = time.perf_counter()
-    run_mean_field_study(cfg, out, overwrite=args.overwrite, progress=not args.quiet, log=log)
+    try:
+        run_mean_field_study(cfg, out, overwrite=args.overwrite, resume=args.resume,
+                             progress=not args.quiet, log=log)
+    except (FileExistsError, FileNotFoundError, ValueError) as e:
+        print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
+        return 2
     ds = load_study(out)
     print(format_tables(summary_tables(ds)))
     if not args.no_plots:

@@ -218,8 +218,27 @@ def _rng(seed, *keys):
     return np.random.default_rng(np.random.SeedSequence([seed, *keys]))
 
 
+def _check_resumable(out: Path, config: MeanFieldConfig) -> None:
+    """Refuse to resume a missing, foreign, or differently configured study file."""
+    import json
+
+    import h5py
+
+    from engine.storage import _check_header
+
+    if not out.exists():
+        raise FileNotFoundError(f"resume=True but {out} does not exist")
+    _check_header(out, KIND)
+    with h5py.File(out, "r") as f:
+        stored = json.loads(f.attrs.get("config", "{}"))
+    mine = json.loads(json.dumps({"json": config.to_dict()}, default=str))
+    if stored != mine:
+        raise ValueError(f"resume: {out} was written with another configuration; resume with the "
+                         f"same preset, --seed, --backend and --problem options (or --overwrite)")
+
+
 def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = False,
-                         progress: bool = True, log=print) -> Path:
+                         resume: bool = False, progress: bool = True, log=print) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"mean_field_study"``).
 
     Variables for each problem ``p`` (``p`` = "interval" or "rectangle"):
@@ -248,6 +267,11 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         Output file.
     overwrite : bool, default False
         Replace an existing file (otherwise FileExistsError).
+    resume : bool, default False
+        Continue an interrupted study in ``out``: runs whose W1 values are all
+        stored are skipped (every run has its own seed, derived from
+        ``(seed, problem, N, replica)``, so the result equals an uninterrupted
+        study); the PDE reference is recomputed (deterministic).
     progress : bool, default True
         tqdm progress bars.
     log : callable, default print
@@ -263,7 +287,9 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     TypeError
         If ``config`` is not a MeanFieldConfig.
     FileExistsError
-        If ``out`` exists and ``overwrite`` is False.
+        If ``out`` exists and neither ``overwrite`` nor ``resume`` is set.
+    ValueError
+        If ``resume`` is set and ``out`` was written with another configuration.
     """
     from tqdm.auto import tqdm
 
@@ -275,8 +301,10 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     backend = get_backend(config.backend)
     out = Path(out)
     t_start = time.perf_counter()
+    if resume:
+        _check_resumable(out, config)
     with TrajectoryWriter(out, KIND, config={"json": config.to_dict()}, overwrite=overwrite,
-                          attrs={"seed": config.seed, "backend": config.backend,
+                          resume=resume, attrs={"seed": config.seed, "backend": config.backend,
                                  "problems": [p.name for p in config.problems]}) as w:
         for ip, c in enumerate(config.problems):
             p = c.name
@@ -339,15 +367,18 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
             w.variable(f"{p}_wall", (f"{p}_N", f"{p}_seed"), attrs={"units": "s"})
             w.variable(f"{p}_hist", (f"{p}_N", f"{p}_time", f"{p}_cell"),
                        attrs={"long_name": "particle mass per PDE cell, run 0"})
-            w1 = np.full((len(n_list), max_seeds, times.size), np.nan)
-            w1_iid = np.full_like(w1, np.nan)
-            wall = np.full((len(n_list), max_seeds), np.nan)
-            hist = np.full((len(n_list), times.size, dom.n_cells), np.nan)
+            w1 = w.read(f"{p}_w1")                  # all NaN in a new file: nothing done yet
+            w1_iid = w.read(f"{p}_w1_iid")
+            wall = w.read(f"{p}_wall")
+            hist = w.read(f"{p}_hist")
             system = setup.particles(c.eta)
             total = sum(s_list)
             bar = tqdm(total=total, disable=not progress, desc=f"{p} particles", unit="run")
             for iN, (n, n_seeds) in enumerate(zip(n_list, s_list)):
                 for r in range(n_seeds):
+                    if np.isfinite(w1[iN, r]).all() and np.isfinite(w1_iid[iN, r]).all():
+                        bar.update(1)                # done before an interruption (resume)
+                        continue
                     rng = _rng(config.seed, ip, n, r)
                     x0 = setup.rho0.sample(rng, n)
                     tr = time.perf_counter()
@@ -383,13 +414,16 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
                     rng_iid = _rng(config.seed, ip, c.refinement_n, r, 3)
                     w1e_iid[r] = [dist.iid(rng_iid, c.refinement_n, m) for m in ref_m]
                 w.set(f"{p}_w1_eta_iid", w1e_iid)
-                w1e = np.full((len(etas), c.refinement_seeds, times.size), np.nan)
-                walle = np.full((len(etas), c.refinement_seeds), np.nan)
+                w1e = w.read(f"{p}_w1_eta")
+                walle = w.read(f"{p}_wall_eta")
                 bar = tqdm(total=len(etas) * c.refinement_seeds, disable=not progress,
                            desc=f"{p} eta refinement", unit="run")
                 for ie, eta in enumerate(etas):
                     sys_e = setup.particles(eta)
                     for r in range(c.refinement_seeds):
+                        if np.isfinite(w1e[ie, r]).all():
+                            bar.update(1)            # done before an interruption (resume)
+                            continue
                         rng = _rng(config.seed, ip, c.refinement_n, r, 2)  # same x0 and seed for every eta
                         x0 = setup.rho0.sample(rng, c.refinement_n)
                         tr = time.perf_counter()
