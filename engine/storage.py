@@ -150,8 +150,8 @@ class TrajectoryWriter:
         if exists and not (overwrite or resume):
             raise FileExistsError(
                 f"{self.path} already exists; refusing to overwrite a run. Pass overwrite=True "
-                f"(CLI: --overwrite) to replace it, resume=True (CLI: --resume) to continue it, "
-                f"or choose another output path.")
+                f"(CLI: --overwrite) to replace it or choose another output path (studies that "
+                f"support it continue an interrupted file with --resume).")
         if resume:
             if not exists:
                 raise FileNotFoundError(f"resume=True but {self.path} does not exist")

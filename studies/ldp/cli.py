@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -66,7 +67,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"ldp{'-quick' if args.quick else ''}-seed{args.seed}.h5"
     log = (lambda *a: None) if args.quiet else print
     t0 = time.perf_counter()
-    run_ldp_study(cfg, out, overwrite=args.overwrite, progress=not args.quiet, log=log)
+    try:
+        run_ldp_study(cfg, out, overwrite=args.overwrite, progress=not args.quiet, log=log)
+    except FileExistsError as e:
+        print(f"rieszflow ldp: error: {e}", file=sys.stderr)
+        return 2
     ds = load_study(out)
     print(format_table(ds))
     if not args.no_plots:
