@@ -222,7 +222,7 @@ def encode(split: TextSplit, tokenizer: WordPieceTokenizer) -> EncodedSplit:
 
 
 def batches(data: EncodedSplit, batch_size: int, *, rng: np.random.Generator | None = None,
-            pad_id: int = 0):
+            pad_id: int = 0, min_last: int = 1):
     """Iterate over padded mini-batches.
 
     Each batch is padded to its own longest sequence (not to ``max_len``): with
@@ -239,6 +239,10 @@ def batches(data: EncodedSplit, batch_size: int, *, rng: np.random.Generator | N
     rng : numpy.random.Generator, optional
         Shuffles the order when given; the order of ``data`` otherwise.
     pad_id : int, default 0
+    min_last : int, default 1
+        A final batch with fewer than ``min_last`` examples is folded into the
+        batch before it (objectives over pairs, like Phase A's alignment, need at
+        least 2 sequences per batch).
 
     Yields
     ------
@@ -256,10 +260,16 @@ def batches(data: EncodedSplit, batch_size: int, *, rng: np.random.Generator | N
     """
     if int(batch_size) != batch_size or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} must be a positive integer")
+    if int(min_last) != min_last or not 1 <= min_last <= batch_size:
+        raise ValueError(f"min_last={min_last!r} must be an integer in [1, batch_size={batch_size}]")
     n = len(data)
     order = rng.permutation(n) if rng is not None else np.arange(n)
-    for start in range(0, n, batch_size):
-        idx = order[start:start + batch_size]
+    starts = list(range(0, n, batch_size))
+    if len(starts) > 1 and n - starts[-1] < min_last:
+        starts.pop()                                   # fold the short remainder into the batch before
+    for k, start in enumerate(starts):
+        stop = starts[k + 1] if k + 1 < len(starts) else n
+        idx = order[start:stop]
         seqs = [data.ids[i] for i in idx]
         L = max(len(s) for s in seqs)
         ids = np.full((len(idx), L), pad_id, dtype=np.int64)

@@ -109,7 +109,7 @@ def classification_metrics(y_true, proba) -> dict[str, float]:
         raise ValueError(f"proba has shape {P.shape}; expected ({y.shape[0]}, 2)")
     if not np.all(np.isfinite(P)) or np.any(P < 0) or not np.allclose(P.sum(1), 1.0, atol=1e-6):
         raise ValueError("proba rows must be finite, non-negative and sum to 1")
-    p = np.clip(P[:, 1], 0.0, 1.0)
+    p = P[:, 1]
     pred = (p >= 0.5).astype(int)
     out = {
         "accuracy": skm.accuracy_score(y, pred),

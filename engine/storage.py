@@ -36,7 +36,7 @@ import numpy as np
 
 from engine.backend import to_numpy
 
-__all__ = ["FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError"]
+__all__ = ["FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file"]
 
 #: Value of the root attribute ``rieszflow_format`` of every file rieszflow writes.
 FORMAT = "rieszflow/1"
@@ -123,6 +123,8 @@ class TrajectoryWriter:
     ------
     FileExistsError
         If ``path`` exists and neither ``overwrite`` nor ``resume`` is set.
+    FileNotFoundError
+        If ``resume=True`` and ``path`` does not exist.
     RunFileError
         If ``resume=True`` and the file is not a rieszflow file of this kind.
     ValueError
@@ -155,14 +157,13 @@ class TrajectoryWriter:
         if resume:
             if not exists:
                 raise FileNotFoundError(f"resume=True but {self.path} does not exist")
-            _check_header(self.path, kind)
+            check_run_file(self.path, kind)
             self._f = h5netcdf.File(self.path, "a")
             self._f.attrs["status"] = "running"
             self._f.attrs["resumed"] = int(self._f.attrs.get("resumed", 0)) + 1
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp_mode = "w"
-            self._f = h5netcdf.File(self.path, tmp_mode)
+            self._f = h5netcdf.File(self.path, "w")
             root = self._f.attrs
             root["rieszflow_format"] = FORMAT
             root["kind"] = kind
@@ -197,7 +198,12 @@ class TrajectoryWriter:
             Attributes of the coordinate variable (``units``, ``long_name``).
         """
         f = self._f
-        if name in f.dimensions:
+        if name in f.dimensions:                      # resuming: the dimension must agree
+            dim = f.dimensions[name]
+            if (size is None) != dim.isunlimited() or (size is not None and dim.size != size):
+                raise ValueError(f"dimension {name!r} exists with size "
+                                 f"{'unlimited' if dim.isunlimited() else dim.size}; "
+                                 f"cannot redeclare it with size {size!r}")
             return
         f.dimensions[name] = size
         if coords is not None:
@@ -239,8 +245,16 @@ class TrajectoryWriter:
             If a dimension in ``dims`` was not created.
         """
         f = self._f
-        if name in f.variables:
-            return f.variables[name]
+        if name in f.variables:                       # resuming: the variable must agree
+            var = f.variables[name]
+            if tuple(var.dimensions) != tuple(dims):
+                raise ValueError(f"variable {name!r} exists with dims {var.dimensions}; cannot "
+                                 f"redeclare it with dims {tuple(dims)}")
+            if data is not None:
+                var[...] = np.asarray(to_numpy(data)) if np.dtype(dtype).kind not in "USO" \
+                    else np.asarray(data).astype(object)
+                self.flush()
+            return var
         for d in dims:
             if d not in f.dimensions:
                 raise KeyError(f"variable {name!r}: dimension {d!r} was not created "
@@ -304,11 +318,8 @@ class TrajectoryWriter:
             If a record has the wrong shape.
         """
         f = self._f
-        i = self.length(dim)
-        f.resize_dimension(dim, i + 1)
-        if dim in f.variables:
-            f.variables[dim][i] = float(i if coord is None else coord)
-        for name, val in values.items():
+        records = {}
+        for name, val in values.items():              # check every record before growing the file
             if name not in f.variables:
                 raise KeyError(f"append: variable {name!r} does not exist")
             var = f.variables[name]
@@ -316,12 +327,35 @@ class TrajectoryWriter:
                 raise KeyError(f"append: variable {name!r} has dims {var.dimensions}, not starting "
                                f"with {dim!r}")
             arr = np.asarray(to_numpy(val))
-            want = var.shape[1:]
-            if arr.shape != tuple(want):
+            want = tuple(var.shape[1:])
+            if arr.shape != want:
                 raise ValueError(f"append: record for {name!r} has shape {arr.shape}, expected {want}")
-            var[i, ...] = arr
+            records[name] = arr
+        i = self.length(dim)
+        f.resize_dimension(dim, i + 1)
+        if dim in f.variables:
+            f.variables[dim][i] = float(i if coord is None else coord)
+        for name, arr in records.items():
+            f.variables[name][i, ...] = arr
         self.flush()
         return i
+
+    def truncate(self, dim: str, length: int) -> None:
+        """Shrink the unlimited dimension ``dim`` to ``length`` records (used when resuming).
+
+        Records past ``length`` (written after the last checkpoint) are dropped.
+
+        Raises
+        ------
+        ValueError
+            If ``length`` is negative or larger than the current length.
+        """
+        n = self.length(dim)
+        if not 0 <= length <= n:
+            raise ValueError(f"truncate: length={length} for dimension {dim!r} must lie in [0, {n}]")
+        if length < n:
+            self._f.resize_dimension(dim, length)
+            self.flush()
 
     def set(self, name: str, data) -> None:
         """Write the whole contents of a fixed-size variable and flush."""
@@ -364,8 +398,20 @@ class TrajectoryWriter:
         return False
 
 
-def _check_header(path: Path, kind: str | None) -> None:
-    """Raise RunFileError unless ``path`` is a readable rieszflow HDF5 file of ``kind``."""
+def check_run_file(path, kind: str | None = None) -> None:
+    """Check that ``path`` is a readable rieszflow HDF5 file (of ``kind`` when given).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    kind : str, optional
+
+    Raises
+    ------
+    RunFileError
+        If the file is not HDF5, not written by rieszflow, or of another kind.
+    """
+    path = Path(path)
     import h5py
 
     try:
@@ -414,6 +460,6 @@ def open_run(path, kind: str | None = None):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
-    _check_header(path, kind)
+    check_run_file(path, kind)
     with xr.open_dataset(os.fspath(path), engine="h5netcdf") as ds:
         return ds.load()

@@ -88,7 +88,7 @@ def parse_overrides(items, cfg_cls, special=None) -> dict:
                 out[key] = special[key](text)
             elif isinstance(default, bool):
                 if text.lower() not in ("true", "false", "1", "0"):
-                    raise ValueError
+                    raise ValueError(f"--set {key}={text!r}: expected true, false, 1 or 0")
                 out[key] = text.lower() in ("true", "1")
             elif isinstance(default, tuple):
                 elem = type(default[0]) if default else float
@@ -99,7 +99,9 @@ def parse_overrides(items, cfg_cls, special=None) -> dict:
                 out[key] = float(text)
             else:
                 out[key] = text
-        except ValueError:
+        except ValueError as e:
+            if str(e).startswith("--set"):
+                raise
             raise ValueError(f"--set {key}={text!r}: not a valid value for a field like "
                              f"{default!r}") from None
     return out

@@ -60,3 +60,12 @@ def test_batches_pad_and_mask(tok):
     assert total == len(enc)
     with pytest.raises(ValueError, match="batch_size"):
         next(batches(enc, 0))
+
+
+def test_batches_fold_a_short_remainder(tok):
+    enc = encode(load_split("rt", "validation"), tok)          # 1066 = 16 * 66 + 10
+    sizes = [len(b[2]) for b in batches(enc, 66, min_last=11)]
+    assert sizes[-1] == 76 and sum(sizes) == 1066              # the 10 left over joined the last batch
+    assert [len(b[2]) for b in batches(enc, 66)][-1] == 10
+    with pytest.raises(ValueError, match="min_last"):
+        next(batches(enc, 8, min_last=9))

@@ -57,7 +57,15 @@ def test_config_is_strict():
     with pytest.raises(ValueError, match="eta=0"):
         MainJobConfig(eta=0)
     with pytest.raises(ValueError, match="needs attention='linear'"):
-        MainJobConfig(attention="softmax", kernel=True)
+        MainJobConfig(attention="softmax", feature_map=None, kernel=True)
+    with pytest.raises(ValueError, match="not used by softmax"):
+        MainJobConfig(attention="softmax", kernel=False)
+    with pytest.raises(ValueError, match="kernel='false'"):
+        MainJobConfig.from_dict({"kernel": "false"})
+    with pytest.raises(ValueError, match="phase_a_epochs=0"):
+        MainJobConfig(phase_a_epochs=0)
+    with pytest.raises(ValueError, match="m=1"):
+        MainJobConfig(m=1)
     assert MainJobConfig().name == "Kernel-softplus"
     assert MainJobConfig(kernel=False).name == "Vanilla-softplus"
 
@@ -93,6 +101,15 @@ def test_smoke_run_hdf5_layout(smoke_runs):
         assert ds.sizes["step"] == n_steps == ds.attrs["phase_a_steps"]
         np.testing.assert_allclose(ds.hamiltonian, ds.alignment_energy + cfg["lam"] * ds.repulsion_energy,
                                    rtol=1e-12)
+        # independent check: the repulsion recorded at step t+1 is the Riesz energy of the
+        # particles snapshotted at step t (the energy is evaluated before the step's update)
+        from engine.energy.riesz import riesz_energy
+
+        for t in ds.time.values[:-1]:
+            om = ds.omega.sel(time=t).values.astype(np.float64)
+            w = sum(float(riesz_energy(om[l, h], cfg["s"])) for l in range(om.shape[0])
+                    for h in range(om.shape[1]))
+            assert float(ds.repulsion_energy.sel(step=t + 1)) == pytest.approx(w, rel=1e-4)
         assert np.isfinite(ds.hamiltonian).all()
         # particles stay in the ball of radius R (the projection of eq. 4.3)
         norms = np.linalg.norm(ds.omega.values, axis=-1)
@@ -120,9 +137,9 @@ def test_refuses_overwrite_and_resumes(tmp_path, capsys):
     assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--out", str(out)]) == 0
     assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--out", str(out)]) == 2
     assert "already exists" in capsys.readouterr().err
-    # a finished run has no checkpoint left: --resume says so instead of guessing
+    # a finished run: --resume says there is nothing to resume (and touches nothing)
     assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--resume", "--out", str(out)]) == 2
-    assert "no checkpoint" in capsys.readouterr().err
+    assert "complete run" in capsys.readouterr().err
 
 
 def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
@@ -190,3 +207,76 @@ def test_parse_overrides_types():
         parse_overrides(["n=x"], C)
     with pytest.raises(ValueError, match="expected KEY=VALUE"):
         parse_overrides(["n"], C)
+
+
+def test_phase_a_gradient_matches_finite_differences():
+    """d(-V)/d omega from the hand-written backward, against central differences (float64)."""
+    from engine.attention.model import TransformerClassifier
+    from studies.main_job.train import alignment_gradients
+
+    rng = np.random.default_rng(3)
+    model = TransformerClassifier(vocab_size=50, max_len=8, d_model=8, n_heads=2, d_ff=16, n_layers=2,
+                                  dropout=0.1, feature_map="softplus", m=5, rng=rng, dtype="float64")
+    ids = rng.integers(1, 50, size=(6, 7))
+    mask = np.ones((6, 7), dtype=bool)
+    mask[2, 5:] = False
+    y = np.array([0, 1, 1, 0, 1, 0])
+    names = model.particle_names()
+    for objective in (onehot_alignment, centered_kta):
+        _, grads = alignment_gradients(model, ids, mask, y, objective, names)
+        for name in names:
+            om = model.params[name]
+            for idx in [(0, 0, 0), (1, 3, 2), (0, 4, 3)]:
+                old = om[idx]
+                om[idx] = old + 1e-6
+                e_plus = -alignment_gradients(model, ids, mask, y, objective, names)[0]
+                om[idx] = old - 1e-6
+                e_minus = -alignment_gradients(model, ids, mask, y, objective, names)[0]
+                om[idx] = old
+                num = (e_plus - e_minus) / 2e-6
+                assert grads[name][idx] == pytest.approx(num, rel=1e-5, abs=1e-9), (objective, name, idx)
+
+
+def test_stale_checkpoint_is_never_mixed_into_another_run(tmp_path, monkeypatch):
+    """An interrupted run X, then a fresh run Y at the same path: Y's resume must not use X's state."""
+    from studies.main_job import train
+
+    out = tmp_path / "r.h5"
+    original = train.MainJob._phase_b_epoch
+
+    def interrupted(self, w, opt, epoch):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train.MainJob, "_phase_b_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):          # run X leaves a checkpoint after Phase A
+        cli_main(["run", "--smoke", "--quiet", "--set", "lam=0.5", "--out", str(out)])
+    assert out.with_name(out.name + ".ckpt.npz").exists()
+    monkeypatch.setattr(train.MainJob, "_phase_b_epoch", original)
+    # a fresh run Y with --overwrite removes X's checkpoint as it starts
+    assert cli_main(["run", "--smoke", "--quiet", "--overwrite", "--out", str(out)]) == 0
+    assert not out.with_name(out.name + ".ckpt.npz").exists()
+
+
+def test_resume_after_early_stop_keeps_phase_a_stopped(tmp_path, monkeypatch):
+    """delta large enough to stop Phase A after one step; interrupt in Phase B; resume."""
+    from studies.main_job import train
+
+    args = ["run", "--smoke", "--quiet", "--epochs", "2", "--phase-a-epochs", "3", "--set", "delta=10"]
+    full, cut = tmp_path / "full.h5", tmp_path / "cut.h5"
+    assert cli_main([*args, "--out", str(full)]) == 0
+    original = train.MainJob._phase_b_epoch
+
+    def interrupted(self, w, opt, epoch):
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return original(self, w, opt, epoch)
+
+    monkeypatch.setattr(train.MainJob, "_phase_b_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cli_main([*args, "--out", str(cut)])
+    monkeypatch.setattr(train.MainJob, "_phase_b_epoch", original)
+    assert cli_main([*args, "--resume", "--out", str(cut)]) == 0
+    with xr.open_dataset(full, engine="h5netcdf") as a, xr.open_dataset(cut, engine="h5netcdf") as b:
+        assert a.attrs["phase_a_steps"] == b.attrs["phase_a_steps"] == 1
+        assert a.attrs["phase_a_stopped_early"] == b.attrs["phase_a_stopped_early"] == 1
+        np.testing.assert_array_equal(a.test_metrics.values, b.test_metrics.values)

@@ -130,3 +130,30 @@ def test_killed_writer_leaves_readable_file(tmp_path):
     ds = open_run(p)
     assert ds.attrs["status"] == "running"
     np.testing.assert_array_equal(ds.x.values[:, 0], np.arange(10.0))
+
+
+def test_bad_record_leaves_file_unchanged_and_redeclaration_is_checked(tmp_path):
+    p = tmp_path / "a.h5"
+    with TrajectoryWriter(p, "demo") as w:
+        w.dimension("time", None)
+        w.dimension("particle", 3)
+        w.variable("x", ("time", "particle"))
+        w.variable("y", ("time",))
+        w.append("time", {"x": np.zeros(3), "y": 1.0})
+        with pytest.raises(ValueError, match="shape"):
+            w.append("time", {"y": 2.0, "x": np.zeros(4)})     # y is fine, x is not
+        assert w.length("time") == 1                           # nothing was grown
+        with pytest.raises(ValueError, match="cannot redeclare"):
+            w.dimension("particle", 4)
+        with pytest.raises(ValueError, match="cannot redeclare"):
+            w.variable("x", ("particle",))
+        w.dimension("cell", 2)
+        w.variable("rho", ("cell",), data=[1.0, 2.0])
+        w.variable("rho", ("cell",), data=[3.0, 4.0])          # redeclared with data: rewritten
+        w.append("time", {"x": np.ones(3), "y": 3.0})
+        w.truncate("time", 1)
+        with pytest.raises(ValueError, match="truncate"):
+            w.truncate("time", 5)
+    ds = open_run(p)
+    assert ds.sizes["time"] == 1 and float(ds.y[0]) == 1.0
+    np.testing.assert_array_equal(ds.rho.values, [3.0, 4.0])

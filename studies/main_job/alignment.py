@@ -27,6 +27,12 @@ def _check(P, y):
 def onehot_alignment(P, y, n_classes: int = 2):
     """Within-class alignment V_seq of eq. (C.4) with the one-hot label kernel.
 
+    Note that (C.4) sums only same-class pairs: unlike eq. (2.2) with labels
+    y_i y_j = +-1, it has no penalty for similarity across classes, so it also
+    grows when all pooled vectors align in one direction. It rewards
+    within-class similarity, not class separation; :func:`centered_kta` does
+    both.
+
     V = 1/(n(n-1)) * sum_{i<j} [y_i = y_j] <P_i, P_j>,
     computed in O(n d) as sum_c (|S_c|^2 - sum_{i in c} |P_i|^2) / 2 with
     S_c = sum_{i in c} P_i.
@@ -63,7 +69,8 @@ def onehot_alignment(P, y, n_classes: int = 2):
     onehot[xp.arange(n), y] = 1
     S = onehot.T @ P                      # (C, d) class sums
     norm = n * (n - 1)
-    value = 0.5 * (float(xp.sum(S * S)) - float(xp.sum(P * P))) / norm
+    # energies accumulate in float64 even when P is float32
+    value = 0.5 * (float(xp.sum(S * S, dtype=xp.float64)) - float(xp.sum(P * P, dtype=xp.float64))) / norm
     grad = (onehot @ S - P) / norm
     return value, grad
 
@@ -102,9 +109,9 @@ def centered_kta(P, y, n_classes: int = 2, eps: float = 1e-12):
     Y = (y[:, None] == y[None, :]).astype(P.dtype)
     Yc = Y - Y.mean(axis=0, keepdims=True)
     Yc = Yc - Yc.mean(axis=1, keepdims=True)
-    nk = float(xp.sqrt(xp.sum(Kc * Kc))) + eps
-    ny = float(xp.sqrt(xp.sum(Yc * Yc))) + eps
-    A = float(xp.sum(Kc * Yc)) / (nk * ny)
+    nk = float(xp.sqrt(xp.sum(Kc * Kc, dtype=xp.float64))) + eps
+    ny = float(xp.sqrt(xp.sum(Yc * Yc, dtype=xp.float64))) + eps
+    A = float(xp.sum(Kc * Yc, dtype=xp.float64)) / (nk * ny)
     G = Yc / (nk * ny) - A * Kc / (nk * nk)
     # dA/dP = 2 H G H P; G is already doubly centred, so H G H = G.
     grad = 2.0 * (G @ P)

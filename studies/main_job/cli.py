@@ -24,16 +24,17 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "(xarray.open_dataset(path, engine='h5netcdf')) and prints the test metrics.")
     p.add_argument("--dataset", choices=("rt", "sst2"), default="rt",
                    help="rt = Rotten Tomatoes (default), sst2 = GLUE SST-2")
-    p.add_argument("--feature-map", choices=_FEATURE_MAPS, default="softplus",
+    p.add_argument("--feature-map", choices=_FEATURE_MAPS, default=None,
                    help="positive random-feature map of paper 000 App. D (default: softplus)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--vanilla", action="store_true",
                       help="Phase B only (particles stay at their initial law): the matched baseline")
     mode.add_argument("--softmax", action="store_true",
                       help="exact softmax attention baseline with learned W_Q, W_K (Phase B only)")
-    p.add_argument("--qk", choices=("shared", "learned"), default="shared",
-                   help="Q = K = reshape(x) (default, the paper's feature-map variants) or learned W_Q, W_K")
-    p.add_argument("--alignment", choices=("onehot", "kta"), default="onehot",
+    p.add_argument("--qk", choices=("shared", "learned"), default=None,
+                   help="Q = K = reshape(x) (default for linear attention, the paper's feature-map "
+                        "variants) or learned W_Q, W_K (default for --softmax)")
+    p.add_argument("--alignment", choices=("onehot", "kta"), default=None,
                    help="Phase A objective: eq. (C.4) one-hot label kernel (default) or centred KTA")
     p.add_argument("--epochs", type=non_negative_int, default=None, help="Phase B epochs (default 10)")
     p.add_argument("--phase-a-epochs", type=non_negative_int, default=None,
@@ -74,14 +75,23 @@ def run_from_args(args) -> int:
     from studies.main_job.config import SMOKE_OVERRIDES, MainJobConfig
 
     try:
-        changes = {"dataset": args.dataset, "feature_map": args.feature_map, "seed": args.seed,
-                   "backend": args.backend, "qk": args.qk, "alignment": args.alignment}
+        no_phase_a = "--vanilla" if args.vanilla else "--softmax" if args.softmax else None
+        if no_phase_a and (args.phase_a_epochs is not None or args.alignment is not None):
+            raise ValueError(f"{no_phase_a} has no Phase A: --phase-a-epochs and --alignment do "
+                             f"not apply")
+        if args.softmax and args.feature_map is not None:
+            raise ValueError("--softmax uses exact softmax attention: --feature-map does not apply")
+        changes = {"dataset": args.dataset, "seed": args.seed, "backend": args.backend}
+        for key in ("feature_map", "qk", "alignment"):
+            if getattr(args, key) is not None:
+                changes[key] = getattr(args, key)
         if args.smoke:
             changes.update(SMOKE_OVERRIDES)
         if args.vanilla:
             changes["kernel"] = False
         if args.softmax:
-            changes.update(kernel=False, attention="softmax", qk="learned")
+            changes.update(kernel=False, attention="softmax", feature_map=None,
+                           qk=args.qk or "learned")
         if args.epochs is not None:
             changes["epochs"] = args.epochs
         if args.phase_a_epochs is not None:

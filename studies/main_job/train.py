@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,7 @@ from engine.storage import TrajectoryWriter
 from studies.main_job.alignment import ALIGNMENTS
 from studies.main_job.config import MainJobConfig
 
-__all__ = ["MainJob", "run_main_job", "load_data"]
+__all__ = ["MainJob", "run_main_job", "load_data", "alignment_gradients"]
 
 KIND = "main_job"
 
@@ -80,6 +81,35 @@ def load_data(cfg: MainJobConfig):
         return type(split)([split.ids[i] for i in idx], split.labels[idx], split.name)
 
     return tok, limit(tr, cfg.train_limit), limit(va, cfg.eval_limit), limit(te, cfg.eval_limit)
+
+
+def alignment_gradients(model, ids, mask, labels, objective, wrt):
+    """Alignment value of a mini-batch and the gradient of the alignment energy.
+
+    The pooled representations are computed with dropout off, so the alignment
+    energy ``-V`` is a deterministic function of the particles.
+
+    Parameters
+    ----------
+    model : engine.attention.model.TransformerClassifier
+    ids, mask : arrays of shape (B, L), on the model's backend
+    labels : int array of shape (B,), on the model's backend
+    objective : callable
+        ``objective(P, y) -> (value, dvalue/dP)``, one of :data:`ALIGNMENTS`.
+    wrt : list of str
+        Parameter names (the particles ``layers.<i>.attn.omega``).
+
+    Returns
+    -------
+    value : float
+        V, the alignment to maximise (eq. C.4, or centred KTA).
+    grads : dict of str to array
+        d(-V)/d(param) for each name in ``wrt``: the gradient of the alignment
+        energy that Phase A descends.
+    """
+    pooled = model.pooled(ids, mask, train=False, rng=None)
+    value, dvalue = objective(pooled, labels)
+    return value, model.backward_pooled(-dvalue, wrt=wrt)
 
 
 def _progress(iterable, total, desc, quiet):
@@ -133,31 +163,38 @@ class MainJob:
             feature_options={"tau": cfg.tau, "floor": cfg.floor} if linear else None,
             embed_std=cfg.embed_std, rng=self.rng_init, dtype=cfg.dtype, backend=cfg.backend)
         self.omega_names = list(self.model.particle_names())
-        if cfg.attention == "linear":
-            # Start inside the domain: project the initial law onto the ball (documented in
-            # the HDF5 attribute omega_init_projected = number of particles moved).
-            moved = 0
-            for name in self.omega_names:
-                om = self.model.params[name]
-                xp = self.backend.xp
-                r = xp.linalg.norm(om, axis=-1, keepdims=True)
-                moved += int(to_numpy(xp.sum(r > cfg.radius)))
-                self.model.params[name] = om * xp.minimum(1.0, cfg.radius / xp.maximum(r, 1e-30))
-            self.omega_init_projected = moved
-        else:
-            self.omega_init_projected = 0
+        # Start inside the domain: project the initial law onto the ball (the HDF5 attribute
+        # omega_init_projected counts the particles that moved).
+        from engine.space import Ball
+
+        ball, moved = Ball(cfg.radius), 0
+        for name in self.omega_names:
+            om = self.model.params[name]                           # (H, m, d_k)
+            flat = om.reshape(-1, om.shape[-1])
+            moved += int(to_numpy(~ball.contains(flat)).sum())
+            self.model.params[name] = ball.project(flat).reshape(om.shape).astype(om.dtype)
+        self.omega_init_projected = moved
 
     def _open_writer(self):
         cfg = self.cfg
+        if cfg.alignment == "onehot":
+            align_text = ("alignment: -V_seq of eq. (C.4) on each mini-batch, 1/(n(n-1)) times the "
+                          "sum over same-class pairs i<j of <P_i, P_j>")
+        else:
+            align_text = ("alignment: minus the centred kernel-target alignment <K_c, Y_c>_F / "
+                          "(|K_c|_F |Y_c|_F) of K = P P^T on each mini-batch")
         attrs = {"seed": cfg.seed, "backend": cfg.backend, "run_name": cfg.name,
                  "source": "paper 000, App. F.2; eq. (2.2), (2.3), (4.3), (C.4)",
                  "omega_init_projected": self.omega_init_projected,
-                 "energy_normalisation": "alignment: eq. (C.4) on each mini-batch, 1/(n(n-1)) over "
-                                         "pairs i<j; repulsion: sum over layers and heads of "
+                 "energy_normalisation": align_text + "; repulsion: sum over layers and heads of "
                                          "W_{m,s} = 1/(2m(m-1)) sum_{k!=l} g_s, eq. (2.3)",
-                 "ece_definition": "binary, positive class, 15 equal-width bins, L1"}
+                 "ece_definition": "binary, positive class, 15 equal-width bins, L1",
+                 "run_id": uuid.uuid4().hex}
         w = TrajectoryWriter(self.out, KIND, config=cfg.to_dict(), attrs=attrs,
                              overwrite=self.overwrite, resume=self.resume)
+        self.run_id = w.get_attr("run_id")
+        if not self.resume and self.ckpt_path.exists():
+            self.ckpt_path.unlink()              # a checkpoint of an earlier run at this path
         L, H = cfg.n_layers, cfg.n_heads
         dk = cfg.d_model // cfg.n_heads
         m = cfg.m if cfg.attention == "linear" else 1
@@ -173,7 +210,7 @@ class MainJob:
         w.variable("omega", ("time", "layer", "head", "particle", "coord"), dtype="f4",
                    attrs={"long_name": "feature particles Omega (rows omega_k)",
                           "source": "paper 000, eq. (4.3)"})
-        for name, ln in (("alignment_energy", "-V_seq on the step's mini-batch, eq. (C.4)"),
+        for name, ln in (("alignment_energy", align_text.split(": ", 1)[1]),
                          ("repulsion_energy", "sum over layers, heads of W_{m,s}, eq. (2.3)"),
                          ("hamiltonian", "alignment_energy + lam * repulsion_energy, eq. (2.2)"),
                          ("max_displacement", "max_k |delta omega_k| of the step"),
@@ -196,13 +233,16 @@ class MainJob:
         """Refuse to resume a file written with another configuration (before touching it)."""
         import h5py
 
-        from engine.storage import _check_header
+        from engine.storage import check_run_file
 
         if not self.out.exists():
             raise FileNotFoundError(f"--resume: {self.out} does not exist")
-        _check_header(self.out, KIND)
+        check_run_file(self.out, KIND)
         with h5py.File(self.out, "r") as f:
             stored = json.loads(f.attrs.get("config", "{}"))
+            status = f.attrs.get("status")
+        if status == "complete":
+            raise ValueError(f"--resume: {self.out} holds a complete run; there is nothing to resume")
         mine = json.loads(json.dumps(self.cfg.to_dict()))
         if stored != mine:
             diff = sorted(k for k in set(stored) | set(mine) if stored.get(k) != mine.get(k))
@@ -212,19 +252,25 @@ class MainJob:
             raise FileNotFoundError(f"--resume: no checkpoint {self.ckpt_path} next to {self.out}; "
                                     f"the run cannot be resumed (start it again with --overwrite)")
 
-    def _save_ckpt(self, w, phase, epoch, best_state, best_acc, best_epoch, opt=None):
+    def _save_ckpt(self, w, phase, epoch, best_state, best_acc, best_epoch, opt=None,
+                   stopped_early=False):
         state = {f"model/{k}": v for k, v in self.model.state_dict().items()}
         if best_state is not None:
             state.update({f"best/{k}": v for k, v in best_state.items()})
         if opt is not None:
             state.update({f"adam/{k}": v for k, v in opt.state_dict().items()})
-        meta = {"phase": phase, "epoch": epoch, "best_acc": best_acc, "best_epoch": best_epoch,
+        meta = {"run_id": self.run_id, "phase": phase, "epoch": epoch, "best_acc": best_acc,
+                "best_epoch": best_epoch, "stopped_early": bool(stopped_early),
+                "phase_a_steps": self.step_a,
                 "lengths": {d: w.length(d) for d in ("time", "step", "epoch", "batch")},
                 "rng_a": self.rng_a.bit_generator.state, "rng_b": self.rng_b.bit_generator.state,
                 "elapsed": self.elapsed}
         tmp = self.ckpt_path.with_name(self.ckpt_path.name + ".tmp.npz")
-        np.savez(tmp, meta=np.array(json.dumps(meta)), **state)
-        os.replace(tmp, self.ckpt_path)
+        with open(tmp, "wb") as f:
+            np.savez(f, meta=np.array(json.dumps(meta)), **state)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.ckpt_path)          # atomic: the old checkpoint or the new, never half
 
     def _load_ckpt(self, w):
         if not self.ckpt_path.exists():
@@ -232,6 +278,14 @@ class MainJob:
                                     f"the run cannot be resumed (start it again with --overwrite)")
         z = np.load(self.ckpt_path, allow_pickle=False)
         meta = json.loads(str(z["meta"]))
+        if meta.get("run_id") != w.get_attr("run_id"):
+            raise ValueError(f"--resume: {self.ckpt_path} belongs to another run than {self.out} "
+                             f"(run_id {meta.get('run_id')} != {w.get_attr('run_id')}); refusing "
+                             f"to mix them")
+        short = {d: n for d, n in meta["lengths"].items() if w.length(d) < n}
+        if short:
+            raise ValueError(f"--resume: {self.out} holds fewer records than its checkpoint "
+                             f"expects ({short}); the file was modified")
         self.model.load_state_dict({k[6:]: z[k] for k in z.files if k.startswith("model/")})
         best = {k[5:]: z[k] for k in z.files if k.startswith("best/")} or None
         adam = {k[5:]: z[k] for k in z.files if k.startswith("adam/")} or None
@@ -239,8 +293,7 @@ class MainJob:
         self.rng_b.bit_generator.state = meta["rng_b"]
         self.elapsed = meta["elapsed"]
         for d, n in meta["lengths"].items():  # drop records written after the checkpoint
-            if w.length(d) > n:
-                w._f.resize_dimension(d, n)
+            w.truncate(d, n)
         return meta, best, adam
 
     # -- Phase A -----------------------------------------------------------------------------
@@ -253,13 +306,12 @@ class MainJob:
         align = ALIGNMENTS[cfg.alignment]
         space = Ball(cfg.radius)
         n_batches = -(-len(self.train) // cfg.batch_size)
-        it = batches(self.train, cfg.batch_size, rng=self.rng_a, pad_id=self.tok.pad_id)
+        # min_last=2: the pair objectives need at least two sequences in every batch
+        it = batches(self.train, cfg.batch_size, rng=self.rng_a, pad_id=self.tok.pad_id, min_last=2)
         for ids, mask, labels, _ in _progress(it, n_batches, f"Phase A epoch {epoch}", self.quiet):
-            ids_b, mask_b = self.backend.asarray(ids, dtype=np.int64), self.backend.asarray(mask, dtype=bool)
-            y = self.backend.asarray(labels, dtype=np.int64)
-            pooled = model.pooled(ids_b, mask_b, train=False, rng=None)
-            value, dvalue = align(pooled, y)
-            grads = model.backward_pooled(-dvalue, wrt=self.omega_names)  # grad of alignment energy -V
+            value, grads = alignment_gradients(
+                model, self.backend.asarray(ids, dtype=np.int64), self.backend.asarray(mask, dtype=bool),
+                self.backend.asarray(labels, dtype=np.int64), align, self.omega_names)
             repulsion, max_disp, drift = 0.0, 0.0, 0.0
             for name in self.omega_names:
                 om_all = model.params[name]                 # (H, m, d_k)
@@ -299,20 +351,21 @@ class MainJob:
 
     # -- Phase B -----------------------------------------------------------------------------
     def _evaluate(self, split):
-        from engine.attention.layers import softmax_cross_entropy
-
         model = self.model
         probs, losses = [], []
 
         for ids, mask, labels, _ in batches(split, 256, pad_id=self.tok.pad_id):
             logits = model.forward(self.backend.asarray(ids, dtype=np.int64),
                                    self.backend.asarray(mask, dtype=bool), train=False, rng=None)
-            loss, _, p = softmax_cross_entropy(logits, self.backend.asarray(labels, dtype=np.int64))
-            probs.append(to_numpy(p).astype(np.float64))
-            losses.append(float(loss) * len(labels))
+            # log-softmax in float64 from the logits: no float32 zeros reach the log-loss
+            z = to_numpy(logits).astype(np.float64)
+            logp = z - z.max(axis=1, keepdims=True)
+            logp -= np.log(np.exp(logp).sum(axis=1, keepdims=True))
+            probs.append(np.exp(logp))
+            losses.append(-logp[np.arange(len(labels)), labels].sum())
         P = np.concatenate(probs)
-        P /= P.sum(axis=1, keepdims=True)    # float32 softmax rows re-normalised in float64
-        return float(np.sum(losses) / len(split)), float(np.mean(P.argmax(1) == split.labels)), P
+        # the same decision rule as the test metrics: class 1 when p_1 >= 0.5
+        return float(np.sum(losses) / len(split)), float(np.mean((P[:, 1] >= 0.5) == split.labels)), P
 
     def _phase_b_epoch(self, w, opt, epoch):
         from engine.attention.layers import softmax_cross_entropy
@@ -359,20 +412,22 @@ class MainJob:
             self.trainable = [k for k in self.model.params if k not in set(self.omega_names)]
             opt = Adam(self.model.params, self.trainable, lr=cfg.lr)
             start_a, start_b, best_state, best_acc, best_epoch = 1, 1, None, -1.0, 0
+            stopped_early = False
             if self.resume:
                 meta, best_state, adam = self._load_ckpt(w)
                 best_acc, best_epoch = meta["best_acc"], meta["best_epoch"]
-                self.step_a = w.length("step")
-                if meta["phase"] == "A":
+                stopped_early = meta["stopped_early"]
+                self.step_a = meta["phase_a_steps"]
+                if meta["phase"] == "A" and not stopped_early:
                     start_a = meta["epoch"] + 1
-                else:
-                    start_a, start_b = cfg.phase_a_epochs + 1, meta["epoch"] + 1
+                else:                                      # Phase A is over (finished or stopped)
+                    start_a = cfg.phase_a_epochs + 1
+                    start_b = meta["epoch"] + 1 if meta["phase"] == "B" else 1
                     if adam is not None:
                         opt.load_state_dict(adam)
             elif cfg.attention == "linear":
                 self._record_omega(w)                      # snapshot of the initial law at step 0
             # Phase A
-            stopped_early = False
             if cfg.kernel:
                 for epoch in range(start_a, cfg.phase_a_epochs + 1):
                     t0 = time.perf_counter()
@@ -380,7 +435,7 @@ class MainJob:
                     self.elapsed["phase_a"] += time.perf_counter() - t0
                     if self.step_a % cfg.record_every:
                         self._record_omega(w)               # always keep the final particles
-                    self._save_ckpt(w, "A", epoch, None, -1.0, 0)
+                    self._save_ckpt(w, "A", epoch, None, -1.0, 0, stopped_early=stopped_early)
                     if stopped_early:
                         break
             w.set_attrs(phase_a_steps=self.step_a, phase_a_stopped_early=int(stopped_early))
@@ -398,19 +453,21 @@ class MainJob:
                 if va_acc > best_acc:
                     best_acc, best_epoch = va_acc, epoch
                     best_state = self.model.state_dict()
-                self._save_ckpt(w, "B", epoch, best_state, best_acc, best_epoch, opt)
+                self._save_ckpt(w, "B", epoch, best_state, best_acc, best_epoch, opt,
+                                stopped_early=stopped_early)
             if best_state is not None:
                 self.model.load_state_dict(best_state)
             # Test, once, with the checkpoint chosen on validation accuracy.
             te_loss, te_acc, P = self._evaluate(self.test)
-            metrics = classification_metrics(self.test.labels, P)
-            w.dimension("metric", len(METRIC_NAMES), coords=np.array(METRIC_NAMES))
-            w.variable("test_metrics", ("metric",), data=[metrics[k] for k in METRIC_NAMES],
-                       attrs={"long_name": "test-split metrics of the validation-selected checkpoint"})
+            # predictions first: if a metric cannot be computed, they are still in the file
             w.dimension("example", len(self.test), coords=np.arange(len(self.test)))
             w.dimension("class", 2, coords=np.arange(2))
             w.variable("test_proba", ("example", "class"), data=P)
             w.variable("test_label", ("example",), dtype="i8", data=self.test.labels)
+            metrics = classification_metrics(self.test.labels, P)
+            w.dimension("metric", len(METRIC_NAMES), coords=np.array(METRIC_NAMES))
+            w.variable("test_metrics", ("metric",), data=[metrics[k] for k in METRIC_NAMES],
+                       attrs={"long_name": "test-split metrics of the validation-selected checkpoint"})
             train_seconds = self.elapsed["phase_a"] + self.elapsed["phase_b"]
             extra = {"train_seconds": train_seconds, "phase_a_seconds": self.elapsed["phase_a"],
                      "phase_b_seconds": self.elapsed["phase_b"], "best_epoch": best_epoch,

@@ -224,11 +224,11 @@ def _check_resumable(out: Path, config: MeanFieldConfig) -> None:
 
     import h5py
 
-    from engine.storage import _check_header
+    from engine.storage import check_run_file
 
     if not out.exists():
         raise FileNotFoundError(f"resume=True but {out} does not exist")
-    _check_header(out, KIND)
+    check_run_file(out, KIND)
     with h5py.File(out, "r") as f:
         stored = json.loads(f.attrs.get("config", "{}"))
     mine = json.loads(json.dumps({"json": config.to_dict()}, default=str))
