@@ -42,6 +42,7 @@ Rahimi and Recht (2007), "Random features for large-scale kernel machines".
 """
 from __future__ import annotations
 
+import abc
 import math
 import numbers
 
@@ -102,7 +103,7 @@ def _softplus(xp, u):
 
 
 # --------------------------------------------------------------------------- base class
-class FeatureMap:
+class FeatureMap(abc.ABC):
     """Abstract random-feature map phi_Omega : R^d -> R^M (particles as rows of omega).
 
     Parameters
@@ -195,11 +196,13 @@ class FeatureMap:
     def _init_fixed(self, rng, fixed):
         """Draw or take the fixed constants; ``fixed`` holds the map-specific options."""
 
+    @abc.abstractmethod
     def _forward(self, xp, x, omega):
-        raise NotImplementedError
+        """Return ``(phi, cache)`` for ``x`` (..., d) and ``omega`` (m, d) on namespace ``xp``."""
 
+    @abc.abstractmethod
     def _backward(self, xp, dphi, cache):
-        raise NotImplementedError
+        """Return ``(dx, domega)`` from the upstream gradient ``dphi`` and the forward cache."""
 
     # -- shared machinery -------------------------------------------------------------
     def _take_phases(self, rng, b, law):
@@ -479,9 +482,9 @@ class _L1FeatureMap(FeatureMap):
     uses_floor = True
     has_bias = False
 
+    @abc.abstractmethod
     def _g(self, xp, u):
         """Return g(u) (floored, > 0) and dg/du, both of the shape of u."""
-        raise NotImplementedError
 
     def _forward(self, xp, x, omega):
         u = xp.matmul(x, omega.T) / self.tau

@@ -40,6 +40,7 @@ Dao et al. (2022), "FlashAttention" (online softmax over key blocks).
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 import math
@@ -198,7 +199,7 @@ def _check_sinkhorn_args(max_iter, tol, check_every):
 
 
 @dataclasses.dataclass(frozen=True)
-class _ExpDotKernel:
+class _ExpDotKernel(abc.ABC):
     """Kernels of the form G_ij = exp(scale q_i.k_j + qb_i + kb_j) (softmax, Gaussian)."""
 
     beta: float = 1.0
@@ -208,9 +209,9 @@ class _ExpDotKernel:
         object.__setattr__(self, "beta", check_real("beta", self.beta))
         object.__setattr__(self, "chunk", _check_chunk(self.chunk))
 
-    # s_ij = scale * q_i.k_j + qb_i + kb_j
+    @abc.abstractmethod
     def _parts(self, xp, q, k):
-        raise NotImplementedError
+        """Return ``(scale, qb, kb)`` with s_ij = scale * q_i.k_j + qb_i + kb_j."""
 
     def log_matrix(self, q, k):
         """Dense log-kernel ``log G_ij``, shape (..., n_q, n_k) (reference; O(n_q n_k) memory).
