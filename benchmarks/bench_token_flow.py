@@ -143,12 +143,21 @@ def main(argv=None) -> int:
         if t > cap / 4 or n >= max(n_lin):
             break
         n *= 2
+    if not soft_rows:
+        print(f"  no softmax size fits the memory budget ({args.budget_mib:g} MiB at N = 1024): no "
+              f"softmax/linear ratio measured; raise --budget-mib")
+        return 0
     n_max = max(soft_rows)
     ks = np.array(sorted(soft_rows), dtype=float)
     big = ks >= 2048
-    sl = np.polyfit(np.log(ks[big] if big.sum() >= 2 else ks), np.log([soft_rows[int(k)][0] for k in
-                    (ks[big] if big.sum() >= 2 else ks)]), 1)[0]
-    print(f"  fitted exponent: time ~ N^{sl:.2f} (N >= 2048); largest N within the caps: {n_max}")
+    fit_ks = ks[big] if big.sum() >= 2 else ks
+    if fit_ks.size >= 2:
+        sl = np.polyfit(np.log(fit_ks), np.log([soft_rows[int(k)][0] for k in fit_ks]), 1)[0]
+        print(f"  fitted exponent: time ~ N^{sl:.2f} (N >= {int(fit_ks[0])}); largest N within the "
+              f"caps: {n_max}")
+    else:
+        print(f"  one softmax size only (N = {n_max}): no exponent fitted; largest N within the caps: "
+              f"{n_max}")
     print("  (the chunked softmax holds O(N d + chunk^2) memory, so the time cap, not the memory budget,"
           " bounds its N; the dense one needs 8 N^2 bytes per score matrix)")
 

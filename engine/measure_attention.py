@@ -1419,8 +1419,27 @@ def prop21_bound(k_ell: float) -> Bound:
                  lower=float(k_ell), paper_valid=True)
 
 
+def _require_l1(c: KernelConstants, what: str) -> None:
+    """The printed constants of Thm. 23 / Cor. 24 assume l1 constants (paper 004 section 4)."""
+    metric = getattr(c, "metric", None)
+    if metric != "l1":
+        raise ValueError(f"{what} needs KernelConstants in the l1 metric (the paper's d and sqrt(d) "
+                         f"factors convert from l1); got c.metric={metric!r}. Compute the constants "
+                         f"with kernel.constants(domain, metric='l1')")
+
+
 def thm23_bound(c: KernelConstants, k_ell: float, d: int) -> Bound:
     """Thm. 23: contraction coefficient tau(A) of mu -> mu A_mu.
+
+    Parameters
+    ----------
+    c : KernelConstants
+        Constants of G on E in the **l1** metric (``c.metric == "l1"``): the paper's
+        tau(Pi) = d and W1 are l1 quantities.
+    k_ell : float
+        Lipschitz constant K_l of the lookup in l1 (``operator_norm(W, "l1")``).
+    d : int
+        Token dimension.
 
     Returns
     -------
@@ -1430,10 +1449,16 @@ def thm23_bound(c: KernelConstants, k_ell: float, d: int) -> Bound:
         sharpened = K_l [(Lq + Lk) diam + ||G||_inf]/eps;
         lower = K_l (Dirac pairs delta_a -> delta_{l(a)}; exact for linear l).
 
+    Raises
+    ------
+    ValueError
+        If ``c.metric != "l1"``.
+
     References
     ----------
     Paper 004 Thm. 23, appendix C; spec section 4.3 [P-fix].
     """
+    _require_l1(c, "thm23_bound")
     lqk = (c.over_eps(c.log_lip_query) + c.over_eps(c.log_lip_key)) * c.diam
     gs = c.over_eps(c.log_sup)
     k = float(k_ell)
@@ -1444,16 +1469,36 @@ def thm23_bound(c: KernelConstants, k_ell: float, d: int) -> Bound:
 def cor24_bound(c: KernelConstants, k_ell: float, d: int) -> Bound:
     """Cor. 24: l2 -> l2 Lipschitz constant of q -> Attention(q, K, V).
 
+    The l2 statement is derived from l1 constants through ``|x|_2 <= |x|_1 <=
+    sqrt(d) |x|_2``; that conversion is the sqrt(d) (corrected) or d^{3/2}
+    (paper) factor below, so the constants must be the l1 ones (l2 constants
+    would apply the conversion twice).
+
+    Parameters
+    ----------
+    c : KernelConstants
+        Constants of G on E in the **l1** metric (``c.metric == "l1"``).
+    k_ell : float
+        Lipschitz constant K_l of the lookup in l1.
+    d : int
+        Token dimension.
+
     Returns
     -------
     Bound
         paper = d^{3/2} K_l 2 ||G||_{Lip,inf} diam/eps (valid); corrected = sqrt(d) K_l 2
         ||G||_{Lip,inf} diam/eps (tau(Pi) = 1); sharpened = sqrt(d) K_l ||G||_{Lip,inf} diam/eps.
 
+    Raises
+    ------
+    ValueError
+        If ``c.metric != "l1"``.
+
     References
     ----------
     Paper 004 Cor. 24; spec section 4.4.
     """
+    _require_l1(c, "cor24_bound")
     base = c.over_eps(c.log_lip_query) * c.diam * float(k_ell)
     return Bound(paper=d ** 1.5 * 2 * base, corrected=math.sqrt(d) * 2 * base,
                  sharpened=math.sqrt(d) * base, paper_valid=True)

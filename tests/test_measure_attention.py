@@ -360,6 +360,32 @@ def test_cor24_query_lipschitz_bounds_hold():
     assert b.paper / b.corrected == pytest.approx(3.0)                   # d^{3/2} -> sqrt(d)
 
 
+def test_thm23_cor24_need_l1_constants():
+    """Thm. 23 and Cor. 24 are stated with l1 constants: tau(Pi) = d and the sqrt(d) l1 -> l2 conversion
+    of Cor. 24 assume them. l2 constants (metric="l2") must be rejected, not silently mixed in (Cor. 24
+    would apply the sqrt(d) conversion twice: the l2 diameter already carries one sqrt(d))."""
+    box = Box(1.0, 3)
+    kern = DotProductKernel(np.eye(3), 0.5)
+    c1, c2 = kern.constants(box, "l1"), kern.constants(box, "l2")
+    assert c2.diam == pytest.approx(c1.diam / math.sqrt(3))            # 2 sqrt(d) vs 2 d
+    for fn in (thm23_bound, cor24_bound):
+        with pytest.raises(ValueError, match=r"l1 metric.*got c.metric='l2'"):
+            fn(c2, 1.0, 3)
+        assert fn(c1, 1.0, 3).paper > 0
+
+
+def test_prop26_collapse_rows_store_the_token_count():
+    """The Prop. 26 collapse rows must carry the number of tokens per input (here 5), not the
+    dimension of the fixed point (3)."""
+    from studies.attention_theory.study import _prop26_rows, fixed_point_collapse
+
+    fp = fixed_point_collapse(np.random.default_rng(26), (0.1,), n_layers=8, n_tokens=5)
+    assert fp["collapse_beta0.1"]["n_tokens"] == 5 and fp["collapse_beta0.1"]["fixed_point"].shape == (3,)
+    row = next(r for r in _prop26_rows(fp) if r.bound_id == "prop26_collapse")
+    np.testing.assert_array_equal(row.n_tokens, [5.0])
+    np.testing.assert_array_equal(row.dim, [3.0])
+
+
 def test_lemma40_bound_and_equal_coordinate_maximiser():
     """T20: Lemma 40 holds for n in {1, ..., 1e8}; for n <= 5 the multistart maximum equals the
     equal-coordinate (1-D) maximum to 1e-9."""

@@ -7,10 +7,14 @@ import math
 import numpy as np
 import pytest
 
+from engine.backend import get_backend
 from engine.storage import TrajectoryWriter, open_run
+from engine.tokenflow import SoftmaxKernel, projected_euler, sphere_attention_flow
+from engine.tokenflow.observables import fraction_clustered_pairs, phase_boundary_time
 from studies.token_flow.analysis import cluster_theory, first_crossing, fit_power_law, format_tables
 from studies.token_flow.cli import register
 from studies.token_flow.config import QUICK_OVERRIDES, TokenFlowConfig
+from studies.token_flow.study import _uniform_sphere, phase_boundary
 
 TINY = ["n_tokens=8", "dims=2,3", "betas=1", "n_seeds=2", "t_end=1", "dt=0.1", "n_records=3",
         "wendel_cases=5,3;4,4", "wendel_draws=200", "phase_d=8", "phase_n=4", "phase_batch=2",
@@ -137,3 +141,40 @@ def test_format_tables_marks_phase_checks():
             {"beta": 9.0, "crossing": math.inf, "ode": 178.7, "check": "PASS (no crossing by T)"}]
     text = format_tables({"phase": {"rows": rows, "d": 128, "n": 32, "batch": 64, "dt": 0.1, "delta": 1e-3}})
     assert "5.600" in text and "none" in text and text.count("PASS") == 2
+
+
+def test_phase_boundary_is_sa_whatever_the_variant():
+    """Section C is spec T33, the authors' softmax (SA) protocol: with variant="USA" it must still run
+    SA and compare with the SA ODE. (USA at dt = 0.1 without the authors' step rescaling crossed at
+    3.2 against its ODE 0.79 at beta = 7: the row would judge the scheme, not the theory.) The
+    fractions equal an explicit SA projected-Euler run from the same draws, exactly."""
+    cfg = TokenFlowConfig.quick(variant="USA", phase_d=16, phase_n=6, phase_batch=3,
+                                phase_betas=(1.0, 3.0), phase_t_end=2.0)
+    res = phase_boundary(cfg, get_backend("numpy"), np.random.default_rng(5))
+    assert res["variant"] == "SA"
+    for row in res["rows"]:
+        assert row["ode"] == phase_boundary_time(row["beta"], 6, cfg.phase_delta, "SA")
+        assert row["ode"] != phase_boundary_time(row["beta"], 6, cfg.phase_delta, "USA")
+    rng = np.random.default_rng(5)
+    for ib, beta in enumerate(cfg.phase_betas):
+        init, step = projected_euler(sphere_attention_flow(SoftmaxKernel(beta), "SA"), cfg.phase_dt)
+        state = init(_uniform_sphere(rng, (3, 6, 16)))
+        for s in range(1, 21):
+            state = step(state)
+            expect = float(fraction_clustered_pairs(state.x, 1.0 - cfg.phase_delta).mean())
+            assert res["fraction"][ib, s] == expect
+            if expect >= 1.0:
+                break
+    assert "C. Phase boundary (spec T33): SA" in format_tables({"phase": res})
+
+
+def test_float32_study_runs(tmp_path, capsys):
+    """TokenFlowConfig(dtype="float32") runs the whole (tiny) study: float32 starts pass the sphere check
+    (max(1e-8, 64 eps)) that rejected them at 1e-8, and every section finishes."""
+    out = tmp_path / "f32.h5"
+    assert _cli(_tiny_args(out) + ["--set", "dtype=float32", "--no-plots"]) == 0
+    assert "E. Mean field" in capsys.readouterr().out
+    ds = open_run(out, kind="token_flow_study")
+    assert ds.attrs["status"] == "complete"
+    assert np.isfinite(ds["energy"].values).all() and np.isfinite(ds["kernel_w1"].values).all()
+    assert np.all(np.diff(ds["energy"].values, axis=-1) >= -1e-6)      # float32 round-off of E_beta

@@ -33,6 +33,7 @@ from engine.tokenflow import (
     rk4,
     run_flow,
     sphere_attention_flow,
+    sphere_tolerance,
     tangent_projection,
 )
 from engine.tokenflow.kernels import sinkhorn_matrix
@@ -152,6 +153,98 @@ def test_linear_kernel_attention_equals_explicit_matrix():
     np.testing.assert_allclose(lin.attend(q, k, v).out, (g @ v) / g.sum(1)[:, None], rtol=1e-12)
     np.testing.assert_allclose(lin.attend_mean(q, k, v), g @ v / 11, rtol=1e-12)
     np.testing.assert_allclose(np.exp(lin.attend(q, k, v).log_zbar), g.mean(1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("stabilise", ["row", "seq"])
+def test_linear_kernel_undoes_favor_stabiliser_exactly(stabilise):
+    """A stabilised FAVOR map returns phi e^{-c}; the kernel must put c back: every method (SA out and
+    log_zbar, USA, Sinkhorn out and potentials, the dense matrix) equals the unstabilised map with the
+    same omega to round-off. A per-key shift (row) does not cancel in SA, and no shift cancels in USA
+    or log_zbar, so without the correction these differ at O(1)."""
+    rng = np.random.default_rng(22)
+    d, m = 3, 24
+    plain = make_feature_map("favor", d, m)
+    stab = make_feature_map("favor", d, m, stabilise=stabilise)
+    omega = plain.init_omega(rng) * 1.5
+    ref, lin = LinearKernel(plain, omega, input_scale=1.7), LinearKernel(stab, omega, input_scale=1.7)
+    q, k = rng.standard_normal((2, 9, d)), rng.standard_normal((2, 13, d))
+    v = rng.standard_normal((2, 13, 2))
+    _, c = lin.features_and_shift(k)
+    assert np.abs(c).max() > 1.0                            # the shifts are far from a no-op
+    if stabilise == "row":
+        assert np.ptp(c, axis=-1).min() > 1.0               # and vary from key to key
+    np.testing.assert_allclose(lin.matrix(q, k), ref.matrix(q, k), rtol=1e-12)
+    a, b = lin.attend(q, k, v), ref.attend(q, k, v)
+    np.testing.assert_allclose(a.out, b.out, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(a.log_zbar, b.log_zbar, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lin.attend_mean(q, k, v), ref.attend_mean(q, k, v), rtol=1e-11)
+    x = _sphere(rng, (2, 15, d))
+    sa, sb = lin.sinkhorn(x, x, x, tol=1e-14), ref.sinkhorn(x, x, x, tol=1e-14)
+    np.testing.assert_allclose(sa.out, sb.out, atol=1e-11)
+    # (f, g) is unique up to (f + a, g - a): compare log P - log G = f_i + g_j
+    np.testing.assert_allclose(sa.f[..., :, None] + sa.g[..., None, :],
+                               sb.f[..., :, None] + sb.g[..., None, :], atol=1e-9)
+    warm = lin.sinkhorn(x, x, x, g0=sb.g, max_iter=1, tol=0.0)     # g0 refers to the unshifted kernel
+    assert float(warm.residual) <= 1e-9
+
+    class _ShiftWithoutCache:
+        stabilise, positive = "row", True
+
+        def __call__(self, x, omega):
+            return plain(x, omega)
+
+    with pytest.raises(ValueError, match="stabilise='row'.*forward"):
+        LinearKernel(_ShiftWithoutCache(), omega)
+
+
+def test_sinkhorn_default_tolerance_is_dtype_aware():
+    """In float32 the log-scalings f are only known to ~eps |f| = 1e-7 |f|, so a fixed tol = 1e-12 is
+    never met and every call ran max_iter = 1000 iterations. The default (tol=None) stops at
+    max(1e-12, 10 eps max(1, max|f|)): float32 now stops within 100 iterations with row/column sums
+    within 1e-5, float64 keeps the 1e-12 stop (residual <= 1e-10)."""
+    rng = np.random.default_rng(1)
+    x32 = _sphere(rng, (4, 32, 3)).astype(np.float32)
+    kern = SoftmaxKernel(1.0)
+    assert kern.sinkhorn(x32, x32, x32, tol=1e-12).n_iter == 1000      # the cost the default avoids
+    for beta in (0.5, 1.0, 4.0):
+        for q in (x32, x32.copy()):                                     # symmetric and alternating
+            res = SoftmaxKernel(beta).sinkhorn(q, x32, x32)
+            assert res.n_iter <= 100 and float(res.residual) <= 1e-5, (beta, res.n_iter)
+            assert res.out.dtype == np.float32
+    fmap = make_feature_map("favor", 3, 16)
+    lin = LinearKernel(fmap, fmap.init_omega(rng))
+    res = lin.sinkhorn(x32, x32, x32)
+    assert res.n_iter <= 100 and float(res.residual) <= 1e-5
+    res64 = kern.sinkhorn(x32.astype(np.float64), x32.astype(np.float64), x32.astype(np.float64))
+    assert float(res64.residual) <= 1e-10
+    field = sphere_attention_flow(SoftmaxKernel(1.0), "sinkhorn")
+    assert field.sinkhorn_tol is None and field.evaluate(x32).residual <= 1e-5
+    with pytest.raises(ValueError, match="tol must be >= 0"):
+        kern.sinkhorn(x32, x32, x32, tol=-1.0)
+
+
+def test_float32_sphere_flow():
+    """float32 tokens: normalise leaves | |x| - 1 | ~ 6e-8, which the fixed 1e-8 check rejected. With
+    the dtype-aware tolerance max(1e-8, 64 eps) a float32 flow runs, stays on the sphere to float32
+    round-off (<= 64 eps), and follows the float64 flow to 1e-5 (RK4 + renorm, dt = 0.05, t = 2)."""
+    assert sphere_tolerance(np.float64) == 1e-8
+    assert sphere_tolerance("float32") == 64 * float(np.finfo(np.float32).eps)
+    with pytest.raises(ValueError, match="floating dtype"):
+        sphere_tolerance(np.int64)
+    rng = np.random.default_rng(23)
+    x64 = _sphere(rng, (2, 24, 3))
+    x32 = normalise(x64.astype(np.float32))
+    assert np.abs(np.linalg.norm(x32, axis=-1) - 1).max() > 1e-8     # the old check's failure
+    for variant in ("SA", "USA"):
+        f = sphere_attention_flow(SoftmaxKernel(2.0, chunk=8), variant)
+        r32 = run_flow(f, x32, dt=0.05, t_end=2.0, record_every=10)
+        r64 = run_flow(f, x64, dt=0.05, t_end=2.0, record_every=10)
+        assert r32.x.dtype == np.float32 and r32.final.x.dtype == np.float32
+        assert np.abs(np.linalg.norm(r32.x.astype(np.float64), axis=-1) - 1).max() <= sphere_tolerance("float32")
+        assert np.abs(r32.x - r64.x).max() <= 1e-5
+        assert np.abs(r64.x[-1] - x64).max() > 1e-2                  # the tokens did move
+    with pytest.raises(ValueError, match="unit sphere"):
+        run_flow(sphere_attention_flow(SoftmaxKernel(1.0)), 1.001 * x32, dt=0.1, t_end=1.0)
 
 
 class _DenseKernelField:
@@ -492,6 +585,10 @@ def test_bad_input_raises_clear_errors():
         sphere_attention_flow(LinearKernel(rff, rff.init_omega(rng)), "SA")
     with pytest.raises(ValueError, match="square"):
         k.sinkhorn(x[:3], x, x)
+    with pytest.raises(ValueError, match=r"positive entries.*got smallest entry -0\.5"):
+        sinkhorn_matrix(np.array([[1.0, -0.5], [0.2, 1.0]]))
+    with pytest.raises(ValueError, match="value contains NaN"):
+        AttentionField(k, value=np.full((3, 3), np.nan))
     with pytest.raises(ValueError, match="share the last axis"):
         k.attend(x, x[:, :2], x)
     f = sphere_attention_flow(k)
@@ -552,3 +649,24 @@ def test_numpy_cupy_parity():
         np.testing.assert_allclose(gpu.x, cpu.x, atol=1e-10)
         assert type(gpu.final.x).__module__.startswith("cupy")
         assert np.abs(to_numpy(gpu.final.x) - cpu.x[-1]).max() <= 1e-10
+
+
+@pytest.mark.gpu
+def test_nonfinite_cupy_inputs_are_rejected():
+    """NaN/inf checks run on every backend at validation time (they were NumPy-only): CuPy particles,
+    weight matrices and tokens with a NaN raise ValueError."""
+    if not cupy_available():
+        pytest.skip("CuPy with a CUDA device is not available")
+    from engine.tokenflow.observables import min_inner_product
+
+    cp = get_backend("cupy").xp
+    bad = cp.asarray(np.array([[1.0, np.nan, 0.0], [0.0, 1.0, 0.0]]))
+    fmap = make_feature_map("favor", 3, 2)
+    with pytest.raises(ValueError, match="omega contains NaN"):
+        LinearKernel(fmap, bad)
+    with pytest.raises(ValueError, match="value contains NaN"):
+        AttentionField(SoftmaxKernel(1.0), value=cp.asarray(np.full((3, 3), np.inf)))
+    with pytest.raises(ValueError, match="x contains NaN"):
+        interaction_energy(bad, 1.0)
+    with pytest.raises(ValueError, match="x contains NaN"):
+        min_inner_product(bad)

@@ -65,7 +65,8 @@ def test_interaction_energy_closed_forms():
 @pytest.mark.parametrize("variant", ["SA", "USA"])
 def test_energy_is_non_decreasing(variant):
     """T26: E_beta never decreases along SA and USA (d = 3, n = 32, beta = 1, RK4 + renorm dt = 0.05,
-    300 steps) and tends to its maximum e^beta/(2 beta); also with Euler + renorm at a small step.
+    300 steps) and tends to its maximum e^beta/(2 beta) (one cluster): at T = 15 the gap is 3e-10
+    (SA) and 4e-16 (USA), asserted <= 1e-9 for both; also with Euler + renorm at a small step.
     The same check fails for the repulsive flow V = -I, where E_beta decreases."""
     rng = np.random.default_rng(1)
     x0 = _sphere(rng, (32, 3))
@@ -75,7 +76,7 @@ def test_energy_is_non_decreasing(variant):
                        method=method, record_every=1 if dt == 0.05 else 10, observables=obs)
         e = res.observables["energy"]
         assert np.diff(e).min() >= -1e-12
-        assert abs(e[-1] - math.e / 2) <= 1e-9 if variant == "SA" else e[-1] > e[0]
+        assert abs(e[-1] - math.e / 2) <= 1e-9, (variant, method, e[-1] - math.e / 2)
     res = run_flow(sphere_attention_flow(SoftmaxKernel(1.0), variant, value=-np.eye(3)), x0, dt=0.05,
                    t_end=2.0, observables=obs)
     assert np.diff(res.observables["energy"]).max() < 0
@@ -103,7 +104,7 @@ def test_dissipation_identity(variant):
 # --------------------------------------------------------------------------- Wendel
 def test_wendel_closed_forms():
     for n in range(1, 25):
-        assert wendel_probability(n, 2, exact=True) == Fraction(n, 2 ** (n - 1)) if n > 1 else 1
+        assert wendel_probability(n, 2, exact=True) == Fraction(n, 2 ** (n - 1))    # = 1 for n = 1, 2
         assert wendel_probability(n, 1, exact=True) == Fraction(1, 2 ** (n - 1))
         assert wendel_probability(n, 3, exact=True) == (Fraction(n * n - n + 2, 2 ** n) if n >= 3 else 1)
         for d in range(1, n):
@@ -131,6 +132,25 @@ def test_wendel_monte_carlo_and_lp():
     assert not in_open_hemisphere(np.array([[1.0, 0.0], [-0.5, 0.8], [-0.5, -0.8]])).item()
 
 
+def test_hemisphere_on_s0():
+    """d = 1: S^0 = {-1, +1}, and n points lie in an open hemisphere (a half-line) iff all signs agree,
+    probability 2^{1-n} (Wendel with d = 1). The extreme-ray test crashed for d = 1; it now agrees
+    with the sign rule and the LP test draw by draw, and 4000 draws match 2^{1-n} within 3 standard
+    errors (binomial SE at the formula's p; fails by chance with prob. 0.3 %)."""
+    rng = np.random.default_rng(30)
+    for n in (1, 2, 3, 6):
+        x = rng.standard_normal((200, n, 1))
+        same = np.all(x > 0, axis=(1, 2)) | np.all(x < 0, axis=(1, 2))
+        np.testing.assert_array_equal(in_open_hemisphere(x), same)
+        np.testing.assert_array_equal(in_open_hemisphere(x, method="lp"), same)
+        assert wendel_probability(n, 1, exact=True) == Fraction(1, 2 ** (n - 1))
+        p_hat, se = hemisphere_monte_carlo(n, 1, 4000, rng)
+        p = 2.0 ** (1 - n)
+        assert abs(p_hat - p) <= 3 * se if n > 1 else p_hat == 1.0 and se == 0.0
+    assert in_open_hemisphere(np.array([[2.0], [0.5], [3.0]])).item()
+    assert not in_open_hemisphere(np.array([[2.0], [-0.5], [3.0]])).item()
+
+
 # --------------------------------------------------------------------------- W1
 def test_w1_closed_forms():
     rng = np.random.default_rng(4)
@@ -150,46 +170,100 @@ def test_w1_closed_forms():
     assert wasserstein1(x, x + shift, max_exact=100).method == "sliced"
     with pytest.raises(ValueError, match="same dimension"):
         wasserstein1(x, x[:, :2])
+    with pytest.raises(ValueError, match="x contains NaN"):
+        wasserstein1(np.full((3, 3), np.nan), x)
+    with pytest.raises(ValueError, match="x contains NaN"):
+        interaction_energy(np.array([[1.0, 0.0], [np.inf, 0.0]]), 1.0)
     with pytest.raises(ValueError, match="method"):
         wasserstein1(x, x, method="sinkhorn")
 
 
+def test_w1_reports_solver_non_convergence():
+    """ot.emd2 stopped by its iteration cap returns a non-optimal cost plus a log warning; wasserstein1
+    must raise instead of returning it (3 network-simplex iterations cannot solve 60 x 60)."""
+    import warnings
+
+    rng = np.random.default_rng(31)
+    x, y = rng.standard_normal((60, 3)), rng.standard_normal((60, 3)) + 0.5
+    exact = wasserstein1(x, y).value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)             # POT also warns; we raise
+        with pytest.raises(RuntimeError, match="did not converge.*num_itermax"):
+            wasserstein1(x, y, num_itermax=3)
+    assert exact > 0.5 and wasserstein1(x, y, num_itermax=10**5).value == pytest.approx(exact, rel=1e-12)
+    with pytest.raises(ValueError, match="num_itermax must be >= 1"):
+        wasserstein1(x, y, num_itermax=0)
+
+
 def test_flow_distance_softmax_against_random_features():
-    """Identity coupling bounds W1 from above; more random features track the softmax flow better
-    (the FAVOR error scales like m^{-1/2}: m = 2048 against m = 8 is a factor ~16 apart)."""
+    """Identity coupling bounds W1 from above, and the FAVOR flow converges to the softmax flow at the
+    Monte Carlo rate m^{-1/2}.
+
+    Derivation of the tested factor: FAVOR averages m i.i.d. unbiased estimates of exp(beta <x, y>)
+    with relative variance (e^{beta |x + y|^2} - 1) (Choromanski et al. 2020, Lemma 2), at most
+    e^{4 beta} - 1 = 6.4 on the sphere at beta = 0.5; the field error is then O(m^{-1/2}) and so is the
+    flow error at a fixed time (Gronwall), so the mean error at m = 128 is sqrt(2048/128) = 4 times
+    the mean error at m = 2048. Tested: the ratio of the mean coupled errors at t = 1 over 8 omega
+    draws per m is within 3 standard errors (delta method) of 4. (At beta = 2 the relative variance
+    reaches e^8 - 1 ~ 3000 and m <= 2048 is still pre-asymptotic: the ratio was ~6 for m = 8 -> 2048,
+    not 16.)"""
     rng = np.random.default_rng(6)
     x0 = _sphere(rng, (40, 3))
-    beta = 2.0
-    soft = run_flow(sphere_attention_flow(SoftmaxKernel(beta)), x0, dt=0.1, t_end=3.0, record_every=10)
-    errs = []
-    for m in (8, 2048):
-        fmap = make_feature_map("favor", 3, m, omega_scale=math.sqrt(3.0))
-        lin = LinearKernel(fmap, fmap.init_omega(np.random.default_rng(7)), input_scale=math.sqrt(beta))
-        res = run_flow(sphere_attention_flow(lin), x0, dt=0.1, t_end=3.0, record_every=10)
-        dist = flow_distance(soft.x, res.x)
-        assert dist["w1_method"] == "emd" and dist["w1"][0] <= 1e-12
-        assert (dist["w1"] <= dist["coupled_mean"] + 1e-12).all()
-        errs.append(dist["coupled_mean"][-1])
-    assert errs[1] < errs[0] / 3
+    beta = 0.5
+    soft = run_flow(sphere_attention_flow(SoftmaxKernel(beta)), x0, dt=0.1, t_end=1.0, record_every=5)
+    draws = 16
+    errs = {}
+    for m in (128, 2048):
+        errs[m] = np.empty(draws)
+        for s in range(draws):
+            fmap = make_feature_map("favor", 3, m, omega_scale=math.sqrt(3.0))
+            omega = fmap.init_omega(np.random.default_rng([7, m, s]))
+            lin = LinearKernel(fmap, omega, input_scale=math.sqrt(beta))
+            res = run_flow(sphere_attention_flow(lin), x0, dt=0.1, t_end=1.0, record_every=5)
+            dist = flow_distance(soft.x, res.x)
+            assert dist["w1_method"] == "emd" and dist["w1"][0] <= 1e-12
+            assert (dist["w1"] <= dist["coupled_mean"] + 1e-12).all()
+            errs[m][s] = dist["coupled_mean"][-1]
+    lo, hi = errs[128], errs[2048]
+    ratio = lo.mean() / hi.mean()
+    se = ratio * math.sqrt(lo.var(ddof=1) / (draws * lo.mean() ** 2) + hi.var(ddof=1) / (draws * hi.mean() ** 2))
+    assert abs(ratio - 4.0) <= 3 * se, (ratio, se)
+    assert 3 * se < 2.0
     same = flow_distance(soft.x, soft.x)
     assert same["w1"].max() <= 1e-12 and same["coupled_max"].max() == 0
 
 
 def test_mean_field_consistency():
-    """T38: two independent N-samples of one initial law on S^2 (normalised N(0, I) + (0, 0, 0.5)),
-    USA beta = 1, RK4 dt = 0.05 to t = 2: W1 at t = 2 shrinks with N (ratio N=1000/N=250 <= 0.75) and the
-    amplification W1(t)/W1(0) stays <= 3."""
+    """T38: independent N-samples of one initial law on S^2 (normalised N(0, I) + (0, 0, 0.5)), USA
+    beta = 1, RK4 dt = 0.05 to t = 2, 6 seed pairs per N in {250, 1000}.
+
+    * W1 at t = 2 decreases with N: mean(W1_250) - mean(W1_1000) > 3 standard errors of the difference;
+    * the spec's ratio criterion W1(N=1000)/W1(N=250) <= 0.75 holds with margin: ratio of the means
+      + 3 standard errors (delta method) <= 0.75 (i.i.d. empirical W1 on a 2-d manifold scales like
+      sqrt(log N / N), ratio ~0.56; measured ~0.45);
+    * the amplification W1(t)/W1(0) of every pair stays <= 3 (Lipschitz dependence on the initial law).
+    With 6 seeds the standard errors come from 5 degrees of freedom, so "3 SE" is a ~3 % two-sided
+    level rather than 0.3 %; the observed margins are 5.4 and 5.3 SE."""
     def sample(rng, n):
         return normalise(rng.standard_normal((n, 3)) + np.array([0.0, 0.0, 0.5]))
 
     field = sphere_attention_flow(SoftmaxKernel(1.0), "USA")
-    w = {}
-    for n in (250, 1000):
-        a = run_flow(field, sample(np.random.default_rng(10 + n), n), dt=0.05, t_end=2.0, record_times=[0, 2])
-        b = run_flow(field, sample(np.random.default_rng(20 + n), n), dt=0.05, t_end=2.0, record_times=[0, 2])
-        w[n] = flow_distance(a.x, b.x)["w1"]
-        assert w[n][1] / w[n][0] <= 3
-    assert w[1000][1] / w[250][1] <= 0.75
+    seeds = 6
+    w = {n: np.empty(seeds) for n in (250, 1000)}
+    for n in w:
+        for s in range(seeds):
+            rng = np.random.default_rng([38, n, s])
+            a = run_flow(field, sample(rng, n), dt=0.05, t_end=2.0, record_times=[0, 2])
+            b = run_flow(field, sample(rng, n), dt=0.05, t_end=2.0, record_times=[0, 2])
+            w01 = flow_distance(a.x, b.x)["w1"]
+            assert w01[1] / w01[0] <= 3
+            w[n][s] = w01[1]
+    m1, m4 = w[250].mean(), w[1000].mean()
+    v1, v4 = w[250].var(ddof=1) / seeds, w[1000].var(ddof=1) / seeds
+    assert m1 - m4 > 3 * math.sqrt(v1 + v4), (m1, m4)
+    ratio = m4 / m1
+    se = ratio * math.sqrt(v1 / m1 ** 2 + v4 / m4 ** 2)
+    assert ratio + 3 * se <= 0.75, (ratio, se)
 
 
 # --------------------------------------------------------------------------- clusters and pair statistics

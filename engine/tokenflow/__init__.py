@@ -46,6 +46,7 @@ from engine.tokenflow.integrate import (
     projected_euler,
     rk4,
     run_flow,
+    sphere_tolerance,
 )
 from engine.tokenflow.kernels import (
     AttentionOutput,
@@ -62,7 +63,7 @@ __all__ = [
     "euclidean_attention_flow", "layer_norm", "normalise", "sphere_attention_flow",
     "tangent_projection",
     "INTEGRATORS", "FlowResult", "FlowState", "euler", "make_integrator", "projected_euler", "rk4",
-    "run_flow",
+    "run_flow", "sphere_tolerance",
     "AttentionOutput", "GaussianKernel", "LinearKernel", "SinkhornOutput", "SoftmaxKernel",
     "dense_attention", "load_learned_kernel",
 ]

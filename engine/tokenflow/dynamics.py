@@ -158,8 +158,8 @@ def _check_matrix(name, a, rows=None, cols=None):
         raise ValueError(f"{name} must have {rows} rows; got shape {tuple(a.shape)}")
     if cols is not None and a.shape[1] != cols:
         raise ValueError(f"{name} must have {cols} columns; got shape {tuple(a.shape)}")
-    if isinstance(a, np.ndarray) and not np.isfinite(a).all():
-        raise ValueError(f"{name} contains NaN or inf")
+    if not bool(xp.all(xp.isfinite(a))):           # validation time only (one sync on GPU)
+        raise ValueError(f"{name} contains NaN or inf; the matrix must be finite")
     return a.astype(np.float64) if a.dtype.kind in "iu" else a
 
 
@@ -203,8 +203,10 @@ class AttentionField:
         Euclidean only: ``dx_i/dt = a_i - x_i`` (R1) instead of ``a_i`` (R2).
     sinkhorn_max_iter : int, default 1000
         Cap on Sinkhorn iterations per evaluation (residual reported, never hidden).
-    sinkhorn_tol : float, default 1e-12
-        Sinkhorn stopping tolerance (largest log-scaling change).
+    sinkhorn_tol : float or None, default None
+        Sinkhorn stopping tolerance (largest log-scaling change); None is the
+        kernel's dtype-aware default ``max(1e-12, 10 eps max(1, max|f|))`` (see
+        ``SoftmaxKernel.sinkhorn``), so float32 flows stop at round-off.
 
     Raises
     ------
@@ -244,7 +246,7 @@ class AttentionField:
     value: Any = None
     relaxation: bool = False
     sinkhorn_max_iter: int = 1000
-    sinkhorn_tol: float = 1e-12
+    sinkhorn_tol: float | None = None
 
     def __post_init__(self):
         for meth in ("attend", "attend_mean", "sinkhorn"):
@@ -276,7 +278,8 @@ class AttentionField:
         object.__setattr__(self, "key", k)
         object.__setattr__(self, "value", v)
         check_int("sinkhorn_max_iter", self.sinkhorn_max_iter, minimum=1)
-        check_real("sinkhorn_tol", self.sinkhorn_tol, nonnegative=True)
+        if self.sinkhorn_tol is not None:
+            check_real("sinkhorn_tol", self.sinkhorn_tol, nonnegative=True)
         if self.variant in ("SA", "sinkhorn") and getattr(self.kernel, "positive", True) is False:
             raise ValueError(f"variant={self.variant!r} normalises by kernel sums and needs a positive "
                              f"feature map; {self.kernel!r} is signed. Use variant='USA' or a positive map")
@@ -382,7 +385,7 @@ class AttentionField:
 
 
 def sphere_attention_flow(kernel, variant: str = "SA", *, query=None, key=None, value=None,
-                          sinkhorn_max_iter: int = 1000, sinkhorn_tol: float = 1e-12) -> AttentionField:
+                          sinkhorn_max_iter: int = 1000, sinkhorn_tol: float | None = None) -> AttentionField:
     """Pure attention dynamics on the sphere (GLPR): ``dx_i/dt = P^perp_{x_i}(a_i)``.
 
     Parameters
@@ -410,7 +413,7 @@ def sphere_attention_flow(kernel, variant: str = "SA", *, query=None, key=None, 
 
 def euclidean_attention_flow(kernel, variant: str = "SA", *, relaxation: bool = False, query=None,
                              key=None, value=None, sinkhorn_max_iter: int = 1000,
-                             sinkhorn_tol: float = 1e-12) -> AttentionField:
+                             sinkhorn_tol: float | None = None) -> AttentionField:
     """Residual attention flow in R^d: ``dx_i/dt = a_i`` (R2) or ``a_i - x_i`` (R1, relaxation).
 
     Parameters

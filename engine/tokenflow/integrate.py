@@ -43,7 +43,7 @@ from engine.backend import get_backend, namespace, to_numpy
 from engine.tokenflow.dynamics import normalise
 
 __all__ = ["FlowState", "FlowResult", "INTEGRATORS", "euler", "rk4", "projected_euler", "make_integrator",
-           "run_flow"]
+           "run_flow", "sphere_tolerance"]
 
 #: Integrator names accepted by :func:`make_integrator` and :func:`run_flow`.
 INTEGRATORS = ("euler", "rk4", "euler_retract", "rk4_retract", "projected_euler")
@@ -76,6 +76,38 @@ class FlowState:
     def replace(self, **changes) -> "FlowState":
         """Copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+
+def sphere_tolerance(dtype) -> float:
+    """Largest ``| |x_i| - 1 |`` accepted for tokens on the sphere: ``max(1e-8, 64 eps)``.
+
+    ``normalise`` leaves ``|x| - 1`` of a few ``eps`` of the dtype (about 6e-8 in
+    float32, so a fixed 1e-8 would reject every float32 start); 64 eps allows for
+    that and for a cast from float64, while still catching unnormalised input.
+
+    Parameters
+    ----------
+    dtype : numpy dtype or str
+        Floating dtype of the tokens.
+
+    Returns
+    -------
+    float
+        1e-8 for float64, 64 * 2^-23 = 7.6e-6 for float32.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not a floating dtype.
+
+    References
+    ----------
+    GLPR, arXiv:2312.10794, section 2 (tokens on S^{d-1}); spec section 8, T25-T34.
+    """
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        raise ValueError(f"dtype must be a floating dtype (float32 or float64); got {dt}")
+    return max(1e-8, 64.0 * float(np.finfo(dt).eps))
 
 
 def _check_field(field):
@@ -323,7 +355,8 @@ def run_flow(field, x0, *, dt: float, t_end: float, method: str | None = None,
     ----------
     field : AttentionField (or any object with ``evaluate``)
     x0 : array, shape (n, d) or (batch, n, d)
-        Initial tokens (on S^{d-1} for sphere fields, checked to 1e-8).
+        Initial tokens (on S^{d-1} for sphere fields, checked to
+        :func:`sphere_tolerance` of their dtype: 1e-8 in float64, 7.6e-6 in float32).
     dt : float
         Time step, ``> 0``.
     t_end : float
@@ -411,10 +444,12 @@ def run_flow(field, x0, *, dt: float, t_end: float, method: str | None = None,
     if not np.isfinite(host0).all():
         raise ValueError("x0 contains NaN or inf; initial tokens must be finite")
     if geometry == "sphere":
+        tol = sphere_tolerance(host0.dtype)
         err = float(np.max(np.abs(np.linalg.norm(host0, axis=-1) - 1.0)))
-        if err > 1e-8:
+        if err > tol:
             raise ValueError(f"x0 must lie on the unit sphere for a sphere field (max | |x_i| - 1 | "
-                             f"= {err:.3g} > 1e-8); normalise it first (engine.tokenflow.normalise)")
+                             f"= {err:.3g} > {tol:.3g}, the tolerance for {host0.dtype}); normalise "
+                             f"it first (engine.tokenflow.normalise)")
     rec_steps = _record_steps(n_steps, dt, record_every, record_times)
     obs = dict(observables or {})
     for k, fn in obs.items():

@@ -191,11 +191,33 @@ def _online_attend(xp, q, k, v, scale, key_bias, chunk):
     return out, lse
 
 
+#: Default Sinkhorn tolerance in float64; see :func:`_sinkhorn_stop`.
+SINKHORN_TOL = 1e-12
+
+
 def _check_sinkhorn_args(max_iter, tol, check_every):
     max_iter = check_int("max_iter", max_iter, minimum=1)
-    tol = check_real("tol", tol, nonnegative=True)
+    if tol is not None:
+        tol = check_real("tol", tol, nonnegative=True)
     check_every = check_int("check_every", check_every, minimum=1)
     return max_iter, tol, check_every
+
+
+def _sinkhorn_stop(xp, change, f, tol):
+    """Whether the Sinkhorn iterations stop (one host synchronisation).
+
+    ``tol`` given: stop when ``change <= tol``. ``tol=None`` (the default): stop when
+    ``change <= max(1e-12, 10 eps max(1, max_i |f_i|))`` with ``eps`` the machine
+    epsilon of ``f``'s dtype. The log-scalings ``f`` are only representable to about
+    ``eps |f|``, so a fixed 1e-12 is never reached in float32 (``eps = 1.2e-7``) and
+    the iterations would always run to ``max_iter``; in float64 the floor is
+    1e-12 unless ``|f| > 450``.
+    """
+    if tol is not None:
+        return float(change) <= tol
+    eps = float(np.finfo(np.dtype(f.dtype)).eps)
+    floor = xp.maximum(1.0, xp.max(xp.abs(f))) * (10.0 * eps)
+    return bool(change <= xp.maximum(floor, SINKHORN_TOL))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,7 +326,7 @@ class _ExpDotKernel(abc.ABC):
         res = self.attend(q, k, v)
         return xp.exp(res.log_zbar)[..., None] * res.out
 
-    def sinkhorn(self, q, k, v, *, max_iter=1000, tol=1e-12, g0=None, check_every=10,
+    def sinkhorn(self, q, k, v, *, max_iter=1000, tol=None, g0=None, check_every=10,
                  symmetric=None) -> SinkhornOutput:
         """Doubly stochastic attention by log-domain Sinkhorn iterations (chunked).
 
@@ -322,10 +344,15 @@ class _ExpDotKernel(abc.ABC):
         v : array, shape (..., n, d_v)
         max_iter : int, default 1000
             Cap on the iterations (never exceeded; the residual is reported).
-        tol : float, default 1e-12
+        tol : float or None, default None
             Stop when the largest change of ``f`` over an iteration is <= tol
             (this is the row-sum error in log scale); checked every
             ``check_every`` iterations (one device synchronisation per check on GPU).
+            None: the dtype-aware default ``max(1e-12, 10 eps max(1, max|f|))``
+            (``eps`` of the inputs' dtype: 1e-12 in float64, about 1.2e-6 max|f| in
+            float32, whose round-off never reaches 1e-12). An explicit ``tol`` is used
+            as given; one below round-off runs ``max_iter`` iterations (the residual
+            is reported).
         g0 : array, shape (..., n), optional
             Warm start for ``g`` (e.g. the ``g`` of the previous time step).
         check_every : int, default 10
@@ -384,7 +411,7 @@ class _ExpDotKernel(abc.ABC):
             change = xp.max(xp.abs(f_new - f))
             f = f_new
             if it % check_every == 0 or it == max_iter:
-                if float(change) <= tol:  # host sync, once per check_every iterations
+                if _sinkhorn_stop(xp, change, f, tol):  # host sync, once per check_every iterations
                     break
         f = row_pass(g)                       # rows exact (to round-off)
         col_err = xp.max(xp.abs(xp.expm1(-(col_pass(f) - g))))
@@ -446,6 +473,18 @@ class GaussianKernel(_ExpDotKernel):
         check_real("beta", self.beta, positive=True)
 
     def _parts(self, xp, q, k):
+        """``(beta, -beta|q|^2/2, -beta|k|^2/2)``: scores ``-(beta/2)|q - k|^2`` by expansion.
+
+        Round-off note: ``|q - k|^2 = q.q + k.k - 2 q.k`` is formed from three terms of
+        size ``|q|^2``, so its absolute error is about ``eps |q|^2`` (``eps`` of the
+        dtype), not ``eps |q - k|^2``. Far from the origin this cancels badly in
+        float32 (``eps = 1.2e-7``): at ``|q| ~ 100`` the score of two nearby points
+        carries an error of about ``beta * 1e-3``, and a distance below about
+        ``|q| sqrt(eps) ~ 0.03`` is not resolved at all. Centre the tokens (the
+        kernel is translation invariant), or use float64, when ``|q|`` is large
+        compared with the bandwidth ``beta^{-1/2}``. On the sphere (``|q| = 1``) the
+        error is ``~beta eps`` and harmless.
+        """
         b = self.beta
         return b, -0.5 * b * xp.sum(q * q, axis=-1), -0.5 * b * xp.sum(k * k, axis=-1)
 
@@ -458,6 +497,11 @@ class LinearKernel:
     feature_map : FeatureMap or callable
         Object called as ``feature_map(x, omega) -> phi`` with ``x`` (..., d_k),
         ``omega`` (m, d_k), ``phi`` (..., m) (e.g. ``engine.features.make_feature_map``).
+        A map that subtracts a stabilising shift ``c`` from its exponent (FAVOR
+        with ``stabilise="row"`` or ``"seq"``, i.e. an attribute ``stabilise``
+        other than ``"none"``) must also provide ``forward(x, omega) -> (phi,
+        cache)`` with the shift in ``cache["c"]``: the kernel undoes it exactly
+        (see Notes).
     omega : array, shape (m, d_k)
         Frozen particles (rows). Moved to the backend of the tokens at call time.
     input_scale : float, default 1.0
@@ -475,7 +519,9 @@ class LinearKernel:
     TypeError
         If ``feature_map`` is not callable.
     ValueError
-        If ``omega`` is not a finite (m, d_k) array or ``input_scale`` is not finite and > 0.
+        If ``omega`` is not a finite (m, d_k) array, ``input_scale`` is not finite
+        and > 0, or the map is stabilised (``stabilise != "none"``) but has no
+        ``forward`` method to report its shift.
 
     Notes
     -----
@@ -483,11 +529,24 @@ class LinearKernel:
     (m, d_v) and ``z = sum_j phi(k_j)`` (m,) are formed once per call; no n_q x n_k
     matrix is ever built (except by the reference :meth:`matrix`).
 
+    Stabilised maps. FAVOR with ``stabilise="row"`` returns ``phi~(x) =
+    phi(x) e^{-c(x)}`` with one shift per token, ``"seq"`` one shift per sequence.
+    A per-query shift cancels in row normalisation, but a per-key shift does not
+    (``sum_j e^{-c_j} G_ij v_j / sum_j e^{-c_j} G_ij`` is a different attention),
+    and no shift cancels in the unnormalised USA form or in ``log_zbar``. Every
+    method therefore puts the shifts back exactly: keys are reweighted by
+    ``e^{c_j - max_k c_k}`` (at most 1, so nothing overflows), and the factor
+    ``e^{c_i + max_k c_k}`` multiplies the USA output and enters ``log_zbar``
+    additively; Sinkhorn attention is invariant under the diagonal rescaling, so
+    only its potentials are shifted back (``f = f~ - c_q``, ``g = g~ - c_k``).
+    The results equal those of the unstabilised map up to round-off.
+
     References
     ----------
     spec section 2.2 (K3): ``T[mu](x) = phi(q)^T S / phi(q)^T z``;
     paper 000, App. D (positive feature maps, Nadaraya-Watson form);
-    Katharopoulos et al. (2020), Choromanski et al. (2020).
+    Katharopoulos et al. (2020), Choromanski et al. (2020), Lemma 1;
+    attention_reference.md, section 0.3 (FAVOR+ stabiliser).
     """
 
     def __init__(self, feature_map, omega, *, input_scale: float = 1.0, positive: bool | None = None):
@@ -500,12 +559,18 @@ class LinearKernel:
         if omega.ndim != 2 or omega.dtype.kind != "f":
             raise ValueError(f"omega must be a float array of shape (m, d_k); got shape "
                              f"{tuple(omega.shape)}, dtype {omega.dtype}")
-        if isinstance(omega, np.ndarray) and not np.isfinite(omega).all():
+        if not bool(xp.all(xp.isfinite(omega))):          # construction time only
             raise ValueError("omega contains NaN or inf; the frozen particles must be finite")
         self.omega = omega
         self._omega_cache = {}
         self.input_scale = check_real("input_scale", input_scale, positive=True)
         self.positive = bool(getattr(feature_map, "positive", False)) if positive is None else bool(positive)
+        self.stabilise = str(getattr(feature_map, "stabilise", "none"))
+        if self.stabilise != "none" and not callable(getattr(feature_map, "forward", None)):
+            raise ValueError(f"feature_map has stabilise={self.stabilise!r} but no method "
+                             f"forward(x, omega) -> (phi, cache) reporting the shift cache['c'], so "
+                             f"the shift cannot be undone; use stabilise='none' or an "
+                             f"engine.features.FeatureMap")
 
     @property
     def m(self) -> int:
@@ -515,19 +580,10 @@ class LinearKernel:
     def __repr__(self):
         name = getattr(self.feature_map, "name", type(self.feature_map).__name__)
         return (f"LinearKernel(feature_map={name!r}, m={self.m}, d_k={self.omega.shape[1]}, "
-                f"input_scale={self.input_scale}, positive={self.positive})")
+                f"input_scale={self.input_scale}, positive={self.positive}, "
+                f"stabilise={self.stabilise!r})")
 
-    def features(self, x):
-        """Features ``phi(s x)`` (omega moved to, and cached on, the backend and dtype of ``x``).
-
-        Parameters
-        ----------
-        x : array, shape (..., d_k), float32 or float64
-
-        Returns
-        -------
-        array, shape (..., m)
-        """
+    def _omega_on(self, x):
         xp = namespace(x)
         key = (xp.__name__, np.dtype(x.dtype).str)
         omega = self._omega_cache.get(key)
@@ -537,8 +593,66 @@ class LinearKernel:
                 omega = np.asarray(to_numpy(omega)) if xp is np else xp.asarray(to_numpy(omega))
             omega = omega.astype(x.dtype, copy=False)
             self._omega_cache[key] = omega
+        return omega
+
+    def features(self, x):
+        """Features ``phi(s x)`` as the map returns them (omega moved to, and cached on, x's backend).
+
+        For a stabilised map (``stabilise != "none"``) these are the shifted
+        features ``phi(s x) e^{-c}``; :meth:`features_and_shift` also returns ``c``.
+
+        Parameters
+        ----------
+        x : array, shape (..., d_k), float32 or float64
+
+        Returns
+        -------
+        array, shape (..., m)
+        """
         xs = x if self.input_scale == 1.0 else self.input_scale * x
-        return self.feature_map(xs, omega)
+        return self.feature_map(xs, self._omega_on(x))
+
+    def features_and_shift(self, x):
+        """Stabilised features and their log-shift: ``phi(s x) = phi~ * exp(shift)``.
+
+        Parameters
+        ----------
+        x : array, shape (..., n, d_k), float32 or float64
+
+        Returns
+        -------
+        phi : array, shape (..., n, m)
+            The map's output ``phi~``.
+        shift : array of shape (..., n) (``"row"``) or (..., 1) (``"seq"``), or None
+            The shift ``c`` the map subtracted from its exponent (None for an
+            unstabilised map).
+
+        Raises
+        ------
+        ValueError
+            If a stabilised map's ``forward`` cache has no shift ``"c"``.
+
+        References
+        ----------
+        engine.features.FavorFeatureMap (``cache["c"]``); attention_reference.md, section 0.3.
+        """
+        if self.stabilise == "none":
+            return self.features(x), None
+        xs = x if self.input_scale == 1.0 else self.input_scale * x
+        phi, cache = self.feature_map.forward(xs, self._omega_on(x))
+        c = cache.get("c") if isinstance(cache, dict) else None
+        if c is None:
+            raise ValueError(f"feature_map has stabilise={self.stabilise!r} but its forward cache has "
+                             f"no shift 'c'; the stabilisation cannot be undone")
+        return phi, c[..., 0]
+
+    @staticmethod
+    def _reweight_keys(xp, phi_k, shift_k):
+        """Keys times ``exp(c_j - max c)`` and ``max c`` (..., 1); (phi_k, None) without a shift."""
+        if shift_k is None:
+            return phi_k, None
+        top = xp.max(shift_k, axis=-1, keepdims=True)
+        return phi_k * xp.exp(shift_k - top)[..., None], top
 
     def _require_positive(self, what):
         if not self.positive:
@@ -559,12 +673,30 @@ class LinearKernel:
         Returns
         -------
         array, shape (..., n_q, n_k)
+            The kernel of the unshifted features (a stabilising shift is undone).
         """
         xp, q, k, _ = _check_qkv(q, k)
-        return xp.matmul(self.features(q), xp.swapaxes(self.features(k), -1, -2))
+        phi_q, c_q = self.features_and_shift(q)
+        phi_k, c_k = self.features_and_shift(k)
+        g = xp.matmul(phi_q, xp.swapaxes(phi_k, -1, -2))
+        if c_q is not None:
+            g = g * xp.exp(c_q[..., :, None] + c_k[..., None, :])
+        return g
 
     def attend(self, q, k, v) -> AttentionOutput:
         """Row-normalised linear attention, O((n_q + n_k) m) (see :class:`AttentionOutput`).
+
+        Parameters
+        ----------
+        q : array, shape (..., n_q, d_k)
+        k : array, shape (..., n_k, d_k)
+        v : array, shape (..., n_k, d_v)
+
+        Returns
+        -------
+        AttentionOutput
+            ``out`` (..., n_q, d_v) and ``log_zbar`` (..., n_q); a stabilising shift
+            of the map is undone exactly (class Notes).
 
         Raises
         ------
@@ -577,13 +709,17 @@ class LinearKernel:
         """
         self._require_positive("row-normalised linear attention (SA)")
         xp, q, k, v = _check_qkv(q, k, v)
-        phi_q, phi_k = self.features(q), self.features(k)
+        phi_q, c_q = self.features_and_shift(q)
+        phi_k, c_k = self.features_and_shift(k)
+        phi_k, top = self._reweight_keys(xp, phi_k, c_k)
         s = xp.matmul(xp.swapaxes(phi_k, -1, -2), v)           # (..., m, d_v)
         z = xp.sum(phi_k, axis=-2)                               # (..., m)
         den = xp.matmul(phi_q, z[..., :, None])[..., 0]          # (..., n_q)
         out = xp.matmul(phi_q, s) / den[..., None]
         zbar = den / k.shape[-2]
         log_zbar = xp.where(zbar > 0, xp.log(xp.where(zbar > 0, zbar, 1.0)), xp.nan)
+        if c_q is not None:
+            log_zbar = log_zbar + c_q + top
         return AttentionOutput(out, log_zbar)
 
     def attend_mean(self, q, k, v):
@@ -598,31 +734,55 @@ class LinearKernel:
         Returns
         -------
         array, shape (..., n_q, d_v)
+            A stabilising shift of the map is undone exactly (class Notes).
 
         References
         ----------
         spec section 2.2 (K3), section 6.1 (USA).
         """
         xp, q, k, v = _check_qkv(q, k, v)
-        phi_q, phi_k = self.features(q), self.features(k)
+        phi_q, c_q = self.features_and_shift(q)
+        phi_k, c_k = self.features_and_shift(k)
+        phi_k, top = self._reweight_keys(xp, phi_k, c_k)
         s = xp.matmul(xp.swapaxes(phi_k, -1, -2), v)
-        return xp.matmul(phi_q, s) / k.shape[-2]
+        out = xp.matmul(phi_q, s) / k.shape[-2]
+        if c_q is not None:
+            out = out * xp.exp(c_q + top)[..., None]
+        return out
 
-    def sinkhorn(self, q, k, v, *, max_iter=1000, tol=1e-12, g0=None, check_every=10,
+    def sinkhorn(self, q, k, v, *, max_iter=1000, tol=None, g0=None, check_every=10,
                  symmetric=None) -> SinkhornOutput:
         """Doubly stochastic linear attention, O(n m) per iteration.
 
-        Same contract as :meth:`SoftmaxKernel.sinkhorn`; the scalings act on the
-        factors: row sums ``e^{f_i} phi_i . (sum_j e^{g_j} psi_j)``, column sums
-        ``e^{g_j} psi_j . (sum_i e^{f_i} phi_i)``, so no n x n matrix is formed.
-        ``symmetric`` is accepted for interface compatibility (alternating
-        updates are always used).
+        Same contract as :meth:`SoftmaxKernel.sinkhorn` (including the dtype-aware
+        default ``tol``); the scalings act on the factors: row sums ``e^{f_i} phi_i .
+        (sum_j e^{g_j} psi_j)``, column sums ``e^{g_j} psi_j . (sum_i e^{f_i} phi_i)``,
+        so no n x n matrix is formed. ``symmetric`` is accepted for interface
+        compatibility (alternating updates are always used). With a stabilised map
+        the iterations run on the shifted features (P is invariant under diagonal
+        rescalings) and the returned ``f, g`` (and ``g0``) refer to the unshifted
+        kernel, ``P_ij = exp(f_i + g_j) G_ij``.
+
+        Parameters
+        ----------
+        q, k : arrays, shape (..., n, d_k) (square: ``n_q = n_k = n``)
+        v : array, shape (..., n, d_v)
+        max_iter, tol, g0, check_every, symmetric
+            See :meth:`SoftmaxKernel.sinkhorn`.
+
+        Returns
+        -------
+        SinkhornOutput
 
         Raises
         ------
         ValueError
             If the feature map is not positive, the matrix is not square, or on
             bad ``max_iter``, ``tol``, ``g0``.
+
+        References
+        ----------
+        Sander et al. (2022), Sinkformers, eq. (4); spec section 6.3.
         """
         self._require_positive("Sinkhorn linear attention")
         xp, q, k, v = _check_qkv(q, k, v)
@@ -631,7 +791,8 @@ class LinearKernel:
         if q.shape[-2] != n:
             raise ValueError(f"sinkhorn needs a square attention matrix (n_q = n_k); got "
                              f"q {tuple(q.shape)}, k {tuple(k.shape)}")
-        phi, psi = self.features(q), self.features(k)
+        phi, c_q = self.features_and_shift(q)
+        psi, c_k = self.features_and_shift(k)
         lead = q.shape[:-2]
         if g0 is None:
             g = xp.zeros(lead + (n,), dtype=q.dtype)
@@ -639,6 +800,8 @@ class LinearKernel:
             g = xp.asarray(g0)
             if g.shape != lead + (n,):
                 raise ValueError(f"g0 must have shape {lead + (n,)}, got {tuple(g.shape)}")
+            if c_k is not None:
+                g = g + c_k                  # potential of the shifted kernel
 
         def row_pass(gg):
             w = xp.matmul(xp.exp(gg)[..., None, :], psi)[..., 0, :]        # (..., m)
@@ -657,12 +820,15 @@ class LinearKernel:
             change = xp.max(xp.abs(f_new - f))
             f = f_new
             if it % check_every == 0 or it == max_iter:
-                if float(change) <= tol:
+                if _sinkhorn_stop(xp, change, f, tol):
                     break
         f = row_pass(g)
         col_err = xp.max(xp.abs(xp.expm1(-(col_pass(f) - g))))
         s = xp.matmul(xp.swapaxes(psi * xp.exp(g)[..., None], -1, -2), v)   # (..., m, d_v)
         out = xp.exp(f)[..., None] * xp.matmul(phi, s)
+        if c_q is not None:
+            f = f - c_q
+            g = g - c_k
         return SinkhornOutput(out, f, g, col_err, it)
 
 
@@ -698,7 +864,8 @@ def sinkhorn_matrix(gram, *, max_iter=10000, tol=1e-13):
     if gram.ndim < 2 or gram.shape[-1] != gram.shape[-2]:
         raise ValueError(f"gram must be square (..., n, n); got shape {tuple(gram.shape)}")
     if not bool(xp.all(gram > 0)):
-        raise ValueError("gram must have positive entries for Sinkhorn scaling")
+        raise ValueError(f"gram must have positive entries for Sinkhorn scaling (allowed: every "
+                         f"entry > 0, finite); got smallest entry {float(xp.min(gram))!r}")
     max_iter = check_int("max_iter", max_iter, minimum=1)
     tol = check_real("tol", tol, nonnegative=True)
     p = gram

@@ -59,8 +59,8 @@ def _tokens(name, x, min_n=1):
         raise ValueError(f"{name} must be a real array of shape (..., n, d); got shape {tuple(x.shape)}")
     if x.shape[-2] < min_n:
         raise ValueError(f"{name} must hold at least {min_n} tokens; got shape {tuple(x.shape)}")
-    if isinstance(x, np.ndarray) and not np.isfinite(x).all():
-        raise ValueError(f"{name} contains NaN or inf")
+    if not bool(xp.all(xp.isfinite(x))):         # validation (record time), not inside a step
+        raise ValueError(f"{name} contains NaN or inf; tokens must be finite")
     return xp, x.astype(xp.float64, copy=False) if x.dtype.kind in "iu" else x
 
 
@@ -450,11 +450,13 @@ class W1(NamedTuple):
 
 
 def wasserstein1(x, y, *, method: str = "auto", max_exact: int = 16_000_000,
-                 n_projections: int = 256, rng=None) -> W1:
+                 n_projections: int = 256, rng=None, num_itermax: int = 10**7) -> W1:
     """Wasserstein-1 distance between the empirical measures of two token clouds (l2 cost).
 
     ``W1(mu_x, mu_y)`` with uniform weights ``1/n_x`` and ``1/n_y`` and ground cost
-    ``|x - y|_2``, solved exactly by ``ot.emd2(..., numItermax=1e7)``. The cost
+    ``|x - y|_2``, solved exactly by ``ot.emd2(..., numItermax=num_itermax)``; a
+    network simplex that stops at the iteration cap (POT's log warning) raises
+    rather than returning a non-optimal value. The cost
     matrix comes from ``scipy.spatial.distance.cdist`` rather than
     ``ot.dist(metric="euclidean")``: POT expands ``|a|^2 + |b|^2 - 2 a.b`` and
     takes a square root, which leaves ~1e-8 on zero distances (W1 of a cloud with
@@ -476,6 +478,8 @@ def wasserstein1(x, y, *, method: str = "auto", max_exact: int = 16_000_000,
         Directions of the sliced distance.
     rng : numpy.random.Generator, optional
         Seeds the sliced directions (default seed 0: deterministic).
+    num_itermax : int, default 10**7
+        Iteration cap of the exact solver (spec 4.5: at least 1e7).
 
     Returns
     -------
@@ -486,6 +490,9 @@ def wasserstein1(x, y, *, method: str = "auto", max_exact: int = 16_000_000,
     ------
     ValueError
         On bad shapes (different d), non-finite values, or an unknown method.
+    RuntimeError
+        If ``ot.emd2`` did not converge (its log carries a warning, e.g. the
+        iteration cap ``num_itermax`` was reached).
 
     References
     ----------
@@ -496,6 +503,7 @@ def wasserstein1(x, y, *, method: str = "auto", max_exact: int = 16_000_000,
     check_choice("method", method, ("auto", "emd", "sliced"))
     max_exact = check_int("max_exact", max_exact, minimum=1)
     n_projections = check_int("n_projections", n_projections, minimum=1)
+    num_itermax = check_int("num_itermax", num_itermax, minimum=1)
     a = np.asarray(to_numpy(x), dtype=np.float64)
     b = np.asarray(to_numpy(y), dtype=np.float64)
     for name, arr in (("x", a), ("y", b)):
@@ -513,7 +521,12 @@ def wasserstein1(x, y, *, method: str = "auto", max_exact: int = 16_000_000,
         cost = cdist(a, b, metric="euclidean")
         wa = np.full(a.shape[0], 1.0 / a.shape[0])
         wb = np.full(b.shape[0], 1.0 / b.shape[0])
-        return W1(float(ot.emd2(wa, wb, cost, numItermax=10**7)), "emd")
+        value, log = ot.emd2(wa, wb, cost, numItermax=num_itermax, log=True)
+        if log.get("warning") is not None:
+            raise RuntimeError(f"ot.emd2 did not converge for clouds of {a.shape[0]} and {b.shape[0]} "
+                               f"points ({log['warning']}); raise num_itermax (got {num_itermax}) or "
+                               f"use method='sliced'")
+        return W1(float(value), "emd")
     seed = 0 if rng is None else int(rng.integers(2**31 - 1))
     val = ot.sliced_wasserstein_distance(a, b, n_projections=n_projections, p=1, seed=seed)
     return W1(float(val), "sliced")
@@ -617,11 +630,11 @@ def _hemisphere_rays(x):
     bsz, n, d = x.shape
     if n <= d:
         return np.ones(bsz, dtype=bool)
-    subsets = np.array(list(combinations(range(n), d - 1)), dtype=np.int64).reshape(-1, d - 1)
-    out = np.zeros(bsz, dtype=bool)
-    if d == 1:
+    if d == 1:                    # S^0 = {-1, +1}: in an open half-line iff all signs agree
         s = np.sign(x[..., 0])
         return np.all(s > 0, axis=1) | np.all(s < 0, axis=1)
+    subsets = np.array(list(combinations(range(n), d - 1)), dtype=np.int64).reshape(-1, d - 1)
+    out = np.zeros(bsz, dtype=bool)
     for lo in range(0, subsets.shape[0], 512):
         sub = subsets[lo:lo + 512]                                  # (S, d-1)
         rows = x[:, sub, :]                                         # (B, S, d-1, d)
@@ -664,6 +677,7 @@ def in_open_hemisphere(x, *, method: str = "rays"):
         ``C(n, d-1)`` candidate extreme rays of the cone ``{w : X w >= 0}`` (the
         normal to every ``d-1`` of the points), exact for points in general
         position (probability 1 for continuous laws); cost grows like ``C(n, d-1)``.
+        For ``d = 1`` (S^0 = {-1, +1}) both reduce to "all signs agree".
 
     Returns
     -------

@@ -1004,7 +1004,8 @@ def fixed_point_collapse(rng: np.random.Generator, betas, n_layers: int, n_token
         ``w1_to_fixed_point``, ``w1_between_inputs``, ``envelope`` (arrays over iteration 0..H),
         ``beta``, ``kappa``, ``paper_tau``, ``corrected_tau`` (printed and corrected bounds on
         tau(T) = Lip(f) tau(A), l1), ``max_step_ratio`` of the quantity the statement is about,
-        ``measured_rate`` and ``predicted_rate`` (spectral radius of D(f o l)(x*)).
+        ``measured_rate`` and ``predicted_rate`` (spectral radius of D(f o l)(x*)); the
+        ``collapse`` cases also hold ``fixed_point`` (d,) and ``n_tokens`` (tokens per input).
 
     References
     ----------
@@ -1043,7 +1044,7 @@ def fixed_point_collapse(rng: np.random.Generator, betas, n_layers: int, n_token
                      "max_step_ratio": float(ratios.max()) if ratios.size else math.nan,
                      "measured_rate": rate, "predicted_rate": predicted,
                      "limit_gap": float(np.abs(limits[0] - limits[1]).max()),
-                     "fixed_point": x_star}
+                     "fixed_point": x_star, "n_tokens": int(n_tokens)}
 
     box2 = Box(1.0, 2)
     # certificate example of spec section 4.3 (T24)
@@ -1093,7 +1094,7 @@ def _prop26_rows(fp) -> list:
     coll = [c for c in fp["cases"] if c.startswith("collapse")]
     collapse_trials = [{"ratio": fp[c]["max_step_ratio"], "paper": math.nan,
                         "corrected": fp[c]["kappa"], "sharpened": math.nan, "beta": fp[c]["beta"],
-                        "dim": 3, "n_tokens": len(fp[c]["fixed_point"])} for c in coll]
+                        "dim": len(fp[c]["fixed_point"]), "n_tokens": fp[c]["n_tokens"]} for c in coll]
     gaps = ", ".join(f"beta={fp[c]['beta']:g}: W1(mu^H, delta_x*)="
                      f"{fp[c]['w1_to_fixed_point'][-1]:.1e}" for c in coll)
     rates = ", ".join(f"{fp[c]['measured_rate']:.3f}" for c in coll)

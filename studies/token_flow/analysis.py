@@ -172,8 +172,8 @@ def format_tables(results: dict) -> str:
         out.append("")
     p = results.get("phase")
     if p is not None:
-        out.append(f"C. Phase boundary (spec T33): d = {p['d']}, n = {p['n']}, batch {p['batch']}, "
-                   f"GLPR scheme dt = {p['dt']:g}; crossing = first t with mean fraction of pairs "
+        out.append(f"C. Phase boundary (spec T33): {p.get('variant', 'SA')}, d = {p['d']}, n = {p['n']}, "
+                   f"batch {p['batch']}, GLPR scheme dt = {p['dt']:g}; crossing = first t with mean fraction of pairs "
                    f"<x_i,x_j> > {1 - p['delta']:g} above 1/2; ODE: gamma_beta(t) = 1 - {p['delta']:g}")
         out.append(f"{'beta':>6} {'crossing':>9} {'ODE':>9} {'rel.err':>8}  check")
         for row in p["rows"]:

@@ -37,7 +37,8 @@ class TokenFlowConfig:
     betas : tuple of float
         Inverse temperatures of the grid, each > 0.
     variant : {"SA", "USA"}
-        Normalisation of the grid, kernel and mean-field flows.
+        Normalisation of the grid, kernel and mean-field flows (sections A, D, E).
+        Section C always runs SA, the protocol of spec T33 (see ``phase_dt``).
     n_seeds : int
         Independent initial clouds per (beta, d) (run as one batch).
     t_end, dt : float
@@ -53,15 +54,20 @@ class TokenFlowConfig:
     wendel_draws : int
         Monte Carlo draws per case.
     phase_d, phase_n, phase_batch : int
-        Dimension, tokens and batch of the phase-boundary runs (section C; spec T33).
+        Dimension, tokens and batch of the phase-boundary runs (section C; spec T33),
+        always with SA attention whatever ``variant``.
     phase_betas : tuple of float
         Inverse temperatures of the phase boundary.
     phase_t_end, phase_dt : float
-        Horizon and step (GLPR's scheme ``x <- normalise(x + dt a(x))``).
+        Horizon and step of GLPR's scheme ``x <- normalise(x + dt a(x))`` for SA (the
+        authors' softmax runs and spec T33: dt = 0.1, T = 30). Their USA runs rescale
+        the step to ``dt / max(sqrt(beta) e^{beta - 1/2}, 1)``; without that, USA at
+        dt = 0.1 would judge the scheme rather than the theory, so section C does not
+        run USA.
     phase_delta : float
         Clustered pair: ``<x_i, x_j> > 1 - phase_delta``; the crossing time is the first
-        time the batch-mean fraction of such pairs exceeds 1/2; the theory is the ODE
-        time of ``gamma_beta = 1 - phase_delta``.
+        time the batch-mean fraction of such pairs exceeds 1/2; the theory is the time
+        at which the SA equiangular ODE reaches ``gamma_beta = 1 - phase_delta``.
     phase_tolerance : float
         Relative tolerance of the spec (0.15).
     phase_beta_check_max : float

@@ -10,7 +10,8 @@ A. **Clustering grid.** ``n_tokens`` i.i.d. uniform tokens on S^{d-1} for every
 B. **Wendel.** Wendel's hemisphere probability against Monte Carlo (spec T30), and
    its link to GLPR's hemisphere lemma.
 C. **Phase boundary** (spec T33): crossing times of the batch-mean fraction of
-   clustered pairs against the ODE curve ``gamma_beta(t) = 1 - delta``.
+   clustered pairs against the ODE curve ``gamma_beta(t) = 1 - delta``; always SA
+   (the spec's protocol), whatever ``cfg.variant``.
 D. **Kernels.** The same initial tokens driven by exact softmax attention and by
    linear attention with fixed random features (and, with ``kernel_from``, with
    the learned particles of a main-job run), compared by W1 over time.
@@ -59,11 +60,14 @@ from engine.tokenflow.observables import (
 from studies.token_flow.analysis import PowerLawFit, fit_power_law, format_tables, make_plots
 from studies.token_flow.config import TokenFlowConfig
 
-__all__ = ["KIND", "run_token_flow_study", "clustering_grid", "wendel_table", "phase_boundary",
+__all__ = ["KIND", "PHASE_VARIANT", "run_token_flow_study", "clustering_grid", "wendel_table", "phase_boundary",
            "kernel_comparison", "mean_field"]
 
 #: Root attribute ``kind`` of the study's HDF5 file.
 KIND = "token_flow_study"
+
+#: Normalisation of section C (phase boundary): SA, the protocol of spec T33, whatever ``cfg.variant``.
+PHASE_VARIANT = "SA"
 
 
 def _uniform_sphere(rng, shape):
@@ -173,15 +177,24 @@ def phase_boundary(cfg: TokenFlowConfig, backend, rng, *, quiet=True) -> dict:
     fraction stays 1 (a cloud in a cap of angle < pi/2 keeps contracting, GLPR's
     hemisphere lemma), so the run stops and the heat map is filled with 1.
 
+    The section always runs **SA** (row-normalised softmax), whatever
+    ``cfg.variant``: spec T33 is the authors' softmax protocol (dt = 0.1, T = 30,
+    tolerance 15 % against the SA equiangular ODE). Their USA runs use a different
+    step, ``eta = dt / max(sqrt(beta) e^{beta - 1/2}, 1)`` over T = 1, which the
+    spec gives no tolerance for; USA at dt = 0.1 without it crosses far from its
+    ODE time (3.2 against 0.79 at beta = 7), a statement about the scheme, not
+    the theory.
+
     Returns
     -------
     dict
         ``betas``, ``times`` (k,), ``fraction`` (n_beta, k), ``rows`` (per beta: crossing,
-        ode, check), and the settings.
+        ode, check), ``variant`` (``"SA"``) and the settings.
 
     References
     ----------
-    GLPR thm:phase.transition.curve; spec section 6.1 and test T33.
+    GLPR thm:phase.transition.curve and phase-diagrams.py; spec section 6.1 ("What their
+    simulations show") and section 8, test T33.
     """
     from tqdm.auto import tqdm
 
@@ -190,8 +203,9 @@ def phase_boundary(cfg: TokenFlowConfig, backend, rng, *, quiet=True) -> dict:
     frac = np.ones((len(cfg.phase_betas), n_steps + 1))
     rows = []
     level = 1.0 - cfg.phase_delta
+    variant = PHASE_VARIANT
     for ib, beta in enumerate(cfg.phase_betas):
-        field = sphere_attention_flow(SoftmaxKernel(float(beta), chunk=cfg.chunk), cfg.variant)
+        field = sphere_attention_flow(SoftmaxKernel(float(beta), chunk=cfg.chunk), variant)
         init, step = make_integrator("projected_euler", field, cfg.phase_dt)
         state = init(backend.asarray(_uniform_sphere(rng, (cfg.phase_batch, cfg.phase_n, cfg.phase_d))))
         frac[ib, 0] = float(to_numpy(fraction_clustered_pairs(state.x, level).mean()))
@@ -202,7 +216,7 @@ def phase_boundary(cfg: TokenFlowConfig, backend, rng, *, quiet=True) -> dict:
                 break
         idx = np.flatnonzero(frac[ib] > 0.5)
         crossing = float(times[idx[0]]) if idx.size else math.inf
-        ode = phase_boundary_time(float(beta), cfg.phase_n, cfg.phase_delta, cfg.variant)
+        ode = phase_boundary_time(float(beta), cfg.phase_n, cfg.phase_delta, variant)
         if beta <= cfg.phase_beta_check_max:
             ok = math.isfinite(crossing) and abs(crossing - ode) <= cfg.phase_tolerance * ode
             check = f"{'PASS' if ok else 'FAIL'} (|rel.err| <= {cfg.phase_tolerance:g})"
@@ -212,7 +226,7 @@ def phase_boundary(cfg: TokenFlowConfig, backend, rng, *, quiet=True) -> dict:
         rows.append({"beta": float(beta), "crossing": crossing, "ode": ode, "check": check, "ok": ok})
     return {"betas": np.asarray(cfg.phase_betas, dtype=float), "times": times, "fraction": frac,
             "rows": rows, "d": cfg.phase_d, "n": cfg.phase_n, "batch": cfg.phase_batch,
-            "dt": cfg.phase_dt, "delta": cfg.phase_delta}
+            "dt": cfg.phase_dt, "delta": cfg.phase_delta, "variant": variant}
 
 
 def kernel_comparison(cfg: TokenFlowConfig, backend, rng, *, kernel_from=None, quiet=True) -> dict:
