@@ -300,7 +300,8 @@ def equilibrium_particles(V: Callable, grad_V: Callable, omega0, *, s, lam, boun
     Raises
     ------
     ValueError
-        On invalid shapes, parameters, or non-finite ``V`` values.
+        On invalid shapes, parameters, or non-finite ``V`` or ``grad_V`` values (checked
+        at every evaluation, the start included).
 
     References
     ----------
@@ -341,6 +342,11 @@ def equilibrium_particles(V: Callable, grad_V: Callable, omega0, *, s, lam, boun
         gv = np.asarray(grad_V(w), dtype=np.float64)
         if v.shape != (n,) or gv.shape != (n, d):
             raise ValueError(f"V must return shape ({n},) and grad_V shape ({n}, {d}); got {v.shape}, {gv.shape}")
+        if not (np.isfinite(v).all() and np.isfinite(gv).all()):
+            bad = np.flatnonzero(~(np.isfinite(v) & np.isfinite(gv).all(axis=1)))
+            raise ValueError(f"V and grad_V must be finite at every particle; got V={v[bad[:3]]}, "
+                             f"grad_V={gv[bad[:3]].tolist()} at omega={w[bad[:3]].tolist()} "
+                             f"({bad.size} particle(s) affected)")
         e, ge = pair.value_and_grad(w)
         return float(v.sum() + e) / n, (gv + ge) / n
 

@@ -176,9 +176,9 @@ class GibbsResult:
     iterations : int
         Evaluations of the map :math:`G`.
     residual_history : ndarray, shape (iterations,)
-        :math:`\\beta\\|G(U_k) - U_k\\|_\\infty` at each iterate.
+        :math:`\\beta\\|G(U_k) - U_k\\|_\\infty` at each iterate (empty when ``lam == 0``).
     converged : bool
-        Final residual ``<= tol``.
+        Final residual ``<= tol`` (True when ``lam == 0``: the closed form is exact).
     method : str
 
     References
@@ -197,7 +197,12 @@ class GibbsResult:
 
     @property
     def residual(self) -> float:
-        """Final residual (``inf`` if no iteration was made)."""
+        """Final residual :math:`\\beta\\|G(U) - U\\|_\\infty` (the last entry of ``residual_history``).
+
+        ``0.0`` when no iteration was made, which happens only for ``lam == 0``: then
+        :math:`G(U) = V` for every U, so :math:`e^{-\\beta V}/Z` is the fixed point and its
+        residual is exactly 0.
+        """
         return float(self.residual_history[-1]) if self.residual_history.size else 0.0
 
 

@@ -226,3 +226,10 @@ def test_errors():
                               lam=1.0, bounds=[(1.0, -1.0)])
     with pytest.raises(ValueError, match="omega0"):
         equilibrium_particles(lambda w: w[:, 0], np.ones_like, np.array([[0.1], [np.nan]]), s=0.0, lam=1.0)
+    w0 = np.array([[0.1], [0.4], [0.9]])
+    with pytest.raises(ValueError, match="V and grad_V must be finite"):  # a hard wall written as V = inf
+        equilibrium_particles(lambda w: np.where(w[:, 0] > 0.5, np.inf, w[:, 0] ** 2), lambda w: 2 * w, w0,
+                              s=0.0, lam=1.0)
+    with pytest.raises(ValueError, match="V and grad_V must be finite"):
+        equilibrium_particles(lambda w: w[:, 0] ** 2, lambda w: np.where(w > 0.5, np.nan, 2 * w), w0, s=0.0,
+                              lam=1.0)

@@ -29,6 +29,8 @@ def test_lam_zero_is_boltzmann():
     w = np.exp(-3.0 * prob.V)
     np.testing.assert_allclose(res.rho, w / np.dot(dom.volumes, w), rtol=1e-14)
     assert res.converged and res.iterations == 0
+    assert res.residual_history.size == 0 and res.residual == 0.0  # exact fixed point: G(U) = V
+    assert np.max(np.abs(prob.effective_potential(res.rho) - res.potential)) == 0.0
     assert res.log_partition == pytest.approx(np.log(np.dot(dom.volumes, w)), rel=1e-14)
 
 

@@ -63,7 +63,26 @@ def test_disk_mesh_api_and_fipy_gmsh2d():
         shoelace = inc @ (0.5 * (a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]))
         np.testing.assert_allclose(shoelace, dom.volumes, rtol=1e-12)
     assert abs(api.n_cells - fipy_mesh.n_cells) <= 0.1 * api.n_cells
-    assert isinstance(gmsh_executable_works(), bool)
+
+
+def test_gmsh_executable_works_reads_the_exit_status(tmp_path, monkeypatch):
+    """True only for a ``gmsh`` on $PATH whose ``--version`` exits 0 (fake executables, no Gmsh run)."""
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert gmsh_executable_works() is False  # not on $PATH
+    for status, expected in ((0, True), (3, False)):
+        d = tmp_path / f"exit{status}"
+        d.mkdir()
+        exe = d / "gmsh"
+        exe.write_text(f"#!/bin/sh\nexit {status}\n")
+        exe.chmod(0o755)
+        monkeypatch.setenv("PATH", str(d))
+        assert gmsh_executable_works() is expected
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "gmsh").write_text("#!/nonexistent/interpreter\n")  # on $PATH but cannot start: OSError
+    (broken / "gmsh").chmod(0o755)
+    monkeypatch.setenv("PATH", str(broken))
+    assert gmsh_executable_works() is False
 
 
 # ------------------------------------------------------------------- linear Fokker-Planck
@@ -155,6 +174,8 @@ def test_bad_inputs():
         solve_mckean_vlasov(prob, np.ones(6), t_end=1.0, dt=2.0)
     with pytest.raises(ValueError, match="save_times"):
         solve_mckean_vlasov(prob, np.ones(6), t_end=1.0, dt=0.1, save_times=[2.0])
+    with pytest.raises(ValueError, match="save_times must hold at least one time"):
+        solve_mckean_vlasov(prob, np.ones(6), t_end=1.0, dt=0.1, save_times=[])
     with pytest.raises(ValueError, match="mass"):
         solve_mckean_vlasov(prob, 2 * np.ones(6), t_end=1.0, dt=0.1, normalize=False)
     with pytest.raises(ValueError, match="V"):

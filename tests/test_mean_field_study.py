@@ -115,8 +115,8 @@ def test_fit_decay_recovers_power_law(rng):
 
 # ----------------------------------------------------------------------------- config
 
-def _tiny(tmp_path):
-    cfg = {"problems": [
+def _tiny_dict():
+    return {"problems": [
         {"name": "interval", "lo": [-1.25], "hi": [1.25], "n_cells": [20], "s": -1.0, "rho0_mean": [0.5],
          "rho0_std": [0.4], "times": [0.0, 0.1, 0.2], "eta": 0.05, "pde_dt": 0.05, "n_particles": [10, 40],
          "n_seeds": [3, 2], "eta_refinement": [0.1, 0.05], "refinement_n": 50, "refinement_seeds": 2},
@@ -124,9 +124,23 @@ def _tiny(tmp_path):
          "rho0_mean": [0.5, 0.0], "rho0_std": [0.3, 0.5], "times": [0.0, 0.2], "eta": 0.05, "pde_dt": 0.05,
          "n_particles": [10, 40], "n_seeds": [2, 2], "eta_refinement": [0.1], "refinement_n": 20,
          "refinement_seeds": 2}]}
+
+
+def _tiny(tmp_path):
+    cfg = _tiny_dict()
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps(cfg))
     return path, cfg
+
+
+@pytest.fixture(scope="module")
+def tiny_full_study(tmp_path_factory):
+    """The uninterrupted tiny study (seed 0, both problems), shared by the reproducibility tests."""
+    from studies.mean_field.study import run_mean_field_study
+
+    path = tmp_path_factory.mktemp("mf") / "full.h5"
+    run_mean_field_study(MeanFieldConfig.from_dict(_tiny_dict()), path, progress=False, log=None)
+    return path
 
 
 def test_config_presets_and_strictness(tmp_path):
@@ -183,7 +197,7 @@ def test_cli_smoke_writes_readable_hdf5(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
 
 
-def test_interrupted_study_resumes_to_the_same_result(tmp_path, monkeypatch):
+def test_interrupted_study_resumes_to_the_same_result(tmp_path, monkeypatch, tiny_full_study):
     """Interrupt the study after a few particle runs, resume it, and get the uninterrupted W1.
 
     Every run draws from its own seed (seed, problem, N, replica), so skipping the finished runs
@@ -193,10 +207,8 @@ def test_interrupted_study_resumes_to_the_same_result(tmp_path, monkeypatch):
     from studies.mean_field import particles
     from studies.mean_field.study import run_mean_field_study
 
-    _, raw = _tiny(tmp_path)
-    cfg = MeanFieldConfig.from_dict(raw)
-    full, cut = tmp_path / "full.h5", tmp_path / "cut.h5"
-    run_mean_field_study(cfg, full, progress=False, log=None)
+    cfg = MeanFieldConfig.from_dict(_tiny_dict())
+    full, cut = tiny_full_study, tmp_path / "cut.h5"
 
     original = particles.MeanFieldParticles.simulate
     calls = {"n": 0}
@@ -221,3 +233,82 @@ def test_interrupted_study_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert b.attrs["status"] == "complete"
     for name in ("interval_w1", "interval_w1_iid", "interval_w1_eta", "rectangle_w1", "rectangle_w1_eta"):
         np.testing.assert_array_equal(a[name].values, b[name].values)
+
+
+def test_problem_subset_reproduces_the_full_study(tmp_path, tiny_full_study):
+    """--problem rectangle: the rectangle runs draw the same streams as in the full study."""
+    from engine.storage import open_run
+
+    path, _ = _tiny(tmp_path)
+    out = tmp_path / "rect.h5"
+    args = _parse("--config", str(path), "--problem", "rectangle", "--out", str(out), "--quiet", "--no-plots")
+    assert args.func(args) == 0
+    a, b = open_run(tiny_full_study), open_run(out)
+    assert "interval_w1" not in b
+    for name in ("rectangle_w1", "rectangle_w1_iid", "rectangle_hist", "rectangle_w1_eta", "rectangle_w1_eta_iid"):
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+def _parse(*argv):
+    from studies.mean_field import cli
+
+    ap = argparse.ArgumentParser()
+    cli.register(ap.add_subparsers())
+    return ap.parse_args(["mean-field", *argv])
+
+
+def test_cli_options_override_the_config_only_when_given(tmp_path, monkeypatch, capsys):
+    import studies.mean_field.study
+
+    seen = []
+
+    def fake(cfg, out, **kw):  # record the resolved configuration instead of running the study
+        seen.append(cfg)
+        raise FileExistsError("stop here")
+
+    monkeypatch.setattr(studies.mean_field.study, "run_mean_field_study", fake)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({**_tiny_dict(), "seed": 5}))
+    out = str(tmp_path / "x.h5")
+    for argv, seed in (((), 5), (("--seed", "7"), 7)):
+        args = _parse("--config", str(path), "--out", out, "--quiet", *argv)
+        assert args.func(args) == 2
+        assert seen[-1].seed == seed and seen[-1].backend == "numpy"
+        assert [p.name for p in seen[-1].problems] == ["interval", "rectangle"]
+    # --problem that filters out every configured problem: a clean error, exit code 2
+    only = _tiny_dict()
+    only["problems"] = only["problems"][:1]
+    path.write_text(json.dumps(only))
+    args = _parse("--config", str(path), "--problem", "rectangle", "--out", out)
+    assert args.func(args) == 2
+    assert "selects none of the configured problems ['interval']" in capsys.readouterr().err
+    path.write_text(json.dumps({**_tiny_dict(), "seeed": 1}))
+    args = _parse("--config", str(path), "--out", out)
+    assert args.func(args) == 2
+    assert "unknown MeanFieldConfig keys" in capsys.readouterr().err
+    assert len(seen) == 2
+
+
+def test_unconverged_pde_steps_are_an_error(monkeypatch):
+    import solvers.mckean_vlasov
+    from studies.mean_field.study import setup_problem, solve_pde
+
+    setup = setup_problem(MeanFieldConfig.from_dict(_tiny_dict()).problems[0])
+    original = solvers.mckean_vlasov.solve_mckean_vlasov
+    monkeypatch.setattr(solvers.mckean_vlasov, "solve_mckean_vlasov",
+                        lambda *a, **k: original(*a, **{**k, "max_sweeps": 1, "max_retries": 0}))
+    with pytest.raises(RuntimeError, match="interval: PDE run with dt=0.05 has .* did not converge; first: step 1"):
+        solve_pde(setup, 0.05)
+
+
+def test_mean_se_is_computed_per_entry():
+    """One N with a single run must not turn the other rows' SEs into NaN."""
+    from studies.mean_field.analysis import _mean_se
+
+    w = np.array([[1.0, 2.0, 4.0], [3.0, np.nan, np.nan], [np.nan, np.nan, np.nan]])
+    m, se = _mean_se(w, 1)
+    np.testing.assert_allclose(m[:2], [7 / 3, 3.0], rtol=1e-15)
+    assert se[0] == pytest.approx(np.std([1.0, 2.0, 4.0], ddof=1) / np.sqrt(3), rel=1e-14)
+    assert np.isnan(se[1]) and np.isnan(m[2]) and np.isnan(se[2])
+    x = np.random.default_rng(3).random((4, 5, 2))
+    np.testing.assert_allclose(_mean_se(x, 1)[1], x.std(axis=1, ddof=1) / np.sqrt(5), rtol=1e-13)

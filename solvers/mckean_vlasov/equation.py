@@ -674,6 +674,9 @@ def _save_schedule(t_end, save_times):
         pts = np.array([0.0, t_end])
     else:
         pts = np.asarray(save_times, dtype=np.float64).ravel()
+        if pts.size == 0:
+            raise ValueError("save_times must hold at least one time in [0, t_end] (0 and t_end are "
+                             "always saved), got an empty sequence; pass save_times=None for just 0 and t_end")
         if not np.isfinite(pts).all() or pts.min() < 0 or pts.max() > t_end:
             raise ValueError(f"save_times must lie in [0, t_end={t_end}], got min {pts.min()}, max {pts.max()}")
         pts = np.unique(np.concatenate([[0.0, t_end], pts]))
@@ -733,7 +736,8 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
     Raises
     ------
     ValueError
-        On non-finite ``beta``, bad step parameters, or an invalid ``rho0``.
+        On non-finite ``beta``, bad step parameters, an empty or out-of-range
+        ``save_times``, or an invalid ``rho0``.
 
     References
     ----------

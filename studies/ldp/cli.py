@@ -33,12 +33,16 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="the quick preset (N <= 32, a few minutes)")
     p.add_argument("--config", type=Path, default=None,
                    help="JSON file with a full LDPConfig (strict; overrides the presets)")
-    p.add_argument("--backend", choices=("numpy",), default="numpy",
-                   help="array backend (the batched chains are small: NumPy only)")
-    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--backend", choices=("numpy",), default=None,
+                   help="array backend (the batched chains are small: NumPy only; default: the "
+                        "--config file's, else numpy)")
+    p.add_argument("--seed", type=non_negative_int, default=None,
+                   help="root seed (default: the --config file's, else 0)")
     p.add_argument("--out", type=Path, default=None,
                    help="output HDF5 file (default runs/ldp[-quick]-seed<seed>.h5)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted study in --out (finished (regime, N) cells are kept)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figure")
     p.add_argument("--quiet", action="store_true", help="no progress bars or stage lines")
     p.set_defaults(func=run_from_args)
@@ -55,23 +59,32 @@ def run_from_args(args: argparse.Namespace) -> int:
     Returns
     -------
     int
-        0 on success.
+        0 on success; 2 on a bad configuration or output path (message on stderr); 1 if a
+        solve of the limit did not converge.
     """
     from studies.ldp.config import full_config, load_config, quick_config
     from studies.ldp.study import format_table, load_study, make_plot, run_ldp_study
 
-    if args.config is not None:
-        cfg = load_config(args.config).replace(seed=args.seed, backend=args.backend)
-    else:
-        cfg = (quick_config if args.quick else full_config)(seed=args.seed)
-    out = args.out or Path("runs") / f"ldp{'-quick' if args.quick else ''}-seed{args.seed}.h5"
+    given = {k: v for k, v in (("seed", args.seed), ("backend", args.backend)) if v is not None}
+    try:
+        if args.config is not None:
+            cfg = load_config(args.config).replace(**given)  # only the options given override the file
+        else:
+            cfg = (quick_config if args.quick else full_config)().replace(**given)
+    except (OSError, ValueError) as e:
+        print(f"rieszflow ldp: error: {e}", file=sys.stderr)
+        return 2
+    out = args.out or Path("runs") / f"ldp{'-quick' if args.quick else ''}-seed{cfg.seed}.h5"
     log = (lambda *a: None) if args.quiet else print
     t0 = time.perf_counter()
     try:
-        run_ldp_study(cfg, out, overwrite=args.overwrite, progress=not args.quiet, log=log)
-    except FileExistsError as e:
+        run_ldp_study(cfg, out, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet, log=log)
+    except (FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"rieszflow ldp: error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:
+        print(f"rieszflow ldp: error: {e}", file=sys.stderr)
+        return 1
     ds = load_study(out)
     print(format_table(ds))
     if not args.no_plots:

@@ -139,7 +139,8 @@ class LDPConfig:
     n_particles : tuple of int
         N values, each ``>= 2``.
     n_theta : int
-        Tilt nodes :math:`\\theta_0 = 0 < \\dots < \\theta_{\\max}` (odd, ``>= 3``, Simpson).
+        Equally spaced tilt nodes :math:`\\theta_0 = 0 < \\dots < \\theta_{\\max}`, ``>= 3``
+        (:math:`\\Lambda_N` is the antiderivative of the cubic spline through them).
     theta_max_factor : float
         :math:`\\theta_{\\max}` = this times the limit's Lagrange multiplier
         :math:`\\theta^*` (from :func:`solvers.gibbs.rate_infimum`), ``> 1``.
@@ -199,8 +200,6 @@ class LDPConfig:
                              "makes every rate infinite)")
         object.__setattr__(self, "s", s)
         _int("n_theta", self.n_theta, 3)
-        if self.n_theta % 2 == 0:
-            raise ValueError(f"n_theta={self.n_theta} must be odd (Simpson's rule)")
         tf = _real("theta_max_factor", self.theta_max_factor)
         if not tf > 1.0:
             raise ValueError(f"theta_max_factor={tf} must be > 1 so the tilt grid passes the optimum")

@@ -29,12 +29,25 @@ tilted (importance sampling)
     :math:`E_{\\theta_j}M_N` closest to a, the unbiased identity
     :math:`P(A) = e^{r_N\\Lambda_N(\\theta_j)} E_{\\theta_j}[e^{-r_N\\theta_j M_N}1_A]`;
 Chernoff
-    :math:`\\sup_\\theta[\\theta a - \\Lambda_N(\\theta)]`, the finite-N Legendre transform (an
-    upper bound on :math:`-\\frac1{r_N}\\log P(A)` up to the Bahadur-Rao prefactor
-    :math:`\\approx \\frac{1}{2r_N}\\log(2\\pi r_N\\theta^2\\sigma^2)`).
+    :math:`\\sup_\\theta[\\theta a - \\Lambda_N(\\theta)]`, the finite-N Legendre transform: a
+    *lower* bound on :math:`-\\frac1{r_N}\\log P(A)`, since Markov's inequality gives
+    :math:`P(A) \\le e^{-r_N(\\theta a - \\Lambda_N(\\theta))}` for every :math:`\\theta \\ge 0`.
+    The sharp finite-N value adds the Bahadur-Rao term
+    :math:`\\approx \\frac{1}{2r_N}\\log(2\\pi r_N\\theta^{*2}\\sigma^2)` (``rate_bahadur_rao``).
 
-Standard errors come from the spread between independent chains (per-chain
-means are independent), propagated to the rates by the delta method.
+Standard errors cover the Monte-Carlo error only: the spread between independent
+chains (per-chain means are independent), propagated with the same spline weights
+that give :math:`\\Lambda_N`, and for the tilted estimate by a delete-one-chain
+jackknife (which includes the covariance of :math:`\\Lambda_N(\\theta_j)` and the importance
+weights from the same chains). They do not cover the quadrature error of the
+spline, MCMC burn-in bias, or the distance between finite N and the limit
+(:func:`rate_estimates`).
+
+Every solve of the limit (:func:`solvers.gibbs.rate_infimum` and the untilted
+Gibbs density or equilibrium) must converge, or the study stops with a
+RuntimeError before sampling. Each (regime, N) cell draws from its own seed
+``(seed, regime index, N)``, so an interrupted study resumed with ``resume=True``
+(CLI ``--resume``) gives the arrays of an uninterrupted one.
 
 The sampler is a batched MALA (:func:`batched_mala_step`): the same algorithm as
 :func:`engine.simulate.mala` (tested step for step against it), vectorised over
@@ -255,15 +268,40 @@ def _mean_se_chains(per_chain):
     return float(per_chain.mean()), float(per_chain.std(ddof=1) / math.sqrt(per_chain.size))
 
 
+def _check_theta(theta, n_nodes: int) -> np.ndarray:
+    theta = np.asarray(theta, dtype=np.float64)
+    if theta.ndim != 1 or theta.size < 3 or theta.size != n_nodes:
+        raise ValueError(f"theta must be a 1-D array of >= 3 nodes, one per entry of M_by_node "
+                         f"({n_nodes}), got shape {theta.shape}")
+    if not np.isfinite(theta).all() or theta[0] != 0.0:
+        raise ValueError(f"theta must be finite with theta[0] == 0, got {theta}")
+    step = np.diff(theta)
+    if not (step > 0).all() or np.max(np.abs(step - step.mean())) > 1e-9 * step.mean():
+        raise ValueError(f"theta must be increasing and equally spaced (np.linspace(0, theta_max, n)), "
+                         f"got spacings {step}")
+    return theta
+
+
+def _lambda_weights(theta, x) -> np.ndarray:
+    r"""Weights :math:`w_i(x)` with :math:`\Lambda(x) = \sum_i w_i(x) E_{\theta_i}M`, shape (x.size, n_theta).
+
+    The not-a-knot cubic spline through the node means is linear in them, so its
+    antiderivative is a fixed linear combination; the columns are the splines of the unit vectors.
+    """
+    spline = scipy.interpolate.CubicSpline(theta, np.eye(theta.size)).antiderivative()
+    return spline(np.asarray(x, dtype=np.float64)) - spline(0.0)[None, :]
+
+
 def rate_estimates(M_by_node, theta, a: float, r_N: float) -> dict:
     r"""Direct, tilted (importance sampling) and Chernoff estimates of :math:`-\frac1{r_N}\log P(M_N \ge a)`.
 
     Parameters
     ----------
     M_by_node : list of ndarray, each of shape (C_j, n_steps)
-        Samples of :math:`M_N` under :math:`P^{\\theta_j}`; node 0 must be :math:`\\theta = 0`.
+        Samples of :math:`M_N` under :math:`P^{\theta_j}`, one row per independent chain
+        (``C_j >= 2``); node 0 must be :math:`\theta = 0`.
     theta : ndarray, shape (n_theta,)
-        Increasing tilt nodes, ``theta[0] == 0``, equally spaced.
+        Tilt nodes: ``theta[0] == 0``, increasing, equally spaced (``np.linspace``).
     a : float
         Threshold.
     r_N : float
@@ -272,45 +310,54 @@ def rate_estimates(M_by_node, theta, a: float, r_N: float) -> dict:
     Returns
     -------
     dict
-        ``mean_M`` and ``mean_M_se`` per node; ``Lambda`` per node; ``p_direct``,
-        ``p_direct_se``, ``rate_direct``, ``rate_direct_se`` (NaN when no sample hit A);
-        ``rate_is``, ``rate_is_se``, ``is_node``; ``rate_chernoff``,
+        ``mean_M`` and ``mean_M_se`` per node; ``Lambda`` and ``Lambda_se`` per node;
+        ``p_direct``, ``p_direct_se``, ``rate_direct``, ``rate_direct_se`` (NaN when no sample
+        hit A); ``rate_is``, ``rate_is_se``, ``is_node``; ``rate_chernoff``,
         ``rate_chernoff_se``, ``theta_chernoff``, ``chernoff_at_edge`` (the supremum sits at
-        ``theta[-1]``: the grid is too short and the value a lower bound), and
+        ``theta[-1]``: the grid is too short and the value is below the full supremum), and
         ``rate_bahadur_rao`` = Chernoff + :math:`\frac1{r_N}\log(\theta^*\sqrt{2\pi r_N\Lambda_N''(\theta^*)})`,
         the sharp finite-N prediction of :math:`-\frac1{r_N}\log P(A)` (Bahadur-Rao).
+
+    Raises
+    ------
+    ValueError
+        If ``theta`` does not start at 0, is not increasing and equally spaced, or does not
+        have one node per entry of ``M_by_node``, or a node has fewer than 2 chains.
+
+    Notes
+    -----
+    :math:`\Lambda_N` is the antiderivative of the cubic spline through the node means,
+    :math:`\Lambda_N(\theta) = \sum_i w_i(\theta)\,\overline M_i` with fixed weights, and
+    ``Lambda_se`` and ``rate_chernoff_se`` use the same weights,
+    :math:`(\sum_i w_i^2 \mathrm{SE}_i^2)^{1/2}` (nodes are independent chains).
+    ``rate_is_se`` is a delete-one-chain jackknife over all chains of all nodes (stratified
+    by node), so it includes the covariance between :math:`\Lambda_N(\theta_j)` and the
+    importance weights drawn from the same chains at node j (``inf`` when a single chain
+    holds every sample in A at node j). Every SE covers the
+    Monte-Carlo error between independent chains only: not the quadrature error of the
+    spline, not MCMC burn-in bias, and not the gap between finite N and the limit.
+
+    References
+    ----------
+    Gelman and Meng, Stat. Sci. 13 (1998) 163-185; Efron and Stein, Ann. Stat. 9 (1981)
+    586-596 (jackknife variance); Bahadur and Rao, Ann. Math. Stat. 31 (1960) 1015-1027.
     """
-    theta = np.asarray(theta, dtype=np.float64)
-    means, ses = [], []
-    for M in M_by_node:
-        m, se = _mean_se_chains(M.mean(axis=1))
-        means.append(m)
-        ses.append(se)
-    means, ses = np.asarray(means), np.asarray(ses)
-    spline = scipy.interpolate.CubicSpline(theta, means)
-    lam_fn = spline.antiderivative()
-    Lam = lam_fn(theta) - lam_fn(0.0)
-    # SE of Lambda(theta_j) via Simpson weights on [0, theta_j] (independent nodes)
-    dth = theta[1] - theta[0]
-
-    def quad_weights(j):
-        w = np.zeros_like(theta)
-        if j == 0:
-            return w
-        if j % 2 == 0:
-            w[:j + 1:2] = 2.0
-            w[1:j:2] = 4.0
-            w[0] = w[j] = 1.0
-            return w * dth / 3.0
-        w[: j + 1] = 1.0
-        w[0] = w[j] = 0.5
-        return w * dth
-
-    Lam_se = np.array([math.sqrt(float(np.sum((quad_weights(j) * ses) ** 2))) for j in range(theta.size)])
+    theta = _check_theta(theta, len(M_by_node))
+    per_chain_M = []
+    for i, M in enumerate(M_by_node):
+        M = np.asarray(M, dtype=np.float64)
+        if M.ndim != 2 or M.shape[0] < 2:
+            raise ValueError(f"M_by_node[{i}] must have shape (C >= 2 chains, n_steps), got {M.shape}")
+        per_chain_M.append(M.mean(axis=1))
+    means = np.array([pc.mean() for pc in per_chain_M])
+    ses = np.array([pc.std(ddof=1) / math.sqrt(pc.size) for pc in per_chain_M])
+    W = _lambda_weights(theta, theta)  # (n_theta, n_theta): Lambda(theta_j) = W[j] @ means
+    Lam = W @ means
+    Lam_se = np.sqrt((W * W) @ (ses * ses))
     out = {"mean_M": means, "mean_M_se": ses, "Lambda": Lam, "Lambda_se": Lam_se}
 
     # direct
-    hits = (M_by_node[0] >= a).mean(axis=1)
+    hits = (np.asarray(M_by_node[0]) >= a).mean(axis=1)
     p, p_se = _mean_se_chains(hits)
     out.update(p_direct=p, p_direct_se=p_se,
                rate_direct=(-math.log(p) / r_N) if p > 0 else math.nan,
@@ -320,35 +367,54 @@ def rate_estimates(M_by_node, theta, a: float, r_N: float) -> dict:
     j = int(np.argmin(np.abs(means - a)))
     if j == 0:
         j = 1
-    Mj = M_by_node[j]
+    Mj = np.asarray(M_by_node[j])
     logw = -r_N * theta[j] * (Mj - a)  # shifted by r_N theta a for stability
-    per_chain = np.mean(np.where(Mj >= a, np.exp(np.minimum(logw, 0.0)), 0.0), axis=1)
-    q, q_se = _mean_se_chains(per_chain)
+    q_chain = np.mean(np.where(Mj >= a, np.exp(np.minimum(logw, 0.0)), 0.0), axis=1)
+    q = float(q_chain.mean())
     if q > 0:
         rate_is = theta[j] * a - Lam[j] - math.log(q) / r_N
-        rate_is_se = math.sqrt(Lam_se[j] ** 2 + (q_se / (q * r_N)) ** 2)
+        # stratified delete-one-chain jackknife: removing chain c of node i moves the node mean
+        # (hence Lambda_j by W[j, i] times the change) and, at node j, the importance weight q
+        var = 0.0
+        for i, pc in enumerate(per_chain_M):
+            C = pc.size
+            loo_mean = (pc.sum() - pc) / (C - 1)
+            vals = -W[j, i] * (loo_mean - means[i])
+            if i == j:
+                loo_q = (q_chain.sum() - q_chain) / (C - 1)
+                if not (loo_q > 0).all():  # one chain carries every hit: no usable error estimate
+                    var = math.inf
+                    break
+                vals = vals - (np.log(loo_q) - math.log(q)) / r_N
+            var += (C - 1) / C * float(np.sum((vals - vals.mean()) ** 2))
+        rate_is_se = math.sqrt(var)
     else:
         rate_is = rate_is_se = math.nan
     out.update(rate_is=rate_is, rate_is_se=rate_is_se, is_node=j)
 
     # Chernoff / Legendre on a fine grid
     fine = np.linspace(0.0, theta[-1], 2001)
-    vals = fine * a - (lam_fn(fine) - lam_fn(0.0))
+    W_fine = _lambda_weights(theta, fine)
+    vals = fine * a - W_fine @ means
     k = int(np.argmax(vals))
     th_star = float(fine[k])
-    # its SE: that of Lambda at the maximiser (envelope theorem), interpolated between nodes
+    # its SE: that of Lambda at the maximiser (envelope theorem), with the same weights
+    chernoff_se = float(np.sqrt((W_fine[k] ** 2) @ (ses * ses)))
     # Bahadur-Rao: P ~ exp(-r I_N) / (theta* sqrt(2 pi r Lambda_N''(theta*))) for a lattice-free statistic
+    spline = scipy.interpolate.CubicSpline(theta, means)
     curv = float(spline.derivative()(th_star))  # Lambda_N'' = d E_theta[M] / d theta = r Var_theta(M)
     br = (math.log(th_star * math.sqrt(2.0 * math.pi * r_N * curv)) / r_N
           if th_star > 0 and curv > 0 else math.nan)
-    out.update(rate_chernoff=float(vals[k]), theta_chernoff=th_star,
-               rate_chernoff_se=float(np.interp(th_star, theta, Lam_se)),
+    out.update(rate_chernoff=float(vals[k]), theta_chernoff=th_star, rate_chernoff_se=chernoff_se,
                chernoff_at_edge=bool(k == fine.size - 1), rate_bahadur_rao=float(vals[k]) + br)
     return out
 
 
 def _limit_rates(cfg: LDPConfig, reg: RegimeConfig):
-    """inf_A J and its multiplier from the solver, plus the equilibrium second moment."""
+    """inf_A J and its multiplier from the solver, plus the equilibrium second moment.
+
+    Raises RuntimeError if the rate infimum or the untilted density did not converge.
+    """
     from solvers.gibbs import gibbs_density, rate_infimum
     from solvers.equilibrium import equilibrium_on_mesh
     from solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
@@ -359,12 +425,25 @@ def _limit_rates(cfg: LDPConfig, reg: RegimeConfig):
     prob = MeanFieldProblem.create(dom, lambda x: 0.5 * gamma * x[:, 0] ** 2, s=cfg.s, lam=cfg.lam, beta=beta)
     f = dom.centers[:, 0] ** 2
     res = rate_infimum(prob, f, reg.a, regime=reg.regime)
-    base = gibbs_density(prob) if reg.regime == "fixed_beta" else equilibrium_on_mesh(prob)
+    if not res.converged:
+        raise RuntimeError(
+            f"[{reg.name}] rate_infimum did not converge: constraint int f rho = {res.constraint!r} "
+            f"against a = {reg.a!r} (gap {res.constraint - reg.a:.3e}) after {res.iterations} tilted solves, "
+            f"multiplier {res.theta!r}; the limit inf_A J would be wrong (change n_cells, a or the domain)")
+    if reg.regime == "fixed_beta":
+        base = gibbs_density(prob)
+        residual = f"residual {base.residual:.3e} after {base.iterations} iterations"
+    else:
+        base = equilibrium_on_mesh(prob)
+        residual = f"KKT residual {base.kkt_residual:.3e}"
+    if not base.converged:
+        raise RuntimeError(f"[{reg.name}] the untilted {'Gibbs density' if reg.regime == 'fixed_beta' else 'equilibrium'} "
+                           f"did not converge ({residual}); m* and the initial states would be wrong")
     m_star = float(np.dot(dom.volumes * base.rho, f))
     # the solver's multiplier in the units of Lambda (theta multiplies r_N M_N):
     # fixed_beta: rho_theta ~ exp(-beta V_eff + theta f) -> theta; low temperature: V - theta f -> theta
-    return dict(value=res.value, theta=res.theta, converged=res.converged, m_star=m_star,
-                rho_tilted=res.rho, rho_base=base.rho, domain=dom)
+    return dict(value=res.value, theta=res.theta, m_star=m_star, rho_tilted=res.rho, rho_base=base.rho,
+                domain=dom)
 
 
 def _sample_density(rng, n_chains, n, dom, rho):
@@ -376,8 +455,27 @@ def _sample_density(rng, n_chains, n, dom, rho):
     return np.sort(x.reshape(n_chains, n), axis=1)
 
 
-def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, progress: bool = True,
-                  log=print) -> Path:
+def _check_resumable(out: Path, cfg: LDPConfig) -> None:
+    """Refuse to resume a missing, foreign, or differently configured study file."""
+    import json
+
+    import h5py
+
+    from engine.storage import check_run_file
+
+    if not out.exists():
+        raise FileNotFoundError(f"resume=True but {out} does not exist")
+    check_run_file(out, KIND)
+    with h5py.File(out, "r") as f:
+        stored = json.loads(f.attrs.get("config", "{}"))
+    mine = json.loads(json.dumps({"json": cfg.to_dict()}, default=str))
+    if stored != mine:
+        raise ValueError(f"resume: {out} was written with another configuration; resume with the "
+                         f"same preset, --config and --seed options (or --overwrite)")
+
+
+def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool = False,
+                  progress: bool = True, log=print) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"ldp_study"``).
 
     Variables (dimensions ``regime``, ``N``, ``node``):
@@ -396,6 +494,12 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, progress: boo
     cfg : LDPConfig
     out : str or os.PathLike
     overwrite : bool, default False
+        Replace an existing file.
+    resume : bool, default False
+        Continue an interrupted study in ``out``: (regime, N) cells already stored
+        (``wall`` finite; it is written last) are skipped. Each cell draws from its own
+        generator ``SeedSequence([seed, regime index, N])``, so the result equals an
+        uninterrupted study; the limits are recomputed (deterministic).
     progress : bool, default True
     log : callable, default print
 
@@ -408,7 +512,14 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, progress: boo
     TypeError
         If ``cfg`` is not an LDPConfig.
     FileExistsError
-        If ``out`` exists and ``overwrite`` is False.
+        If ``out`` exists and neither ``overwrite`` nor ``resume`` is set.
+    FileNotFoundError
+        If ``resume`` is set and ``out`` does not exist.
+    ValueError
+        If ``resume`` is set and ``out`` was written with another configuration, or both
+        ``overwrite`` and ``resume`` are set.
+    RuntimeError
+        If a solve of the limit (:func:`_limit_rates`) did not converge.
     """
     from tqdm.auto import tqdm
 
@@ -419,6 +530,14 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, progress: boo
     log = log or (lambda *a: None)
     out = Path(out)
     t_start = time.perf_counter()
+    if resume:
+        if overwrite:
+            raise ValueError("overwrite=True and resume=True exclude each other")
+        _check_resumable(out, cfg)
+    elif out.exists() and not overwrite:  # checked before the (slow) limit solves
+        raise FileExistsError(f"{out} already exists; refusing to overwrite a run. Pass overwrite=True "
+                              f"(CLI: --overwrite) to replace it, or resume=True (CLI: --resume) to "
+                              f"continue an interrupted study")
     regs, ns = cfg.regimes, cfg.n_particles
     R, K, J = len(regs), len(ns), cfg.n_theta
     shape2, shape3 = (R, K), (R, K, J)
@@ -428,12 +547,12 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, progress: boo
         "chernoff_at_edge", "wall")}
     arrays3 = {k: np.full(shape3, np.nan) for k in ("theta", "mean_M", "mean_M_se", "Lambda", "Lambda_se",
                                                      "acceptance")}
-    with TrajectoryWriter(out, KIND, config={"json": cfg.to_dict()}, overwrite=overwrite,
+    limits = [_limit_rates(cfg, reg) for reg in regs]  # before the file: a failed solve leaves no file
+    with TrajectoryWriter(out, KIND, config={"json": cfg.to_dict()}, overwrite=overwrite, resume=resume,
                           attrs={"seed": cfg.seed}) as w:
         w.dimension("regime", R, coords=np.array([r.name for r in regs]))
         w.dimension("N", K, coords=np.asarray(ns, dtype=np.int64))
         w.dimension("node", J, coords=np.arange(J))
-        limits = [_limit_rates(cfg, reg) for reg in regs]
         for name, key in (("rate_limit", "value"), ("theta_limit", "theta"), ("m_star", "m_star")):
             w.variable(name, ("regime",), data=np.array([lim[key] for lim in limits]))
         w.variable("a", ("regime",), data=np.array([r.a for r in regs]))
@@ -442,11 +561,17 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, progress: boo
             w.variable(k, ("regime", "N"))
         for k in arrays3:
             w.variable(k, ("regime", "N", "node"))
+        if resume:
+            arrays = {k: w.read(k) for k in arrays}
+            arrays3 = {k: w.read(k) for k in arrays3}
         for ir, (reg, lim) in enumerate(zip(regs, limits)):
             log(f"[{reg.name}] beta_N = {reg.beta}*N^{reg.kappa:g}, a = {reg.a}: inf_A J = {lim['value']:.5f} "
                 f"(solver, multiplier {lim['theta']:.4f}, equilibrium m* = {lim['m_star']:.4f})")
             theta = np.linspace(0.0, cfg.theta_max_factor * lim["theta"], J)
             for ik, n in enumerate(ns):
+                if np.isfinite(arrays["wall"][ir, ik]):
+                    log(f"[{reg.name}] N={n:>3d}: stored (resume)")
+                    continue
                 t0 = time.perf_counter()
                 rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, ir, n]))
                 r_N, beta_N = reg.speed(n), reg.beta_N(n)
@@ -469,13 +594,15 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, progress: boo
                     arrays[k][ir, ik] = est[k]
                 arrays["speed"][ir, ik] = r_N
                 arrays["beta_N"][ir, ik] = beta_N
-                arrays["wall"][ir, ik] = time.perf_counter() - t0
                 arrays3["theta"][ir, ik] = theta
                 for k in ("mean_M", "mean_M_se", "Lambda", "Lambda_se"):
                     arrays3[k][ir, ik] = est[k]
                 arrays3["acceptance"][ir, ik] = [run.acceptance[edges[j]:edges[j + 1]].mean() for j in range(J)]
                 for k, v in {**arrays, **arrays3}.items():
-                    w.set(k, v)
+                    if k != "wall":
+                        w.set(k, v)
+                arrays["wall"][ir, ik] = time.perf_counter() - t0
+                w.set("wall", arrays["wall"])  # last: a finite wall marks a finished cell (resume)
                 log(f"[{reg.name}] N={n:>3d} r_N={r_N:g}: direct {est['rate_direct']:.4f}+-"
                     f"{est['rate_direct_se']:.4f} (p={est['p_direct']:.2e}), tilted {est['rate_is']:.4f}+-"
                     f"{est['rate_is_se']:.4f}, Chernoff {est['rate_chernoff']:.4f}+-{est['rate_chernoff_se']:.4f}"
@@ -519,7 +646,8 @@ def format_table(ds) -> str:
                 f"   | {g('rate_chernoff'):.4f}+-{g('rate_chernoff_se'):.4f}"
                 f"{'*' if g('chernoff_at_edge') > 0 else ' '}  | {g('rate_bahadur_rao'):.4f}      | "
                 f"{g('rate_is') - lim:+.4f}")
-        lines.append("(* Chernoff supremum at the last tilt node: a lower bound)")
+        lines.append("(Chernoff = sup_theta[theta a - Lambda_N]: a lower bound on -log P / r_N; "
+                     "* supremum at the last tilt node: also below the full supremum)")
         lines.append("")
     return "\n".join(lines)
 

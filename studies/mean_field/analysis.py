@@ -127,10 +127,22 @@ def _problems(ds):
 
 
 def _mean_se(a, axis):
-    n = np.sum(np.isfinite(a), axis=axis)
-    m = np.nanmean(a, axis=axis)
-    sd = np.nanstd(a, axis=axis, ddof=1) if np.all(n > 1) else np.full_like(m, np.nan)
-    return m, sd / np.sqrt(np.maximum(n, 1))
+    """Mean and standard error over the finite entries along ``axis``, entry by entry.
+
+    An entry with fewer than 2 finite values gets SE NaN (and mean NaN with none); the
+    others are unaffected.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    ok = np.isfinite(a)
+    n = ok.sum(axis=axis)
+    z = np.where(ok, a, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m = z.sum(axis=axis) / n
+        dev = np.where(ok, a - np.expand_dims(m, axis), 0.0)
+        var = (dev * dev).sum(axis=axis) / (n - 1)
+    m = np.where(n > 0, m, np.nan)
+    se = np.where(n > 1, np.sqrt(var / np.maximum(n, 1)), np.nan)
+    return m, se
 
 
 def summary_tables(ds) -> dict:

@@ -34,8 +34,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="JSON file with a full MeanFieldConfig (strict; overrides the presets)")
     p.add_argument("--problem", action="append", choices=("interval", "rectangle"), default=None,
                    help="run only this problem (repeatable; default: all)")
-    p.add_argument("--backend", choices=("numpy", "cupy"), default="numpy")
-    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--backend", choices=("numpy", "cupy"), default=None,
+                   help="particle backend (default: the --config file's, else numpy)")
+    p.add_argument("--seed", type=non_negative_int, default=None,
+                   help="root seed (default: the --config file's, else 0)")
     p.add_argument("--out", type=Path, default=None,
                    help="output HDF5 file (default runs/mean_field[-quick]-seed<seed>.h5)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
@@ -58,19 +60,29 @@ def run_from_args(args: argparse.Namespace) -> int:
     Returns
     -------
     int
-        0 on success.
+        0 on success; 2 on a bad configuration, ``--problem`` selection or output path
+        (message on stderr); 1 if a PDE reference solve did not converge.
     """
     from studies.mean_field.analysis import format_tables, load_study, make_plots, summary_tables
     from studies.mean_field.config import full_config, load_config, quick_config
     from studies.mean_field.study import run_mean_field_study
 
-    if args.config is not None:
-        cfg = load_config(args.config).replace(seed=args.seed, backend=args.backend)
-    else:
-        cfg = (quick_config if args.quick else full_config)(seed=args.seed, backend=args.backend)
-    if args.problem:
-        cfg = cfg.replace(problems=tuple(q for q in cfg.problems if q.name in args.problem))
-    out = args.out or Path("runs") / f"mean_field{'-quick' if args.quick else ''}-seed{args.seed}.h5"
+    given = {k: v for k, v in (("seed", args.seed), ("backend", args.backend)) if v is not None}
+    try:
+        if args.config is not None:
+            cfg = load_config(args.config).replace(**given)  # only the options given override the file
+        else:
+            cfg = (quick_config if args.quick else full_config)().replace(**given)
+        if args.problem:
+            kept = tuple(q for q in cfg.problems if q.name in args.problem)
+            if not kept:
+                raise ValueError(f"--problem {' '.join(args.problem)} selects none of the configured problems "
+                                 f"{[q.name for q in cfg.problems]}")
+            cfg = cfg.replace(problems=kept)
+    except (OSError, ValueError) as e:
+        print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
+        return 2
+    out = args.out or Path("runs") / f"mean_field{'-quick' if args.quick else ''}-seed{cfg.seed}.h5"
     log = (lambda *a: None) if args.quiet else print
     t0 = time.perf_counter()
     try:
@@ -79,6 +91,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     except (FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:
+        print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
+        return 1
     ds = load_study(out)
     print(format_tables(summary_tables(ds)))
     if not args.no_plots:

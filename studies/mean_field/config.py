@@ -30,9 +30,11 @@ import json
 import math
 from typing import Any, Mapping
 
-__all__ = ["ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
+__all__ = ["PROBLEM_NAMES", "ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
 
-_NAMES = ("interval", "rectangle")
+#: The problems a study can hold, in a fixed order: a problem's position here (not in the
+#: configuration) keys its random streams, so a study of a subset reproduces the full one.
+PROBLEM_NAMES = ("interval", "rectangle")
 _BOUNDARIES = ("reflect", "project")
 _BACKENDS = ("numpy", "cupy")
 _METHODS = ("auto", "sorted", "numba", "numpy")
@@ -148,8 +150,8 @@ class ProblemConfig:
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        if self.name not in _NAMES:
-            raise ValueError(f"name={self.name!r} is not allowed; choose one of {_NAMES}")
+        if self.name not in PROBLEM_NAMES:
+            raise ValueError(f"name={self.name!r} is not allowed; choose one of {PROBLEM_NAMES}")
         set_("lo", _tuple("lo", self.lo, float))
         set_("hi", _tuple("hi", self.hi, float))
         d = len(self.lo)
@@ -232,7 +234,8 @@ class MeanFieldConfig:
         Problems to run, distinct names.
     seed : int
         Root seed (>= 0); every run derives its generator from
-        ``numpy.random.SeedSequence([seed, problem, N, run])``.
+        ``numpy.random.SeedSequence([seed, problem, N, run])``, with ``problem`` the index of
+        the problem's name in :data:`PROBLEM_NAMES` (not its position in ``problems``).
     backend : {"numpy", "cupy"}
         Array backend of the particles (the PDE always runs on the CPU).
 

@@ -293,8 +293,8 @@ def mean_field_drift(omega, potential: Energy, interaction: Energy):
         :func:`quadratic_potential`).
     interaction : Energy
         From :func:`make_interaction` with ``normalization="mean_field"`` (the
-        drift then carries :math:`\\lambda/N`) or ``"paper"`` multiplied by N
-        by the caller.
+        drift then carries :math:`\\lambda/N`); any other normalisation (e.g.
+        ``"paper"``) is rejected.
 
     Returns
     -------

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.backend import get_backend
-from studies.mean_field.config import MeanFieldConfig, ProblemConfig
+from studies.mean_field.config import PROBLEM_NAMES, MeanFieldConfig, ProblemConfig
 from studies.mean_field.particles import (
     MeanFieldParticles,
     TruncatedGaussian,
@@ -142,7 +142,11 @@ def solve_pde(setup: ProblemSetup, dt: float, progress: bool = False):
     Raises
     ------
     RuntimeError
-        If the solver stops before the final time or a snapshot is missing.
+        If the solver stops before the final time, a snapshot is missing, or a
+        step's Picard sweeps did not converge (``res.converged`` False: the step
+        was accepted after ``max_retries`` halvings with an inconsistent drift).
+        An unconverged PDE would silently bias every W1 of the study, so it is
+        an error, not a flag.
     """
     from solvers.mckean_vlasov import solve_mckean_vlasov
 
@@ -151,6 +155,13 @@ def solve_pde(setup: ProblemSetup, dt: float, progress: bool = False):
                               save_times=times, progress=progress)
     if not res.completed or res.times.shape != times.shape or not np.allclose(res.times, times):
         raise RuntimeError(f"PDE run did not reach every comparison time: got {res.times}, wanted {times}")
+    bad = np.flatnonzero(~res.converged)
+    if bad.size:
+        k = int(bad[0])
+        raise RuntimeError(
+            f"{setup.config.name}: PDE run with dt={dt} has {bad.size} step(s) whose sweeps did not converge; "
+            f"first: step {k} at t={res.step_time[k]:.6g} (dt={res.dt[k]:.3g}, {int(res.sweeps[k])} sweeps, "
+            f"linear backward error {res.residual[k]:.3e}); reduce pde_dt")
     return res
 
 
@@ -271,7 +282,10 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         Continue an interrupted study in ``out``: runs whose W1 values are all
         stored are skipped (every run has its own seed, derived from
         ``(seed, problem, N, replica)``, so the result equals an uninterrupted
-        study); the PDE reference is recomputed (deterministic).
+        study); the PDE reference is recomputed (deterministic). ``problem`` is
+        the index of the problem's name in
+        :data:`studies.mean_field.config.PROBLEM_NAMES`, so a study restricted to
+        some problems (CLI ``--problem``) reproduces their runs in the full study.
     progress : bool, default True
         tqdm progress bars.
     log : callable, default print
@@ -290,6 +304,8 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         If ``out`` exists and neither ``overwrite`` nor ``resume`` is set.
     ValueError
         If ``resume`` is set and ``out`` was written with another configuration.
+    RuntimeError
+        If a PDE solve (reference or floor) did not converge (:func:`solve_pde`).
     """
     from tqdm.auto import tqdm
 
@@ -306,8 +322,9 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     with TrajectoryWriter(out, KIND, config={"json": config.to_dict()}, overwrite=overwrite,
                           resume=resume, attrs={"seed": config.seed, "backend": config.backend,
                                  "problems": [p.name for p in config.problems]}) as w:
-        for ip, c in enumerate(config.problems):
+        for c in config.problems:
             p = c.name
+            ip = PROBLEM_NAMES.index(p)  # the problem's identity keys its streams, not its list position
             t0 = time.perf_counter()
             setup = setup_problem(c)
             dom = setup.domain
