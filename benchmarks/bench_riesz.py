@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     import numba
     import numpy as np
 
-    from engine.energy import riesz_energy_and_grad
+    from rieszflow.engine.energy import riesz_energy_and_grad
 
     numba.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed)

@@ -35,8 +35,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.features import make_feature_map  # noqa: E402
-from engine.tokenflow import (  # noqa: E402
+from rieszflow.engine.features import make_feature_map  # noqa: E402
+from rieszflow.engine.tokenflow import (  # noqa: E402
     LinearKernel,
     SoftmaxKernel,
     make_integrator,

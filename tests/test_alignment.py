@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.energy import (
+from rieszflow.engine.energy import (
     RFFAlignmentEnergy,
     RieszEnergy,
     alignment_energy,
@@ -238,7 +238,7 @@ def test_bad_inputs_are_rejected(data):
 @pytest.mark.gpu
 @pytest.mark.parametrize("with_phases", (True, False))
 def test_cupy_matches_numpy(data, with_phases):
-    from engine.backend import cupy_available, to_numpy
+    from rieszflow.engine.backend import cupy_available, to_numpy
 
     if not cupy_available():
         pytest.skip("CuPy with a CUDA device is not available")

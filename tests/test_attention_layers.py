@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
-from engine.attention.layers import (
+from rieszflow.engine.attention.layers import (
     Dropout,
     Embedding,
     EncoderLayer,
@@ -40,7 +40,7 @@ from engine.attention.layers import (
     masked_mean_pool_backward,
     softmax_cross_entropy,
 )
-from engine.features import FEATURE_MAPS, make_feature_map
+from rieszflow.engine.features import FEATURE_MAPS, make_feature_map
 
 H_FD = 1e-6
 TOL = 1e-6

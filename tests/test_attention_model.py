@@ -27,7 +27,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.attention import Adam, TransformerClassifier, softmax_cross_entropy
+from rieszflow.engine.attention import Adam, TransformerClassifier, softmax_cross_entropy
 
 H_FD = 1e-5
 TOL = 1e-6
@@ -381,7 +381,7 @@ def test_model_bad_inputs():
 @pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[1], CONFIGS[4]], ids=["favor-seq", "softplus", "softmax"])
 def test_cupy_matches_numpy(cfg):
     """Same seed on both backends: logits and every gradient agree to float64 round-off."""
-    from engine.backend import cupy_available, to_numpy
+    from rieszflow.engine.backend import cupy_available, to_numpy
     if not cupy_available():
         pytest.skip("CuPy with a usable CUDA device is not available")
     cpu = tiny_model(**cfg)

@@ -11,12 +11,12 @@ import math
 import numpy as np
 import pytest
 
-from engine.measure_attention import (Box, DotProductKernel, LinearLookup, cor30_constant,
+from rieszflow.engine.measure_attention import (Box, DotProductKernel, LinearLookup, cor30_constant,
                                       thm23_bound)
-from engine.storage import open_run
-from studies.attention_theory import cli
-from studies.attention_theory.config import AttentionTheoryConfig
-from studies.attention_theory.study import (
+from rieszflow.engine.storage import open_run
+from rieszflow.studies.attention_theory import cli
+from rieszflow.studies.attention_theory.config import AttentionTheoryConfig
+from rieszflow.studies.attention_theory.study import (
     KIND,
     GBoxInstance,
     adversarial_local_lipschitz,

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from engine.backend import cupy_available, get_backend, namespace, to_numpy
+from rieszflow.engine.backend import cupy_available, get_backend, namespace, to_numpy
 
 gpu = pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is not available")
 
@@ -38,7 +38,7 @@ def test_cpu_results_do_not_import_cupy():
     import pathlib
     import re
 
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parent.parent / "rieszflow"
     offenders = []
     for p in list((root / "engine").rglob("*.py")) + list((root / "solvers").rglob("*.py")) + \
             list((root / "studies").rglob("*.py")):
@@ -52,9 +52,9 @@ def test_cpu_results_do_not_import_cupy():
 @gpu
 def test_numpy_cupy_parity_phase_a_step():
     """One Phase A Langevin step of a head: same seed, same result on NumPy and CuPy."""
-    from engine.energy.riesz import riesz_energy_and_grad
-    from engine.simulate import projected_langevin
-    from engine.space import Ball
+    from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+    from rieszflow.engine.simulate import projected_langevin
+    from rieszflow.engine.space import Ball
 
     out = {}
     for name in ("numpy", "cupy"):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import scipy.integrate
 
-from engine.energy.riesz import riesz_kernel
-from solvers.mckean_vlasov.convolution import (
+from rieszflow.engine.energy.riesz import riesz_kernel
+from rieszflow.solvers.mckean_vlasov.convolution import (
     antiderivative_1d,
     cell_integral_matrix,
     kernel,
@@ -18,7 +18,7 @@ from solvers.mckean_vlasov.convolution import (
     offset_table,
     triangle_apex_integral,
 )
-from solvers.mckean_vlasov.mesh import disk_mesh, domain_from_fipy, interval_mesh, rectangle_mesh
+from rieszflow.solvers.mckean_vlasov.mesh import disk_mesh, domain_from_fipy, interval_mesh, rectangle_mesh
 
 
 def _F_log(x, y):

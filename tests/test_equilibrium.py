@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.special import betainc, gamma
 
-from solvers.equilibrium import equilibrium_on_mesh, equilibrium_particles
-from solvers.mckean_vlasov import MeanFieldProblem, interval_mesh, rectangle_mesh
+from rieszflow.solvers.equilibrium import equilibrium_on_mesh, equilibrium_particles
+from rieszflow.solvers.mckean_vlasov import MeanFieldProblem, interval_mesh, rectangle_mesh
 
 
 def _beta_cell_masses(dom, R, a):

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.backend import cupy_available
-from engine.features import FEATURE_MAPS, FeatureMap, make_feature_map
+from rieszflow.engine.backend import cupy_available
+from rieszflow.engine.features import FEATURE_MAPS, FeatureMap, make_feature_map
 
 ALL_MAPS = sorted(FEATURE_MAPS)
 POSITIVE_MAPS = [n for n in ALL_MAPS if FEATURE_MAPS[n].positive]

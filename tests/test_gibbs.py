@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import scipy.special
 
-from solvers.equilibrium import equilibrium_on_mesh
-from solvers.gibbs import empirical_density, free_energy, gibbs_density, rate_function, rate_infimum
-from solvers.mckean_vlasov import MeanFieldProblem, disk_mesh, interval_mesh, rectangle_mesh
+from rieszflow.solvers.equilibrium import equilibrium_on_mesh
+from rieszflow.solvers.gibbs import empirical_density, free_energy, gibbs_density, rate_function, rate_infimum
+from rieszflow.solvers.mckean_vlasov import MeanFieldProblem, disk_mesh, interval_mesh, rectangle_mesh
 
 
 @pytest.fixture(scope="module")

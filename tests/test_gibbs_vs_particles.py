@@ -14,9 +14,9 @@ The same data must reject the non-interacting Gibbs density exp(-beta V)/Z (powe
 """
 import numpy as np
 
-from solvers.gibbs import gibbs_density
-from solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
-from studies.mean_field.particles import (MeanFieldParticles, domain_space, make_interaction,
+from rieszflow.solvers.gibbs import gibbs_density
+from rieszflow.solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
+from rieszflow.studies.mean_field.particles import (MeanFieldParticles, domain_space, make_interaction,
                                           quadratic_potential)
 
 LO, HI, CELLS = -1.25, 1.25, 25

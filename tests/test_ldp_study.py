@@ -8,10 +8,10 @@ import pytest
 import scipy.integrate
 import scipy.stats
 
-from engine.simulate import mala
-from engine.space import Interval
-from studies.ldp.config import LDPConfig, RegimeConfig, full_config, quick_config
-from studies.ldp.study import GibbsTarget, batched_mala_step, rate_estimates, run_tilted_chains
+from rieszflow.engine.simulate import mala
+from rieszflow.engine.space import Interval
+from rieszflow.studies.ldp.config import LDPConfig, RegimeConfig, full_config, quick_config
+from rieszflow.studies.ldp.study import GibbsTarget, batched_mala_step, rate_estimates, run_tilted_chains
 
 
 def _target(n=5, beta_N=6.0, s=0.0):
@@ -33,7 +33,7 @@ def test_gibbs_target_gradient_central_differences(rng, s):
             num = (t.value_and_grad(xp, tau)[0][c] - t.value_and_grad(xm, tau)[0][c]) / (2 * h)
             assert abs(num - g[c, i]) < 1e-6 * max(1.0, abs(g[c, i]))
     # value: beta_N [ (1/N) sum (V - tau f) + lam/(2N(N-1)) sum_{i != j} g ]  (paper normalisation)
-    from engine.energy import riesz_energy
+    from rieszflow.engine.energy import riesz_energy
 
     expected = 6.0 * (np.mean((0.5 - tau[1]) * x[1] ** 2) + 1.3 * float(riesz_energy(x[1][:, None], s)))
     assert abs(U[1] - expected) < 1e-12 * abs(expected)
@@ -171,9 +171,9 @@ def test_speed_n_limit_of_the_ldp_problem():
     """
     import scipy.optimize
 
-    from solvers.gibbs import gibbs_density, rate_infimum
-    from solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
-    from studies.ldp.study import _limit_rates
+    from rieszflow.solvers.gibbs import gibbs_density, rate_infimum
+    from rieszflow.solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
+    from rieszflow.studies.ldp.study import _limit_rates
 
     cfg = quick_config()
     reg = cfg.regimes[0]
@@ -197,11 +197,11 @@ def test_speed_n_limit_of_the_ldp_problem():
 
 
 def test_unconverged_limit_stops_the_study(monkeypatch):
-    import solvers.gibbs
-    from studies.ldp.study import _limit_rates
+    import rieszflow.solvers.gibbs
+    from rieszflow.studies.ldp.study import _limit_rates
 
-    original = solvers.gibbs.rate_infimum
-    monkeypatch.setattr(solvers.gibbs, "rate_infimum", lambda *a, **k: original(*a, **{**k, "max_iter": 2}))
+    original = rieszflow.solvers.gibbs.rate_infimum
+    monkeypatch.setattr(rieszflow.solvers.gibbs, "rate_infimum", lambda *a, **k: original(*a, **{**k, "max_iter": 2}))
     cfg = quick_config().replace(n_cells=100)
     with pytest.raises(RuntimeError, match="speed_N. rate_infimum did not converge"):
         _limit_rates(cfg, cfg.regimes[0])
@@ -233,7 +233,7 @@ def _tiny_ldp():
 
 
 def _parse(*argv):
-    from studies.ldp import cli
+    from rieszflow.studies.ldp import cli
 
     ap = argparse.ArgumentParser()
     cli.register(ap.add_subparsers())
@@ -241,7 +241,7 @@ def _parse(*argv):
 
 
 def test_ldp_cli_smoke_writes_readable_hdf5(tmp_path, capsys):
-    from engine.storage import open_run
+    from rieszflow.engine.storage import open_run
 
     cfg = _tiny_ldp()
     path = tmp_path / "ldp.json"
@@ -262,7 +262,7 @@ def test_ldp_cli_smoke_writes_readable_hdf5(tmp_path, capsys):
 
 
 def test_ldp_cli_options_override_the_config_only_when_given(tmp_path, monkeypatch, capsys):
-    import studies.ldp.study
+    import rieszflow.studies.ldp.study
 
     seen = []
 
@@ -270,7 +270,7 @@ def test_ldp_cli_options_override_the_config_only_when_given(tmp_path, monkeypat
         seen.append(cfg)
         raise FileExistsError("stop here")
 
-    monkeypatch.setattr(studies.ldp.study, "run_ldp_study", fake)
+    monkeypatch.setattr(rieszflow.studies.ldp.study, "run_ldp_study", fake)
     path = tmp_path / "ldp.json"
     path.write_text(json.dumps(_tiny_ldp().to_dict()))
     for argv, seed in (((), 5), (("--seed", "7"), 7)):
@@ -286,8 +286,8 @@ def test_ldp_cli_options_override_the_config_only_when_given(tmp_path, monkeypat
 
 def test_ldp_interrupted_study_resumes_to_the_same_result(tmp_path, monkeypatch):
     """Interrupt after the second (regime, N) cell, resume, and get the uninterrupted arrays exactly."""
-    import studies.ldp.study as study
-    from engine.storage import open_run
+    import rieszflow.studies.ldp.study as study
+    from rieszflow.engine.storage import open_run
 
     cfg = _tiny_ldp()
     full, cut = tmp_path / "full.h5", tmp_path / "cut.h5"

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from studies.cli import main as cli_main
-from studies.main_job.alignment import centered_kta, onehot_alignment
-from studies.main_job.config import MainJobConfig
+from rieszflow.studies.cli import main as cli_main
+from rieszflow.studies.main_job.alignment import centered_kta, onehot_alignment
+from rieszflow.studies.main_job.config import MainJobConfig
 
 
 def _num_grad(f, P, h=1e-6):
@@ -103,7 +103,7 @@ def test_smoke_run_hdf5_layout(smoke_runs):
                                    rtol=1e-12)
         # independent check: the repulsion recorded at step t+1 is the Riesz energy of the
         # particles snapshotted at step t (the energy is evaluated before the step's update)
-        from engine.energy.riesz import riesz_energy
+        from rieszflow.engine.energy.riesz import riesz_energy
 
         for t in ds.time.values[:-1]:
             om = ds.omega.sel(time=t).values.astype(np.float64)
@@ -148,7 +148,7 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     The checkpoint holds the model, Adam's moments, the best state and the RNG streams, so the
     resumed run sees the same batches and dropout masks and must match bit for bit.
     """
-    from studies.main_job import train
+    from rieszflow.studies.main_job import train
 
     args = ["run", "--smoke", "--quiet", "--epochs", "2"]
     full = tmp_path / "full.h5"
@@ -191,7 +191,7 @@ def test_parse_overrides_types():
     """--set values take the type of the field's default; tuples are comma-separated."""
     import dataclasses
 
-    from studies.cli import parse_overrides
+    from rieszflow.studies.cli import parse_overrides
 
     @dataclasses.dataclass(frozen=True)
     class C:
@@ -211,8 +211,8 @@ def test_parse_overrides_types():
 
 def test_phase_a_gradient_matches_finite_differences():
     """d(-V)/d omega from the hand-written backward, against central differences (float64)."""
-    from engine.attention.model import TransformerClassifier
-    from studies.main_job.train import alignment_gradients
+    from rieszflow.engine.attention.model import TransformerClassifier
+    from rieszflow.studies.main_job.train import alignment_gradients
 
     rng = np.random.default_rng(3)
     model = TransformerClassifier(vocab_size=50, max_len=8, d_model=8, n_heads=2, d_ff=16, n_layers=2,
@@ -239,7 +239,7 @@ def test_phase_a_gradient_matches_finite_differences():
 
 def test_stale_checkpoint_is_never_mixed_into_another_run(tmp_path, monkeypatch):
     """An interrupted run X, then a fresh run Y at the same path: Y's resume must not use X's state."""
-    from studies.main_job import train
+    from rieszflow.studies.main_job import train
 
     out = tmp_path / "r.h5"
     original = train.MainJob._phase_b_epoch
@@ -259,7 +259,7 @@ def test_stale_checkpoint_is_never_mixed_into_another_run(tmp_path, monkeypatch)
 
 def test_resume_after_early_stop_keeps_phase_a_stopped(tmp_path, monkeypatch):
     """delta large enough to stop Phase A after one step; interrupt in Phase B; resume."""
-    from studies.main_job import train
+    from rieszflow.studies.main_job import train
 
     args = ["run", "--smoke", "--quiet", "--epochs", "2", "--phase-a-epochs", "3", "--set", "delta=10"]
     full, cut = tmp_path / "full.h5", tmp_path / "cut.h5"

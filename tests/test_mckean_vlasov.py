@@ -9,8 +9,8 @@ discrete free energy are checked at every step.
 import numpy as np
 import pytest
 
-from solvers.gibbs import gibbs_density
-from solvers.mckean_vlasov import (
+from rieszflow.solvers.gibbs import gibbs_density
+from rieszflow.solvers.mckean_vlasov import (
     MeanFieldProblem,
     alignment_potential_on_mesh,
     disk_mesh,
@@ -19,8 +19,8 @@ from solvers.mckean_vlasov import (
     rectangle_mesh,
     solve_mckean_vlasov,
 )
-from solvers.mckean_vlasov.equation import AndersonMixer
-from solvers.mckean_vlasov.mesh import gmsh_executable_works
+from rieszflow.solvers.mckean_vlasov.equation import AndersonMixer
+from rieszflow.solvers.mckean_vlasov.mesh import gmsh_executable_works
 
 
 def _discrete_gibbs(problem):

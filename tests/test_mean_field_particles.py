@@ -6,11 +6,11 @@ import pytest
 import scipy.integrate
 import scipy.stats
 
-from engine.backend import get_backend
-from engine.energy import RieszEnergy
-from engine.simulate import projected_langevin
-from engine.space import Box, Interval
-from studies.mean_field.particles import (
+from rieszflow.engine.backend import get_backend
+from rieszflow.engine.energy import RieszEnergy
+from rieszflow.engine.simulate import projected_langevin
+from rieszflow.engine.space import Box, Interval
+from rieszflow.studies.mean_field.particles import (
     MeanFieldParticles,
     SortedCoulomb1D,
     TruncatedGaussian,
@@ -173,7 +173,7 @@ def test_lam_over_N_scaling_matches_pde_convolution(s, tol):
     contribute an error of order N^{-1/2} = 7e-3 unless the probe sits midway between two of
     them, which it does here.
     """
-    from solvers.mckean_vlasov import interval_mesh, make_convolution
+    from rieszflow.solvers.mckean_vlasov import interval_mesh, make_convolution
 
     lam, lo, hi = 1.3, -2.0, 2.0
     law = TruncatedGaussian((0.3,), (0.6,), (lo,), (hi,))
@@ -199,7 +199,7 @@ def test_lam_over_N_scaling_matches_pde_convolution(s, tol):
 # ----------------------------------------------------------------------------- system and initial law
 
 def test_truncated_gaussian_cells_and_samples(rng):
-    from solvers.mckean_vlasov import rectangle_mesh
+    from rieszflow.solvers.mckean_vlasov import rectangle_mesh
 
     law = TruncatedGaussian((0.5, 0.0), (0.3, 0.5), (-2.0, -2.0), (2.0, 2.0))
     dom = rectangle_mesh((-2, -2), (2, 2), (16, 8))

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from studies.mean_field.analysis import expected_slope, fit_decay, load_study, summary_tables
-from studies.mean_field.config import MeanFieldConfig, ProblemConfig, full_config, quick_config
-from studies.mean_field.wasserstein import (
+from rieszflow.studies.mean_field.analysis import expected_slope, fit_decay, load_study, summary_tables
+from rieszflow.studies.mean_field.config import MeanFieldConfig, ProblemConfig, full_config, quick_config
+from rieszflow.studies.mean_field.wasserstein import (
     AtomicMeasure1D,
     CellMeasure1D,
     bin_to_grid,
@@ -136,7 +136,7 @@ def _tiny(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_full_study(tmp_path_factory):
     """The uninterrupted tiny study (seed 0, both problems), shared by the reproducibility tests."""
-    from studies.mean_field.study import run_mean_field_study
+    from rieszflow.studies.mean_field.study import run_mean_field_study
 
     path = tmp_path_factory.mktemp("mf") / "full.h5"
     run_mean_field_study(MeanFieldConfig.from_dict(_tiny_dict()), path, progress=False, log=None)
@@ -168,8 +168,8 @@ def test_config_presets_and_strictness(tmp_path):
 # ----------------------------------------------------------------------------- CLI smoke
 
 def test_cli_smoke_writes_readable_hdf5(tmp_path, capsys):
-    from engine.storage import open_run
-    from studies.mean_field import cli
+    from rieszflow.engine.storage import open_run
+    from rieszflow.studies.mean_field import cli
 
     path, _ = _tiny(tmp_path)
     out = tmp_path / "mf.h5"
@@ -203,9 +203,9 @@ def test_interrupted_study_resumes_to_the_same_result(tmp_path, monkeypatch, tin
     Every run draws from its own seed (seed, problem, N, replica), so skipping the finished runs
     and recomputing the deterministic PDE reference must reproduce the full study exactly.
     """
-    from engine.storage import open_run
-    from studies.mean_field import particles
-    from studies.mean_field.study import run_mean_field_study
+    from rieszflow.engine.storage import open_run
+    from rieszflow.studies.mean_field import particles
+    from rieszflow.studies.mean_field.study import run_mean_field_study
 
     cfg = MeanFieldConfig.from_dict(_tiny_dict())
     full, cut = tiny_full_study, tmp_path / "cut.h5"
@@ -237,7 +237,7 @@ def test_interrupted_study_resumes_to_the_same_result(tmp_path, monkeypatch, tin
 
 def test_problem_subset_reproduces_the_full_study(tmp_path, tiny_full_study):
     """--problem rectangle: the rectangle runs draw the same streams as in the full study."""
-    from engine.storage import open_run
+    from rieszflow.engine.storage import open_run
 
     path, _ = _tiny(tmp_path)
     out = tmp_path / "rect.h5"
@@ -250,7 +250,7 @@ def test_problem_subset_reproduces_the_full_study(tmp_path, tiny_full_study):
 
 
 def _parse(*argv):
-    from studies.mean_field import cli
+    from rieszflow.studies.mean_field import cli
 
     ap = argparse.ArgumentParser()
     cli.register(ap.add_subparsers())
@@ -258,7 +258,7 @@ def _parse(*argv):
 
 
 def test_cli_options_override_the_config_only_when_given(tmp_path, monkeypatch, capsys):
-    import studies.mean_field.study
+    import rieszflow.studies.mean_field.study
 
     seen = []
 
@@ -266,7 +266,7 @@ def test_cli_options_override_the_config_only_when_given(tmp_path, monkeypatch, 
         seen.append(cfg)
         raise FileExistsError("stop here")
 
-    monkeypatch.setattr(studies.mean_field.study, "run_mean_field_study", fake)
+    monkeypatch.setattr(rieszflow.studies.mean_field.study, "run_mean_field_study", fake)
     path = tmp_path / "c.json"
     path.write_text(json.dumps({**_tiny_dict(), "seed": 5}))
     out = str(tmp_path / "x.h5")
@@ -290,12 +290,12 @@ def test_cli_options_override_the_config_only_when_given(tmp_path, monkeypatch, 
 
 
 def test_unconverged_pde_steps_are_an_error(monkeypatch):
-    import solvers.mckean_vlasov
-    from studies.mean_field.study import setup_problem, solve_pde
+    import rieszflow.solvers.mckean_vlasov
+    from rieszflow.studies.mean_field.study import setup_problem, solve_pde
 
     setup = setup_problem(MeanFieldConfig.from_dict(_tiny_dict()).problems[0])
-    original = solvers.mckean_vlasov.solve_mckean_vlasov
-    monkeypatch.setattr(solvers.mckean_vlasov, "solve_mckean_vlasov",
+    original = rieszflow.solvers.mckean_vlasov.solve_mckean_vlasov
+    monkeypatch.setattr(rieszflow.solvers.mckean_vlasov, "solve_mckean_vlasov",
                         lambda *a, **k: original(*a, **{**k, "max_sweeps": 1, "max_retries": 0}))
     with pytest.raises(RuntimeError, match="interval: PDE run with dt=0.05 has .* did not converge; first: step 1"):
         solve_pde(setup, 0.05)
@@ -303,7 +303,7 @@ def test_unconverged_pde_steps_are_an_error(monkeypatch):
 
 def test_mean_se_is_computed_per_entry():
     """One N with a single run must not turn the other rows' SEs into NaN."""
-    from studies.mean_field.analysis import _mean_se
+    from rieszflow.studies.mean_field.analysis import _mean_se
 
     w = np.array([[1.0, 2.0, 4.0], [3.0, np.nan, np.nan], [np.nan, np.nan, np.nan]])
     m, se = _mean_se(w, 1)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.energy import (
+from rieszflow.engine.energy import (
     RieszEnergy,
     riesz_energy,
     riesz_energy_and_grad,
@@ -330,7 +330,7 @@ def test_coincident_particles_give_infinite_energy_unless_softened(method):
 @pytest.mark.gpu
 @pytest.mark.parametrize("s", (-1.0, 0.0, 1.0, 2.5))
 def test_cupy_matches_numpy(s):
-    from engine.backend import cupy_available, to_numpy
+    from rieszflow.engine.backend import cupy_available, to_numpy
 
     if not cupy_available():
         pytest.skip("CuPy with a CUDA device is not available")

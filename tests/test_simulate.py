@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from engine.energy import ExternalPotential, RieszEnergy, rff_hamiltonian
-from engine.simulate import (
+from rieszflow.engine.energy import ExternalPotential, RieszEnergy, rff_hamiltonian
+from rieszflow.engine.simulate import (
     LangevinState,
     gibbs_resample,
     gibbs_weights,
@@ -17,7 +17,7 @@ from engine.simulate import (
     projected_langevin,
     run_langevin,
 )
-from engine.space import Ball, Box, Free, Interval
+from rieszflow.engine.space import Ball, Box, Free, Interval
 
 
 def harmonic(normalization="mean_field"):
@@ -266,13 +266,13 @@ def test_gibbs_resample_with_hamiltonian_per_particle_energies():
 
 def test_state_noise_shapes():
     st = LangevinState(omega=np.zeros((4, 3)))
-    from engine.backend import get_backend
+    from rieszflow.engine.backend import get_backend
     assert st.draw_noise(np.random.default_rng(0), get_backend()).shape == (4, 3)
 
 
 @pytest.mark.gpu
 def test_seeded_run_is_identical_on_cupy():
-    from engine.backend import cupy_available, get_backend, to_numpy
+    from rieszflow.engine.backend import cupy_available, get_backend, to_numpy
 
     if not cupy_available():
         pytest.skip("CuPy with a CUDA device is not available")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from engine.space import Ball, Box, Free, Interval
+from rieszflow.engine.space import Ball, Box, Free, Interval
 
 SPACES = (Ball(1.5), Box(-1.0, 2.0), Box([-1.0, 0.0], [1.0, 3.0]), Interval(-0.5, 0.25))
 
@@ -196,7 +196,7 @@ def test_float32_is_preserved():
 @pytest.mark.gpu
 @pytest.mark.parametrize("space", SPACES)
 def test_cupy_matches_numpy(space):
-    from engine.backend import cupy_available, to_numpy
+    from rieszflow.engine.backend import cupy_available, to_numpy
 
     if not cupy_available():
         pytest.skip("CuPy with a CUDA device is not available")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from engine.storage import FORMAT, RunFileError, TrajectoryWriter, open_run
+from rieszflow.engine.storage import FORMAT, RunFileError, TrajectoryWriter, open_run
 
 
 def _write(path, n=5, **kw):
@@ -109,7 +109,7 @@ def test_killed_writer_leaves_readable_file(tmp_path):
     code = textwrap.dedent(f"""
         import sys, time, numpy as np
         sys.path.insert(0, {os.getcwd()!r})
-        from engine.storage import TrajectoryWriter
+        from rieszflow.engine.storage import TrajectoryWriter
         w = TrajectoryWriter({str(p)!r}, "demo")
         w.dimension("time", None); w.dimension("particle", 8)
         w.variable("x", ("time", "particle"))

@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from engine.backend import get_backend
-from engine.storage import TrajectoryWriter, open_run
-from engine.tokenflow import SoftmaxKernel, projected_euler, sphere_attention_flow
-from engine.tokenflow.observables import fraction_clustered_pairs, phase_boundary_time
-from studies.token_flow.analysis import cluster_theory, first_crossing, fit_power_law, format_tables
-from studies.token_flow.cli import register
-from studies.token_flow.config import QUICK_OVERRIDES, TokenFlowConfig
-from studies.token_flow.study import _uniform_sphere, phase_boundary
+from rieszflow.engine.backend import get_backend
+from rieszflow.engine.storage import TrajectoryWriter, open_run
+from rieszflow.engine.tokenflow import SoftmaxKernel, projected_euler, sphere_attention_flow
+from rieszflow.engine.tokenflow.observables import fraction_clustered_pairs, phase_boundary_time
+from rieszflow.studies.token_flow.analysis import cluster_theory, first_crossing, fit_power_law, format_tables
+from rieszflow.studies.token_flow.cli import register
+from rieszflow.studies.token_flow.config import QUICK_OVERRIDES, TokenFlowConfig
+from rieszflow.studies.token_flow.study import _uniform_sphere, phase_boundary
 
 TINY = ["n_tokens=8", "dims=2,3", "betas=1", "n_seeds=2", "t_end=1", "dt=0.1", "n_records=3",
         "wendel_cases=5,3;4,4", "wendel_draws=200", "phase_d=8", "phase_n=4", "phase_batch=2",

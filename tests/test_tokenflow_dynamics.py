@@ -15,9 +15,9 @@ import math
 import numpy as np
 import pytest
 
-from engine.backend import cupy_available, get_backend, to_numpy
-from engine.features import make_feature_map
-from engine.tokenflow import (
+from rieszflow.engine.backend import cupy_available, get_backend, to_numpy
+from rieszflow.engine.features import make_feature_map
+from rieszflow.engine.tokenflow import (
     AttentionField,
     FieldValue,
     GaussianKernel,
@@ -36,8 +36,8 @@ from engine.tokenflow import (
     sphere_tolerance,
     tangent_projection,
 )
-from engine.tokenflow.kernels import sinkhorn_matrix
-from engine.tokenflow.observables import (
+from rieszflow.engine.tokenflow.kernels import sinkhorn_matrix
+from rieszflow.engine.tokenflow.observables import (
     count_clusters,
     diameter,
     equiangular_gamma,
@@ -67,7 +67,7 @@ def test_softmax_chunked_equals_unchunked(beta, chunk):
         np.testing.assert_allclose(got.out, ref.out, rtol=0, atol=1e-12)
         np.testing.assert_allclose(got.log_zbar, ref.log_zbar, rtol=1e-13, atol=1e-12)
     # key bias path (used by Sinkhorn) through the internal routine, chunked vs dense
-    from engine.tokenflow.kernels import _online_attend
+    from rieszflow.engine.tokenflow.kernels import _online_attend
     o1, l1 = _online_attend(np, q, k, v, beta, bias, None)
     o2, l2 = _online_attend(np, q, k, v, beta, bias, chunk)
     np.testing.assert_allclose(o2, o1, rtol=0, atol=1e-12)
@@ -613,7 +613,7 @@ def test_bad_input_raises_clear_errors():
 
 
 def test_run_flow_writes_hdf5(tmp_path):
-    from engine.storage import open_run
+    from rieszflow.engine.storage import open_run
 
     rng = np.random.default_rng(19)
     x0 = _sphere(rng, (2, 6, 3))
@@ -657,7 +657,7 @@ def test_nonfinite_cupy_inputs_are_rejected():
     weight matrices and tokens with a NaN raise ValueError."""
     if not cupy_available():
         pytest.skip("CuPy with a CUDA device is not available")
-    from engine.tokenflow.observables import min_inner_product
+    from rieszflow.engine.tokenflow.observables import min_inner_product
 
     cp = get_backend("cupy").xp
     bad = cp.asarray(np.array([[1.0, np.nan, 0.0], [0.0, 1.0, 0.0]]))

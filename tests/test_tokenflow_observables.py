@@ -14,9 +14,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from engine.features import make_feature_map
-from engine.storage import RunFileError, TrajectoryWriter
-from engine.tokenflow import (
+from rieszflow.engine.features import make_feature_map
+from rieszflow.engine.storage import RunFileError, TrajectoryWriter
+from rieszflow.engine.tokenflow import (
     LinearKernel,
     SoftmaxKernel,
     load_learned_kernel,
@@ -24,7 +24,7 @@ from engine.tokenflow import (
     run_flow,
     sphere_attention_flow,
 )
-from engine.tokenflow.observables import (
+from rieszflow.engine.tokenflow.observables import (
     cluster_labels,
     count_clusters,
     diameter,

@@ -1,0 +1,1444 @@
+"""Transformer layers as forward/backward pairs with explicit caches (NumPy or CuPy).
+
+Every layer follows one contract:
+
+* ``init_params(rng, dtype) -> dict`` draws the layer's parameters on the host
+  with a :class:`numpy.random.Generator` (local names such as ``"w"``, ``"b"``);
+* ``forward(params, x, ...) -> (y, cache)`` evaluates the layer;
+* ``backward(dy, cache) -> (dx, grads)`` is the hand-written vector-Jacobian
+  product: ``dx = (dy/dx)^T dy`` and ``grads[name] = (dy/dparams[name])^T dy``.
+
+Layers hold hyperparameters only; parameters live in the dict that the caller
+passes, so a model can keep one flat ``name -> array`` dict and an optimiser can
+update it in place. Array code takes ``xp = namespace(...)`` from
+:mod:`engine.backend`, so the same code runs on NumPy and CuPy. Randomness
+(dropout masks) is drawn on the host from a passed generator and moved to the
+device, so a seed fixes a run on every backend.
+
+Layouts: activations are ``(B, L, D)`` (batch, sequence, model width); inside
+attention, heads are split head-major as ``(H, B, L, d_k)`` so that each head's
+slice is contiguous. Masks are boolean ``(B, L)`` with ``True`` on real tokens
+and ``False`` on padding.
+
+Values are not scanned for NaN/inf inside layer forwards (a full pass and, on
+a GPU, a device sync per call); the model validates its integer inputs and the
+loss validates the logits.
+
+References
+----------
+paper 000, App. C (eqs. (C.1)-(C.3), the pooling operator of C.1 and the
+closing Remark on FFN, residual and LayerNorm) and App. F.2 ("Experimental
+setup"); paper 000, eq. (3.2).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rieszflow.engine.backend import namespace
+
+__all__ = [
+    "Linear",
+    "Embedding",
+    "PositionEmbedding",
+    "LayerNorm",
+    "GELU",
+    "Dropout",
+    "FeedForward",
+    "KernelizedLinearAttention",
+    "SoftmaxAttention",
+    "EncoderLayer",
+    "masked_mean_pool",
+    "masked_mean_pool_backward",
+    "softmax_cross_entropy",
+    "check_mask",
+    "QK_MODES",
+]
+
+QK_MODES = ("shared", "learned")
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}={value!r} is not allowed; expected a positive integer")
+    return int(value)
+
+
+def _check_last_dim(name, x, d):
+    if x.ndim < 1 or x.shape[-1] != d:
+        raise ValueError(f"{name} has shape {tuple(x.shape)}; its last axis must have size {d}")
+
+
+def _xavier_uniform(rng, fan_in, fan_out, dtype):
+    a = math.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-a, a, size=(fan_in, fan_out)).astype(dtype)
+
+
+def _linear_fwd(x, w, b):
+    """y = x @ w + b over any leading axes."""
+    y = x @ w
+    if b is not None:
+        y += b
+    return y
+
+
+def _linear_bwd(dy, x, w, with_bias=True):
+    """VJP of y = x @ w + b: returns (dx, dw, db)."""
+    d_in, d_out = w.shape
+    x2 = x.reshape(-1, d_in)
+    dy2 = dy.reshape(-1, d_out)
+    dw = x2.T @ dy2
+    db = dy2.sum(axis=0) if with_bias else None
+    dx = dy @ w.T
+    return dx, dw, db
+
+
+def check_mask(mask, shape):
+    """Validate a padding mask.
+
+    Parameters
+    ----------
+    mask : bool array, shape (B, L)
+        ``True`` on real tokens, ``False`` on padding.
+    shape : tuple of int
+        Expected ``(B, L)``.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    TypeError
+        If ``mask`` is not boolean.
+    ValueError
+        If its shape differs from ``shape`` or a row has no real token (the
+        attention normaliser and the mean pool would divide by zero).
+
+    References
+    ----------
+    paper 000, App. C ("padding masks apply by omitting the masked terms").
+    """
+    if mask is None or not hasattr(mask, "dtype"):
+        raise TypeError(f"mask must be a boolean array of shape {tuple(shape)}; got {type(mask).__name__}")
+    if mask.dtype != bool:
+        raise TypeError(f"mask has dtype {mask.dtype}; expected bool (True = real token)")
+    if tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"mask has shape {tuple(mask.shape)}; expected {tuple(shape)} (the shape of ids)")
+    xp = namespace(mask)
+    if not bool(xp.all(mask.any(axis=1))):
+        raise ValueError("mask has a row with no True entry; every sequence needs at least one real token")
+
+
+def _split_heads(x, n_heads):
+    """(B, L, H*dk) -> contiguous (H, B, L, dk)."""
+    xp = namespace(x)
+    b, l, d = x.shape
+    return xp.ascontiguousarray(x.reshape(b, l, n_heads, d // n_heads).transpose(2, 0, 1, 3))
+
+
+def _merge_heads(x):
+    """(H, B, L, dk) -> contiguous (B, L, H*dk)."""
+    xp = namespace(x)
+    h, b, l, dk = x.shape
+    return xp.ascontiguousarray(x.transpose(1, 2, 0, 3)).reshape(b, l, h * dk)
+
+
+# --------------------------------------------------------------------------- Linear
+
+class Linear:
+    """Affine map y = x W + b.
+
+    Parameters
+    ----------
+    d_in, d_out : int
+        Input and output widths.
+    bias : bool, default True
+        Whether to add the bias ``b`` (shape (d_out,)).
+
+    Notes
+    -----
+    Initialisation: Xavier/Glorot uniform ``W ~ U(-a, a)``,
+    ``a = sqrt(6 / (d_in + d_out))``; ``b = 0``.
+
+    References
+    ----------
+    paper 000, App. C (Q = X W_Q, K = X W_K, V = X W_V; classifier
+    y = w^T P(Phi(X)) + b of C.1); Glorot & Bengio (2010).
+    """
+
+    def __init__(self, d_in: int, d_out: int, bias: bool = True):
+        self.d_in = _check_positive_int("d_in", d_in)
+        self.d_out = _check_positive_int("d_out", d_out)
+        self.bias = bool(bias)
+
+    def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
+        """Draw parameters on the host.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        dtype : numpy dtype, default float64
+
+        Returns
+        -------
+        dict
+            ``"w"`` (d_in, d_out) and, with bias, ``"b"`` (d_out,).
+        """
+        p = {"w": _xavier_uniform(rng, self.d_in, self.d_out, dtype)}
+        if self.bias:
+            p["b"] = np.zeros(self.d_out, dtype=dtype)
+        return p
+
+    def forward(self, params: dict, x):
+        """Evaluate y = x W + b.
+
+        Parameters
+        ----------
+        params : dict
+            ``"w"`` (d_in, d_out), ``"b"`` (d_out,).
+        x : float array, shape (..., d_in)
+
+        Returns
+        -------
+        y : float array, shape (..., d_out)
+        cache : tuple
+
+        Raises
+        ------
+        ValueError
+            If the last axis of ``x`` is not ``d_in``.
+        """
+        _check_last_dim("x", x, self.d_in)
+        y = _linear_fwd(x, params["w"], params.get("b"))
+        return y, (x, params["w"])
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward`.
+
+        Parameters
+        ----------
+        dy : float array, shape (..., d_out)
+        cache : tuple from :meth:`forward`
+
+        Returns
+        -------
+        dx : float array, shape (..., d_in)
+        grads : dict
+            ``"w"`` (d_in, d_out) and ``"b"`` (d_out,), summed over leading axes.
+        """
+        x, w = cache
+        dx, dw, db = _linear_bwd(dy, x, w, self.bias)
+        grads = {"w": dw}
+        if self.bias:
+            grads["b"] = db
+        return dx, grads
+
+
+# --------------------------------------------------------------------------- embeddings
+
+class Embedding:
+    """Token embedding: row lookup ``y[b, l] = W[ids[b, l]]``.
+
+    Parameters
+    ----------
+    vocab_size : int
+        Number of rows of ``W``; ids must lie in ``[0, vocab_size)``.
+    d : int
+        Embedding width.
+    init_std : float, default 1.0
+        ``W ~ N(0, init_std^2)`` (1.0 is PyTorch's ``nn.Embedding`` default and
+        gives the first layer unit-variance coordinates, like the post-LN
+        activations that feed the later layers).
+
+    Notes
+    -----
+    The gradient is a scatter-add of ``dy`` rows onto the looked-up ids. It is
+    computed by sorting the ids and summing each run of equal ids with a
+    float64 cumulative sum (O(n log n + n d), no ``np.add.at``), which gives
+    the sparse pair ``(unique_ids, grad_rows)``; :meth:`backward` returns it
+    or its dense scatter.
+
+    References
+    ----------
+    paper 000, App. F.2 ("Experimental setup": WordPiece token inputs).
+    """
+
+    def __init__(self, vocab_size: int, d: int, init_std: float = 1.0):
+        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
+        self.d = _check_positive_int("d", d)
+        if not (np.isfinite(init_std) and init_std > 0):
+            raise ValueError(f"init_std={init_std!r} is not allowed; expected a finite positive float")
+        self.init_std = float(init_std)
+
+    def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
+        """Draw the table on the host.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        dtype : numpy dtype, default float64
+
+        Returns
+        -------
+        dict
+            ``"weight"``: (vocab_size, d), entries N(0, init_std^2).
+        """
+        return {"weight": (self.init_std * rng.standard_normal((self.vocab_size, self.d))).astype(dtype)}
+
+    def check_ids(self, ids):
+        """Validate token ids.
+
+        Parameters
+        ----------
+        ids : int array, shape (B, L)
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        TypeError
+            If ``ids`` is not an integer array.
+        ValueError
+            If ``ids`` is not 2-D or an id lies outside ``[0, vocab_size)``.
+        """
+        if not hasattr(ids, "dtype") or not np.issubdtype(np.dtype(ids.dtype), np.integer):
+            raise TypeError(f"ids must be an integer array; got dtype {getattr(ids, 'dtype', type(ids))}")
+        if ids.ndim != 2:
+            raise ValueError(f"ids has shape {tuple(ids.shape)}; expected (B, L)")
+        if ids.size:
+            xp = namespace(ids)
+            lo, hi = int(xp.min(ids)), int(xp.max(ids))
+            if lo < 0 or hi >= self.vocab_size:
+                bad = lo if lo < 0 else hi
+                raise ValueError(f"ids contains {bad}, outside the vocabulary range [0, {self.vocab_size})")
+
+    def forward(self, params: dict, ids):
+        """Look up rows.
+
+        Parameters
+        ----------
+        params : dict
+            ``"weight"`` (vocab_size, d).
+        ids : int array, shape (B, L)
+
+        Returns
+        -------
+        y : float array, shape (B, L, d)
+        cache : tuple
+
+        Raises
+        ------
+        TypeError, ValueError
+            See :meth:`check_ids`.
+        """
+        self.check_ids(ids)
+        return params["weight"][ids], (ids, params["weight"].dtype)
+
+    def backward_rows(self, dy, cache):
+        """Sparse gradient of the embedding table.
+
+        Parameters
+        ----------
+        dy : float array, shape (B, L, d)
+        cache : tuple from :meth:`forward`
+
+        Returns
+        -------
+        unique_ids : int array, shape (U,)
+            Sorted distinct ids present in the batch.
+        grad_rows : float array, shape (U, d)
+            ``grad_rows[u] = sum over positions with ids == unique_ids[u] of dy``.
+        """
+        ids, dtype = cache
+        xp = namespace(dy, ids)
+        flat = ids.reshape(-1)
+        rows = dy.reshape(-1, self.d)
+        order = xp.argsort(flat)
+        sid = flat[order]
+        csum = xp.cumsum(rows[order].astype(xp.float64), axis=0)
+        # last index of each run of equal ids
+        is_last = xp.empty(sid.shape, dtype=bool)
+        is_last[:-1] = sid[1:] != sid[:-1]
+        is_last[-1] = True
+        ends = xp.nonzero(is_last)[0]
+        seg = csum[ends]
+        seg[1:] -= csum[ends[:-1]]
+        return sid[ends], seg.astype(dtype)
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward` with a dense table gradient.
+
+        Parameters
+        ----------
+        dy : float array, shape (B, L, d)
+        cache : tuple from :meth:`forward`
+
+        Returns
+        -------
+        dx : None
+            Ids are integers; there is no input gradient.
+        grads : dict
+            ``"weight"`` (vocab_size, d): zero except on the batch's ids.
+        """
+        uid, rows = self.backward_rows(dy, cache)
+        xp = namespace(dy)
+        dense = xp.zeros((self.vocab_size, self.d), dtype=rows.dtype)
+        dense[uid] = rows
+        return None, {"weight": dense}
+
+
+class PositionEmbedding:
+    """Learned absolute position embedding added to the input: ``y[b, l] = x[b, l] + P[l]``.
+
+    Parameters
+    ----------
+    max_len : int
+        Number of positions; inputs with ``L > max_len`` raise.
+    d : int
+        Width.
+    init_std : float, default 0.02
+        ``P ~ N(0, init_std^2)`` (BERT/GPT-style small init).
+
+    References
+    ----------
+    paper 000, App. F.2 (maximum sequence length 128); Devlin et al. (2019),
+    learned absolute positions.
+    """
+
+    def __init__(self, max_len: int, d: int, init_std: float = 0.02):
+        self.max_len = _check_positive_int("max_len", max_len)
+        self.d = _check_positive_int("d", d)
+        if not (np.isfinite(init_std) and init_std > 0):
+            raise ValueError(f"init_std={init_std!r} is not allowed; expected a finite positive float")
+        self.init_std = float(init_std)
+
+    def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
+        """Draw the position table on the host.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        dtype : numpy dtype, default float64
+
+        Returns
+        -------
+        dict
+            ``"weight"``: (max_len, d), entries N(0, init_std^2).
+        """
+        return {"weight": (self.init_std * rng.standard_normal((self.max_len, self.d))).astype(dtype)}
+
+    def forward(self, params: dict, x):
+        """Add positions ``0..L-1``.
+
+        Parameters
+        ----------
+        params : dict
+            ``"weight"`` (max_len, d).
+        x : float array, shape (B, L, d)
+
+        Returns
+        -------
+        y : float array, shape (B, L, d)
+        cache : int
+            ``L``.
+
+        Raises
+        ------
+        ValueError
+            If ``x`` is not (B, L, d) or ``L > max_len``.
+        """
+        if x.ndim != 3:
+            raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, L, {self.d})")
+        _check_last_dim("x", x, self.d)
+        length = x.shape[1]
+        if length > self.max_len:
+            raise ValueError(f"sequence length L={length} exceeds max_len={self.max_len}")
+        return x + params["weight"][:length], length
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward`.
+
+        Parameters
+        ----------
+        dy : float array, shape (B, L, d)
+        cache : int from :meth:`forward`
+
+        Returns
+        -------
+        dx : float array, shape (B, L, d)
+            ``dy`` itself.
+        grads : dict
+            ``"weight"`` (max_len, d): ``sum_b dy[b, l]`` for ``l < L``, 0 beyond.
+        """
+        xp = namespace(dy)
+        length = cache
+        dw = xp.zeros((self.max_len, self.d), dtype=dy.dtype)
+        dw[:length] = dy.sum(axis=0)
+        return dy, {"weight": dw}
+
+
+# --------------------------------------------------------------------------- LayerNorm, GELU, Dropout
+
+class LayerNorm:
+    """Layer normalisation over the last axis.
+
+    ``y = gamma * (x - mean) / sqrt(var + eps) + beta`` with the biased variance
+    ``var = mean((x - mean)^2)`` (1/d normalisation, as in Ba et al. 2016 and
+    PyTorch).
+
+    Parameters
+    ----------
+    d : int
+        Normalised width.
+    eps : float, default 1e-5
+        Variance floor (PyTorch's default).
+
+    References
+    ----------
+    paper 000, App. C, Remark (LN in the residual/normalisation update).
+    """
+
+    def __init__(self, d: int, eps: float = 1e-5):
+        self.d = _check_positive_int("d", d)
+        if not (np.isfinite(eps) and eps > 0):
+            raise ValueError(f"eps={eps!r} is not allowed; expected a finite positive float")
+        self.eps = float(eps)
+
+    def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
+        """Identity initialisation.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Unused (kept for the common layer contract).
+        dtype : numpy dtype, default float64
+
+        Returns
+        -------
+        dict
+            ``"gamma"``: ones (d,); ``"beta"``: zeros (d,).
+        """
+        return {"gamma": np.ones(self.d, dtype=dtype), "beta": np.zeros(self.d, dtype=dtype)}
+
+    def forward(self, params: dict, x):
+        """Normalise over the last axis.
+
+        Parameters
+        ----------
+        params : dict
+            ``"gamma"``, ``"beta"``: (d,).
+        x : float array, shape (..., d)
+
+        Returns
+        -------
+        y : float array, shape (..., d)
+        cache : tuple
+
+        Raises
+        ------
+        ValueError
+            If the last axis of ``x`` is not ``d``.
+        """
+        _check_last_dim("x", x, self.d)
+        xp = namespace(x)
+        mu = x.mean(axis=-1, keepdims=True)
+        xc = x - mu
+        var = (xc * xc).mean(axis=-1, keepdims=True)
+        rstd = 1.0 / xp.sqrt(var + self.eps)
+        xhat = xc * rstd
+        y = xhat * params["gamma"] + params["beta"]
+        return y, (xhat, rstd, params["gamma"])
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward`.
+
+        Parameters
+        ----------
+        dy : float array, shape (..., d)
+        cache : tuple from :meth:`forward`
+
+        Returns
+        -------
+        dx : float array, shape (..., d)
+        grads : dict
+            ``"gamma"``, ``"beta"``: (d,), summed over leading axes.
+        """
+        xhat, rstd, gamma = cache
+        d = self.d
+        dy2 = dy.reshape(-1, d)
+        xh2 = xhat.reshape(-1, d)
+        dgamma = (dy2 * xh2).sum(axis=0)
+        dbeta = dy2.sum(axis=0)
+        dxhat = dy * gamma
+        dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)
+                     - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
+        return dx, {"gamma": dgamma, "beta": dbeta}
+
+
+class GELU:
+    """Gaussian error linear unit, tanh approximation.
+
+    ``gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (Hendrycks &
+    Gimpel 2016, eq. in Sec. 2; GPT-2/BERT-TF form). It differs from the exact
+    ``x Phi(x)`` by less than 1e-3 everywhere; the tanh form is used because
+    it needs no ``erf`` (not in the NumPy namespace) and runs unchanged on CuPy.
+
+    Parameters
+    ----------
+    None (the layer has no parameters or options).
+
+    References
+    ----------
+    paper 000, App. C, Remark ("nonlinearity sigma (e.g., GELU)").
+    """
+
+    _C = math.sqrt(2.0 / math.pi)
+    _A = 0.044715
+
+    def forward(self, x):
+        """Apply elementwise.
+
+        Parameters
+        ----------
+        x : float array, any shape
+
+        Returns
+        -------
+        y : float array, shape of ``x``
+        cache : tuple
+        """
+        xp = namespace(x)
+        t = xp.tanh(self._C * (x + self._A * x * x * x))
+        return 0.5 * x * (1.0 + t), (x, t)
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward`.
+
+        Parameters
+        ----------
+        dy : float array, shape of ``x``
+        cache : tuple from :meth:`forward`
+
+        Returns
+        -------
+        dx : float array
+            ``dy * gelu'(x)``.
+        grads : dict
+            Empty (no parameters).
+        """
+        x, t = cache
+        dt = self._C * (1.0 + 3.0 * self._A * x * x) * (1.0 - t * t)
+        return dy * (0.5 * (1.0 + t) + 0.5 * x * dt), {}
+
+
+class Dropout:
+    """Inverted dropout: keep each entry with probability ``1 - p`` and scale by ``1/(1-p)``.
+
+    Parameters
+    ----------
+    p : float in [0, 1)
+        Drop probability.
+
+    Notes
+    -----
+    The keep mask is drawn on the host from the passed
+    :class:`numpy.random.Generator` (``rng.random(shape) >= p``, float32
+    uniforms) and moved to the device, so the same seed gives the same mask on
+    NumPy and CuPy. With ``train=False`` or ``p == 0`` it is the identity and
+    draws nothing.
+
+    References
+    ----------
+    paper 000, App. F.2 ("Dropout is set to 0.1"); Srivastava et al. (2014).
+    """
+
+    def __init__(self, p: float):
+        if not (isinstance(p, (int, float, np.floating)) and np.isfinite(p) and 0.0 <= p < 1.0):
+            raise ValueError(f"dropout p={p!r} is not allowed; expected a float in [0, 1)")
+        self.p = float(p)
+
+    def forward(self, x, train: bool, rng: np.random.Generator | None):
+        """Apply dropout.
+
+        Parameters
+        ----------
+        x : float array, any shape
+        train : bool
+            Drop only when True.
+        rng : numpy.random.Generator or None
+            Required when ``train`` and ``p > 0``.
+
+        Returns
+        -------
+        y : float array, shape of ``x``
+        cache : array or None
+            The scaled keep mask.
+
+        Raises
+        ------
+        ValueError
+            If dropping is needed and ``rng`` is not a Generator.
+        """
+        if not train or self.p == 0.0:
+            return x, None
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(f"rng={rng!r} is not allowed in training with dropout p={self.p}; "
+                             "pass a numpy.random.Generator")
+        xp = namespace(x)
+        keep = rng.random(x.shape, dtype=np.float32) >= self.p
+        scale = np.asarray(1.0 / (1.0 - self.p), dtype=x.dtype)
+        mask = xp.asarray(keep.astype(x.dtype) * scale)
+        return x * mask, mask
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward`.
+
+        Parameters
+        ----------
+        dy : float array, shape of ``x``
+        cache : array or None from :meth:`forward`
+
+        Returns
+        -------
+        dx : float array
+            ``dy * mask`` (``dy`` itself when no mask was drawn).
+        grads : dict
+            Empty (no parameters).
+        """
+        return (dy if cache is None else dy * cache), {}
+
+
+# --------------------------------------------------------------------------- FFN
+
+class FeedForward:
+    """Position-wise feed-forward network ``W2 Dropout(GELU(W1 x + b1)) + b2``.
+
+    Parameters
+    ----------
+    d_model, d_ff : int
+        Model and hidden widths.
+    dropout : float in [0, 1)
+        Dropout on the hidden activation.
+
+    Notes
+    -----
+    Parameters: ``"w1"`` (d_model, d_ff), ``"b1"`` (d_ff,), ``"w2"``
+    (d_ff, d_model), ``"b2"`` (d_model,); Xavier-uniform weights, zero biases.
+
+    References
+    ----------
+    paper 000, App. C, Remark: FFN(a) = W2 sigma(W1 a + b1) + b2.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+        self.d_model = _check_positive_int("d_model", d_model)
+        self.d_ff = _check_positive_int("d_ff", d_ff)
+        self.gelu = GELU()
+        self.drop = Dropout(dropout)
+
+    def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
+        """Draw the parameters on the host.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        dtype : numpy dtype, default float64
+
+        Returns
+        -------
+        dict
+            ``w1, b1, w2, b2`` (see class Notes).
+        """
+        return {"w1": _xavier_uniform(rng, self.d_model, self.d_ff, dtype),
+                "b1": np.zeros(self.d_ff, dtype=dtype),
+                "w2": _xavier_uniform(rng, self.d_ff, self.d_model, dtype),
+                "b2": np.zeros(self.d_model, dtype=dtype)}
+
+    def forward(self, params: dict, x, train: bool = False, rng: np.random.Generator | None = None):
+        """Apply position-wise.
+
+        Parameters
+        ----------
+        params : dict
+            ``w1, b1, w2, b2``.
+        x : float array, shape (..., d_model)
+        train : bool, default False
+            Apply dropout to the hidden activation.
+        rng : numpy.random.Generator or None
+            Dropout generator (required when ``train`` and dropout > 0).
+
+        Returns
+        -------
+        y : float array, shape (..., d_model)
+        cache : tuple
+
+        Raises
+        ------
+        ValueError
+            If the last axis of ``x`` is not ``d_model``, or see :meth:`Dropout.forward`.
+        """
+        _check_last_dim("x", x, self.d_model)
+        h = _linear_fwd(x, params["w1"], params["b1"])
+        g, gc = self.gelu.forward(h)
+        gd, dc = self.drop.forward(g, train, rng)
+        y = _linear_fwd(gd, params["w2"], params["b2"])
+        return y, (x, gc, gd, dc, params["w1"], params["w2"])
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward`.
+
+        Parameters
+        ----------
+        dy : float array, shape (..., d_model)
+        cache : tuple from :meth:`forward`
+
+        Returns
+        -------
+        dx : float array, shape (..., d_model)
+        grads : dict
+            ``w1, b1, w2, b2`` with the parameters' shapes.
+        """
+        x, gc, gd, dc, w1, w2 = cache
+        dgd, dw2, db2 = _linear_bwd(dy, gd, w2)
+        dg, _ = self.drop.backward(dgd, dc)
+        dh, _ = self.gelu.backward(dg, gc)
+        dx, dw1, db1 = _linear_bwd(dh, x, w1)
+        return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+
+
+# --------------------------------------------------------------------------- attention
+
+def _check_qk(qk):
+    if qk not in QK_MODES:
+        raise ValueError(f"qk={qk!r} is not supported; allowed: {', '.join(QK_MODES)}")
+    return qk
+
+
+class _MultiHead:
+    """Shared projections of the attention layers (Q, K, V, O)."""
+
+    def __init__(self, d_model, n_heads, qk):
+        self.d_model = _check_positive_int("d_model", d_model)
+        self.n_heads = _check_positive_int("n_heads", n_heads)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_k = self.d_model // self.n_heads
+        self.qk = _check_qk(qk)
+
+    def _init_proj(self, rng, dtype):
+        d = self.d_model
+        p = {}
+        if self.qk == "learned":
+            p.update(w_q=_xavier_uniform(rng, d, d, dtype), b_q=np.zeros(d, dtype=dtype),
+                     w_k=_xavier_uniform(rng, d, d, dtype), b_k=np.zeros(d, dtype=dtype))
+        p.update(w_v=_xavier_uniform(rng, d, d, dtype), b_v=np.zeros(d, dtype=dtype),
+                 w_o=_xavier_uniform(rng, d, d, dtype), b_o=np.zeros(d, dtype=dtype))
+        return p
+
+    def _check_inputs(self, x, mask):
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, L, {self.d_model})")
+        check_mask(mask, x.shape[:2])
+
+    def _project_in(self, params, x):
+        """Heads of q, k, v as (H, B, L, d_k); q is k in the shared form."""
+        if self.qk == "learned":
+            q = _split_heads(_linear_fwd(x, params["w_q"], params["b_q"]), self.n_heads)
+            k = _split_heads(_linear_fwd(x, params["w_k"], params["b_k"]), self.n_heads)
+        else:
+            q = k = _split_heads(x, self.n_heads)
+        v = _split_heads(_linear_fwd(x, params["w_v"], params["b_v"]), self.n_heads)
+        return q, k, v
+
+    def _project_in_backward(self, params, x, dq, dk, dv, grads):
+        """Accumulate dx from head gradients dq, dk, dv (H, B, L, d_k); dk is None in shared form."""
+        dx, grads["w_v"], grads["b_v"] = _linear_bwd(_merge_heads(dv), x, params["w_v"])
+        if self.qk == "learned":
+            dxq, grads["w_q"], grads["b_q"] = _linear_bwd(_merge_heads(dq), x, params["w_q"])
+            dxk, grads["w_k"], grads["b_k"] = _linear_bwd(_merge_heads(dk), x, params["w_k"])
+            dx += dxq
+            dx += dxk
+        else:
+            dx += _merge_heads(dq)
+        return dx
+
+
+class KernelizedLinearAttention(_MultiHead):
+    """Normalised (non-causal) linear attention with learnable feature particles per head.
+
+    For each head h with particles ``omega[h]`` (m, d_k) and feature map
+    ``phi = phi_{omega[h]}``,
+
+    ``a_i = phi(q_i)^T G / (phi(q_i)^T z + eps)``,
+    ``G = sum_j m_j phi(k_j) v_j^T`` (m, d_k), ``z = sum_j m_j phi(k_j)`` (m,),
+
+    where ``m_j`` is the padding mask (padding keys are omitted from both
+    sums; every query, padded or not, gets an output). The heads are merged
+    and projected: ``out = concat_h(a) W_O + b_O``.
+
+    Parameters
+    ----------
+    d_model : int
+        Model width D; ``d_k = D / n_heads``.
+    n_heads : int
+        Number of heads H.
+    feature_map : FeatureMap
+        Object with ``init_omega(rng, dtype) -> (m, d_k)``,
+        ``forward(x, omega) -> (phi, cache)`` with ``x`` (..., d_k), ``phi``
+        (..., m), and ``backward(dphi, cache) -> (dx, domega)``
+        (``engine.features.make_feature_map(name, d_k, m)``). It should be
+        positive (``feature_map.positive``) so that the normaliser is > 0; the
+        map is shared by the heads, the particles are not. A shift that the map
+        subtracts from its exponent must be constant over each sequence (FAVOR
+        ``stabilise="seq"`` or ``"none"``): it then cancels exactly between
+        numerator and normaliser, for queries and keys alike, so treating it as
+        a constant in the backward pass is exact. A per-token shift
+        (``stabilise="row"``) does not cancel for keys and is rejected.
+    qk : {"shared", "learned"}
+        ``"shared"``: ``q = k = `` the head slice of the layer input (paper 000,
+        App. F.2, "Q = K = reshape(x)"; no ``W_Q``, ``W_K``). ``"learned"``:
+        ``q = x W_Q + b_Q``, ``k = x W_K + b_K``.
+    eps : float, default 0.0
+        Added to the normaliser ``phi(q)^T z``. The normalised form is
+        invariant to rescaling phi, which ``eps > 0`` breaks: keep it well below
+        the typical ``phi(q)^T z`` (e.g. FAVOR features can be tiny), or 0 for
+        exact normalised attention.
+
+    Notes
+    -----
+    Parameters: ``"omega"`` (H, m, d_k), the particles of all heads;
+    ``"w_v", "b_v", "w_o", "b_o"`` (D, D), (D,); with ``qk="learned"`` also
+    ``"w_q", "b_q", "w_k", "b_k"``. Cost O(H B L m d_k) time and O(H B L m)
+    memory per layer (the feature map is applied once per head because its
+    contract takes one (m, d_k) particle set; everything else is batched over
+    heads).
+
+    References
+    ----------
+    paper 000, eq. (3.2) and App. C, eqs. (C.2)-(C.3); App. F.2.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, feature_map, qk: str = "shared", eps: float = 0.0):
+        super().__init__(d_model, n_heads, qk)
+        for attr in ("init_omega", "forward", "backward"):
+            if not callable(getattr(feature_map, attr, None)):
+                raise TypeError(f"feature_map={feature_map!r} has no method {attr!r}; expected an "
+                                "engine.features.FeatureMap")
+        if getattr(feature_map, "positive", True) is False:
+            raise ValueError(f"feature_map {getattr(feature_map, 'name', feature_map)!r} is not positive; "
+                             "normalised linear attention needs phi >= 0 so that phi(q)^T z > 0")
+        if getattr(feature_map, "stabilise", "none") == "row":
+            raise ValueError("feature_map has stabilise='row' (one shift per token), which does not cancel "
+                             "for keys in normalised attention; use stabilise='seq' (one shift per "
+                             "sequence, cancels for queries and keys) or 'none'")
+        if not (isinstance(eps, (int, float, np.floating)) and np.isfinite(eps) and eps >= 0):
+            raise ValueError(f"eps={eps!r} is not allowed; expected a finite float >= 0")
+        self.feature_map = feature_map
+        self.eps = float(eps)
+
+    def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
+        """Draw the particles and the projections on the host.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Draws ``omega`` (one ``feature_map.init_omega`` call per head, in
+            head order) and then the projections.
+        dtype : numpy dtype, default float64
+
+        Returns
+        -------
+        dict
+            ``"omega"`` (H, m, d_k), C-contiguous, and the projections (class Notes).
+
+        Raises
+        ------
+        ValueError
+            If ``init_omega`` does not return shape (m, d_k).
+        """
+        omega = np.stack([np.asarray(self.feature_map.init_omega(rng, dtype=dtype)) for _ in range(self.n_heads)])
+        if omega.ndim != 3 or omega.shape[2] != self.d_k:
+            raise ValueError(f"feature_map.init_omega returned shape {omega.shape[1:]}; expected (m, {self.d_k})")
+        p = {"omega": np.ascontiguousarray(omega, dtype=dtype)}
+        p.update(self._init_proj(rng, dtype))
+        return p
+
+    def _features(self, x, omega):
+        """phi over heads: x (H, B, L, d_k), omega (H, m, d_k) -> phi (H, B, L, m), caches."""
+        xp = namespace(x, omega)
+        h, b, l, _ = x.shape
+        phi = xp.empty((h, b, l, omega.shape[1]), dtype=x.dtype)
+        caches = []
+        for i in range(h):
+            phi[i], c = self.feature_map.forward(x[i], omega[i])
+            caches.append(c)
+        return phi, caches
+
+    def _features_backward(self, dphi, caches, omega):
+        xp = namespace(dphi)
+        dx = None
+        domega = xp.empty_like(omega)
+        for i, c in enumerate(caches):
+            dxi, domega[i] = self.feature_map.backward(dphi[i], c)
+            if dx is None:
+                dx = xp.empty(dphi.shape[:3] + (dxi.shape[-1],), dtype=dxi.dtype)
+            dx[i] = dxi
+        return dx, domega
+
+    def forward(self, params: dict, x, mask):
+        """Evaluate linear attention.
+
+        Parameters
+        ----------
+        params : dict
+            See class Notes.
+        x : float array, shape (B, L, D)
+        mask : bool array, shape (B, L)
+            True on real tokens; every row needs one.
+
+        Returns
+        -------
+        y : float array, shape (B, L, D)
+        cache : tuple
+
+        Raises
+        ------
+        ValueError, TypeError
+            On wrong shapes, a bad mask, or a ``params["omega"]`` whose shape is
+            not (H, m, d_k).
+        """
+        self._check_inputs(x, mask)
+        omega = params["omega"]
+        if omega.ndim != 3 or omega.shape[0] != self.n_heads or omega.shape[2] != self.d_k:
+            raise ValueError(f"params['omega'] has shape {tuple(omega.shape)}; expected "
+                             f"({self.n_heads}, m, {self.d_k})")
+        xp = namespace(x, omega)
+        q, k, v = self._project_in(params, x)
+        phi_q, cq = self._features(q, omega)
+        if self.qk == "shared":
+            phi_k, ck = phi_q, None
+        else:
+            phi_k, ck = self._features(k, omega)
+        keym = mask.astype(x.dtype)[None, :, :, None]                # (1, B, L, 1)
+        phi_km = phi_k * keym                                         # (H, B, L, m)
+        g = xp.matmul(phi_km.transpose(0, 1, 3, 2), v)                # (H, B, m, d_k)
+        z = phi_km.sum(axis=2)                                        # (H, B, m)
+        num = xp.matmul(phi_q, g)                                     # (H, B, L, d_k)
+        den = xp.matmul(phi_q, z[..., None])[..., 0]                  # (H, B, L)
+        if self.eps:
+            den = den + self.eps
+        a = num / den[..., None]
+        am = _merge_heads(a)
+        y = _linear_fwd(am, params["w_o"], params["b_o"])
+        return y, (x, keym, v, phi_q, phi_km, cq, ck, g, z, den, a, am, params)
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward`.
+
+        Parameters
+        ----------
+        dy : float array, shape (B, L, D)
+        cache : tuple from :meth:`forward`
+
+        Returns
+        -------
+        dx : float array, shape (B, L, D)
+        grads : dict
+            Same keys and shapes as the parameters; ``"omega"`` (H, m, d_k)
+            collects the query and key paths.
+        """
+        x, keym, v, phi_q, phi_km, cq, ck, g, z, den, a, am, params = cache
+        xp = namespace(dy)
+        grads = {}
+        dam, grads["w_o"], grads["b_o"] = _linear_bwd(dy, am, params["w_o"])
+        da = _split_heads(dam, self.n_heads)                          # (H, B, L, d_k)
+        dnum = da / den[..., None]
+        dden = -(da * a).sum(axis=-1) / den                           # (H, B, L)
+        dphi_q = xp.matmul(dnum, g.transpose(0, 1, 3, 2))             # (H, B, L, m)
+        dphi_q += dden[..., None] * z[:, :, None, :]
+        dg = xp.matmul(phi_q.transpose(0, 1, 3, 2), dnum)             # (H, B, m, d_k)
+        dz = xp.matmul(dden[:, :, None, :], phi_q)[:, :, 0, :]        # (H, B, m)
+        dphi_k = xp.matmul(v, dg.transpose(0, 1, 3, 2))               # (H, B, L, m)
+        dphi_k += dz[:, :, None, :]
+        dphi_k *= keym
+        dv = xp.matmul(phi_km, dg)                                    # (H, B, L, d_k)
+        omega = params["omega"]
+        if self.qk == "shared":
+            dphi_q += dphi_k
+            dq, grads["omega"] = self._features_backward(dphi_q, cq, omega)
+            dk = None
+        else:
+            dq, dom_q = self._features_backward(dphi_q, cq, omega)
+            dk, dom_k = self._features_backward(dphi_k, ck, omega)
+            grads["omega"] = dom_q + dom_k
+        dx = self._project_in_backward(params, x, dq, dk, dv, grads)
+        return dx, grads
+
+
+class SoftmaxAttention(_MultiHead):
+    """Exact scaled dot-product softmax attention (the Vaswani baseline).
+
+    ``a_i = sum_j p_ij v_j``, ``p_ij = m_j exp(s_ij) / sum_l m_l exp(s_il)``,
+    ``s_ij = q_i^T k_j / sqrt(d_k)``, with padding keys (``m_j = 0``) given
+    weight exactly 0; evaluated with the row maximum subtracted. Heads are
+    merged and projected by ``W_O``. No dropout on the attention weights.
+
+    Parameters
+    ----------
+    d_model, n_heads : int
+        Model width D and heads H; ``d_k = D / H``.
+    qk : {"learned", "shared"}, default "learned"
+        ``"learned"`` is the standard baseline (``W_Q``, ``W_K``); ``"shared"``
+        uses ``q = k = `` the head slice of the input.
+
+    Notes
+    -----
+    Parameters as :class:`KernelizedLinearAttention` without ``"omega"``.
+    O(H B L^2 d_k) time, O(H B L^2) memory.
+
+    References
+    ----------
+    paper 000, App. C, eq. (C.1) and the softmax attention display before it.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, qk: str = "learned"):
+        super().__init__(d_model, n_heads, qk)
+
+    def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
+        """Draw the projections on the host (Xavier-uniform weights, zero biases).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        dtype : numpy dtype, default float64
+
+        Returns
+        -------
+        dict
+            ``w_v, b_v, w_o, b_o`` and, with ``qk="learned"``, ``w_q, b_q, w_k, b_k``.
+        """
+        return self._init_proj(rng, dtype)
+
+    def forward(self, params: dict, x, mask):
+        """Evaluate softmax attention.
+
+        Parameters
+        ----------
+        params : dict
+            The projections (see :meth:`init_params`).
+        x : float array, shape (B, L, D)
+        mask : bool array, shape (B, L)
+            True on real tokens (keys with False get weight 0); every row needs one.
+
+        Returns
+        -------
+        y : float array, shape (B, L, D)
+        cache : tuple
+
+        Raises
+        ------
+        ValueError, TypeError
+            On wrong shapes or a bad mask.
+        """
+        self._check_inputs(x, mask)
+        xp = namespace(x)
+        q, k, v = self._project_in(params, x)
+        scale = 1.0 / math.sqrt(self.d_k)
+        s = xp.matmul(q, k.transpose(0, 1, 3, 2))                     # (H, B, L, L)
+        s *= scale
+        keyok = mask[None, :, None, :]
+        s = xp.where(keyok, s, -xp.inf)
+        s -= s.max(axis=-1, keepdims=True)
+        p = xp.exp(s, out=s)
+        p /= p.sum(axis=-1, keepdims=True)
+        a = xp.matmul(p, v)
+        am = _merge_heads(a)
+        y = _linear_fwd(am, params["w_o"], params["b_o"])
+        return y, (x, q, k, v, p, am, scale, params)
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward`.
+
+        Parameters
+        ----------
+        dy : float array, shape (B, L, D)
+        cache : tuple from :meth:`forward`
+
+        Returns
+        -------
+        dx : float array, shape (B, L, D)
+        grads : dict
+            The projections' gradients, with their shapes.
+        """
+        x, q, k, v, p, am, scale, params = cache
+        xp = namespace(dy)
+        grads = {}
+        dam, grads["w_o"], grads["b_o"] = _linear_bwd(dy, am, params["w_o"])
+        da = _split_heads(dam, self.n_heads)
+        dv = xp.matmul(p.transpose(0, 1, 3, 2), da)
+        dp = xp.matmul(da, v.transpose(0, 1, 3, 2))
+        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+        ds *= scale
+        dq = xp.matmul(ds, k)
+        dk = xp.matmul(ds.transpose(0, 1, 3, 2), q)
+        if self.qk == "shared":
+            dq += dk
+            dk = None
+        dx = self._project_in_backward(params, x, dq, dk, dv, grads)
+        return dx, grads
+
+
+# --------------------------------------------------------------------------- encoder block
+
+class EncoderLayer:
+    """Post-LN Transformer encoder block.
+
+    ``h = LN1(x + Dropout(Attn(x, mask)))``, ``y = LN2(h + Dropout(FFN(h)))``,
+    the residual/normalisation update ``LN(a + sublayer(a))`` of paper 000,
+    App. C, Remark.
+
+    Parameters
+    ----------
+    attention : KernelizedLinearAttention or SoftmaxAttention
+    d_ff : int
+        FFN hidden width.
+    dropout : float in [0, 1)
+        Used after each sublayer and inside the FFN.
+    ln_eps : float, default 1e-5
+
+    Notes
+    -----
+    Parameter names: ``"attn.<name>"``, ``"ln1.gamma"``, ``"ln1.beta"``,
+    ``"ffn.w1"``, ``"ffn.b1"``, ``"ffn.w2"``, ``"ffn.b2"``, ``"ln2.gamma"``,
+    ``"ln2.beta"``. Dropout masks are drawn in the order attention output, FFN
+    hidden, FFN output.
+
+    References
+    ----------
+    paper 000, App. C, Remark (a~_i = LayerNorm(a_i + FFN(a_i))); App. F.2.
+    """
+
+    def __init__(self, attention, d_ff: int, dropout: float = 0.0, ln_eps: float = 1e-5):
+        self.attn = attention
+        d = attention.d_model
+        self.d_model = d
+        self.ln1 = LayerNorm(d, ln_eps)
+        self.ln2 = LayerNorm(d, ln_eps)
+        self.ffn = FeedForward(d, d_ff, dropout)
+        self.drop1 = Dropout(dropout)
+        self.drop2 = Dropout(dropout)
+
+    def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
+        """Draw all parameters on the host.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Used in the order attention, LN1, FFN, LN2.
+        dtype : numpy dtype, default float64
+
+        Returns
+        -------
+        dict
+            Prefixed names as in the class Notes.
+        """
+        p = {}
+        for prefix, layer in (("attn", self.attn), ("ln1", self.ln1), ("ffn", self.ffn), ("ln2", self.ln2)):
+            for name, val in layer.init_params(rng, dtype).items():
+                p[f"{prefix}.{name}"] = val
+        return p
+
+    @staticmethod
+    def _sub(params, prefix):
+        n = len(prefix) + 1
+        return {k[n:]: v for k, v in params.items() if k.startswith(prefix + ".")}
+
+    def forward(self, params: dict, x, mask, train: bool = False, rng: np.random.Generator | None = None):
+        """Apply the block.
+
+        Parameters
+        ----------
+        params : dict
+            Prefixed names as in the class Notes.
+        x : float array, shape (B, L, D)
+        mask : bool array, shape (B, L)
+            True on real tokens; every row needs one.
+        train : bool, default False
+            Apply dropout.
+        rng : numpy.random.Generator or None
+            Dropout generator (required when ``train`` and dropout > 0).
+
+        Returns
+        -------
+        y : float array, shape (B, L, D)
+        cache : tuple
+
+        Raises
+        ------
+        ValueError, TypeError
+            See the sublayers.
+        """
+        a, ca = self.attn.forward(self._sub(params, "attn"), x, mask)
+        a, cd1 = self.drop1.forward(a, train, rng)
+        h, cl1 = self.ln1.forward(self._sub(params, "ln1"), x + a)
+        f, cf = self.ffn.forward(self._sub(params, "ffn"), h, train, rng)
+        f, cd2 = self.drop2.forward(f, train, rng)
+        y, cl2 = self.ln2.forward(self._sub(params, "ln2"), h + f)
+        return y, (ca, cd1, cl1, cf, cd2, cl2)
+
+    def backward(self, dy, cache):
+        """VJP of :meth:`forward`.
+
+        Parameters
+        ----------
+        dy : float array, shape (B, L, D)
+        cache : tuple from :meth:`forward`
+
+        Returns
+        -------
+        dx : float array, shape (B, L, D)
+        grads : dict
+            Gradients under the prefixed parameter names.
+        """
+        ca, cd1, cl1, cf, cd2, cl2 = cache
+        grads = {}
+        dr2, g = self.ln2.backward(dy, cl2)
+        grads.update({f"ln2.{k}": v for k, v in g.items()})
+        df, _ = self.drop2.backward(dr2, cd2)
+        dh, g = self.ffn.backward(df, cf)
+        grads.update({f"ffn.{k}": v for k, v in g.items()})
+        dh += dr2
+        dr1, g = self.ln1.backward(dh, cl1)
+        grads.update({f"ln1.{k}": v for k, v in g.items()})
+        da, _ = self.drop1.backward(dr1, cd1)
+        dx, g = self.attn.backward(da, ca)
+        grads.update({f"attn.{k}": v for k, v in g.items()})
+        dx += dr1
+        return dx, grads
+
+
+# --------------------------------------------------------------------------- pooling and loss
+
+def masked_mean_pool(h, mask):
+    """Masked mean over the sequence: ``P = sum_i pi_i h_i``, ``pi_i = m_i / sum_j m_j``.
+
+    Parameters
+    ----------
+    h : float array, shape (B, L, D)
+    mask : bool array, shape (B, L)
+        True on real tokens; every row needs one.
+
+    Returns
+    -------
+    pooled : float array, shape (B, D)
+    cache : tuple
+
+    Raises
+    ------
+    ValueError, TypeError
+        If shapes disagree or the mask is bad (see :func:`check_mask`).
+
+    References
+    ----------
+    paper 000, App. C.1 (pooling operator P with pi in the simplex; mean
+    pooling with masks, pi_i = m_i / sum_j m_j).
+    """
+    if h.ndim != 3:
+        raise ValueError(f"h has shape {tuple(h.shape)}; expected (B, L, D)")
+    check_mask(mask, h.shape[:2])
+    xp = namespace(h)
+    w = mask.astype(h.dtype)
+    w /= w.sum(axis=1, keepdims=True)
+    pooled = xp.matmul(w[:, None, :], h)[:, 0, :]
+    return pooled, (w, h.shape)
+
+
+def masked_mean_pool_backward(dpooled, cache):
+    """VJP of :func:`masked_mean_pool`: ``dh[b, i] = pi[b, i] * dpooled[b]``.
+
+    Parameters
+    ----------
+    dpooled : float array, shape (B, D)
+    cache : tuple from :func:`masked_mean_pool`
+
+    Returns
+    -------
+    dh : float array, shape (B, L, D)
+
+    Raises
+    ------
+    ValueError
+        If ``dpooled`` is not (B, D).
+
+    References
+    ----------
+    paper 000, App. C.1 (pooling operator).
+    """
+    w, shape = cache
+    if tuple(dpooled.shape) != (shape[0], shape[2]):
+        raise ValueError(f"dpooled has shape {tuple(dpooled.shape)}; expected {(shape[0], shape[2])}")
+    return w[:, :, None] * dpooled[:, None, :]
+
+
+def softmax_cross_entropy(logits, labels):
+    """Mean softmax cross-entropy over the batch, its gradient and the class probabilities.
+
+    ``loss = -(1/B) sum_b log softmax(logits_b)[y_b]``, computed with the row
+    maximum subtracted (log-sum-exp), accumulated in float64.
+
+    Parameters
+    ----------
+    logits : float array, shape (B, C)
+    labels : int array, shape (B,)
+        Classes in ``[0, C)``.
+
+    Returns
+    -------
+    loss : float64 scalar (NumPy) or 0-d float64 array (CuPy; no host sync)
+    dlogits : float array, shape (B, C), dtype of ``logits``
+        ``(softmax(logits) - onehot(labels)) / B``.
+    probs : float array, shape (B, C)
+
+    Raises
+    ------
+    TypeError
+        If ``labels`` is not an integer array.
+    ValueError
+        On shape mismatch, labels out of range, or non-finite logits.
+
+    References
+    ----------
+    paper 000, App. F.2 (Phase B: "trained end-to-end with cross-entropy loss").
+    """
+    xp = namespace(logits, labels)
+    if logits.ndim != 2:
+        raise ValueError(f"logits has shape {tuple(logits.shape)}; expected (B, C)")
+    b, c = logits.shape
+    if not hasattr(labels, "dtype") or not np.issubdtype(np.dtype(labels.dtype), np.integer):
+        raise TypeError(f"labels must be an integer array; got {getattr(labels, 'dtype', type(labels))}")
+    if tuple(labels.shape) != (b,):
+        raise ValueError(f"labels has shape {tuple(labels.shape)}; expected ({b},)")
+    if b == 0:
+        raise ValueError("logits has an empty batch (B=0)")
+    lo, hi = int(labels.min()), int(labels.max())
+    if lo < 0 or hi >= c:
+        raise ValueError(f"labels contains {lo if lo < 0 else hi}, outside [0, {c})")
+    if not bool(xp.isfinite(logits).all()):
+        raise ValueError("logits contains NaN or inf")
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    e = xp.exp(shifted)
+    sumexp = e.sum(axis=1, keepdims=True)
+    probs = e / sumexp
+    rows = xp.arange(b)
+    logp = shifted[rows, labels].astype(xp.float64) - xp.log(sumexp[:, 0].astype(xp.float64))
+    loss = -logp.mean()
+    dlogits = probs.copy()
+    dlogits[rows, labels] -= 1.0
+    dlogits /= b
+    return loss, dlogits, probs

@@ -1,0 +1,280 @@
+"""Bundled text-classification data and BERT WordPiece tokenization.
+
+The datasets live in the repository under ``rieszflow/data/`` (see ``rieszflow/data/README.md`` for
+provenance, licences and checksums): Rotten Tomatoes (Pang & Lee 2005, the
+HuggingFace 80/10/10 split) and the GLUE SST-2 train/dev files, plus the
+``bert-base-uncased`` WordPiece vocabulary.
+
+Reading rules (from the data's provenance README): UTF-8, one header line, two
+tab-separated columns, **no quoting** (56 Rotten Tomatoes texts begin with
+``"``), and lines split on ``\\n`` only (22 texts contain U+0085, which
+``str.splitlines`` would treat as a line break). :func:`load_split` follows them
+and verifies each file's SHA-256 before parsing, so a corrupt or edited file is
+reported instead of silently used.
+
+Source: paper 000, App. F.2 ("Datasets and splits", "Preprocessing",
+"Experimental setup": bert-base-uncased WordPiece, maximum length 128).
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["DATA_DIR", "DATASETS", "TextSplit", "load_split", "WordPieceTokenizer", "encode",
+           "EncodedSplit", "batches"]
+
+#: Root of the bundled data (``<repo>/data``).
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+#: dataset -> split -> (relative path, text column, sha256, rows)
+DATASETS = {
+    "rt": {
+        "train": ("rotten_tomatoes/train.tsv", "text",
+                  "9ddb97aa8b5c4b1995341379110ad157404e088919cc1e010b7e09325b93f20b", 8530),
+        "validation": ("rotten_tomatoes/validation.tsv", "text",
+                       "72fce1ba4aab314c9dc6b6bf65871b4a66acf038bb4c032b134d1a2f136159a4", 1066),
+        "test": ("rotten_tomatoes/test.tsv", "text",
+                 "5003f886e55eabaf426449eb97811ca40b7942cffd9d2da1278c9a97eff40bb5", 1066),
+    },
+    "sst2": {
+        "train": ("sst2/train.tsv", "sentence",
+                  "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1", 67349),
+        # GLUE's SST-2 test labels are not public: the dev split is the held-out test split,
+        # and a validation split is carved from train (see studies.main_job).
+        "dev": ("sst2/dev.tsv", "sentence",
+                "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0", 872),
+    },
+}
+
+VOCAB_PATH = DATA_DIR / "bert-base-uncased" / "vocab.txt"
+VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSplit:
+    """One split of a labelled text dataset.
+
+    Attributes
+    ----------
+    texts : tuple of str, length n
+    labels : numpy.ndarray of int64, shape (n,)
+        0 = negative, 1 = positive.
+    name : str
+        ``"<dataset>/<split>"``.
+    """
+
+    texts: tuple
+    labels: np.ndarray
+    name: str
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_split(dataset: str, split: str, *, verify: bool = True) -> TextSplit:
+    """Load one bundled split.
+
+    Parameters
+    ----------
+    dataset : {"rt", "sst2"}
+        Rotten Tomatoes or GLUE SST-2.
+    split : str
+        ``"train"``, ``"validation"``, ``"test"`` for ``rt``; ``"train"``, ``"dev"``
+        for ``sst2``.
+    verify : bool, default True
+        Check the file's SHA-256 against the recorded one.
+
+    Returns
+    -------
+    TextSplit
+
+    Raises
+    ------
+    ValueError
+        Unknown dataset or split, a checksum mismatch, a malformed row, or a
+        label outside {0, 1}.
+    FileNotFoundError
+        If the bundled file is missing.
+    """
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset={dataset!r} is not bundled; allowed: {', '.join(DATASETS)}")
+    if split not in DATASETS[dataset]:
+        raise ValueError(f"split={split!r} does not exist for dataset {dataset!r}; allowed: "
+                         f"{', '.join(DATASETS[dataset])}")
+    rel, text_col, sha, rows = DATASETS[dataset][split]
+    path = DATA_DIR / rel
+    if not path.exists():
+        raise FileNotFoundError(f"bundled data file {path} is missing")
+    if verify:
+        got = _sha256(path)
+        if got != sha:
+            raise ValueError(f"{path}: sha256 {got} does not match the recorded {sha}; the bundled "
+                             f"data was modified or corrupted (see rieszflow/data/README.md)")
+    texts, labels = [], []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader)
+        if header != [text_col, "label"]:
+            raise ValueError(f"{path}: header {header!r}, expected {[text_col, 'label']!r}")
+        for lineno, row in enumerate(reader, start=2):
+            if len(row) != 2 or row[1] not in ("0", "1"):
+                raise ValueError(f"{path}:{lineno}: expected '<text>\\t<0|1>', got {row!r}")
+            texts.append(row[0].strip())
+            labels.append(int(row[1]))
+    if len(texts) != rows:
+        raise ValueError(f"{path}: {len(texts)} rows, expected {rows}")
+    return TextSplit(tuple(texts), np.asarray(labels, dtype=np.int64), f"{dataset}/{split}")
+
+
+class WordPieceTokenizer:
+    """BERT uncased WordPiece tokenizer over the bundled vocabulary.
+
+    A thin wrapper of :class:`tokenizers.BertWordPieceTokenizer` (the HuggingFace
+    Rust implementation) with ``lowercase=True``, ``[CLS] ... [SEP]`` added and
+    truncation at ``max_len`` tokens (special tokens included).
+
+    Parameters
+    ----------
+    max_len : int, default 128
+        Maximum sequence length including ``[CLS]`` and ``[SEP]`` (paper 000, F.2).
+    vocab_path : path, optional
+        Defaults to the bundled ``bert-base-uncased/vocab.txt``.
+
+    Attributes
+    ----------
+    vocab_size : int
+        30,522 for the bundled vocabulary.
+    pad_id : int
+        Id of ``[PAD]`` (0).
+
+    Raises
+    ------
+    ValueError
+        If ``max_len < 2``.
+    """
+
+    def __init__(self, max_len: int = 128, vocab_path=None):
+        from tokenizers import BertWordPieceTokenizer
+
+        if int(max_len) != max_len or max_len < 2:
+            raise ValueError(f"max_len={max_len!r} must be an integer >= 2 ([CLS] and [SEP])")
+        self.max_len = int(max_len)
+        path = Path(vocab_path) if vocab_path is not None else VOCAB_PATH
+        self._tok = BertWordPieceTokenizer(str(path), lowercase=True)
+        self._tok.enable_truncation(max_length=self.max_len)
+        self.vocab_size = self._tok.get_vocab_size()
+        self.pad_id = self._tok.token_to_id("[PAD]")
+        self.unk_id = self._tok.token_to_id("[UNK]")
+
+    def encode(self, texts) -> list[np.ndarray]:
+        """Token ids of each text (variable length, at most ``max_len``).
+
+        Parameters
+        ----------
+        texts : sequence of str
+
+        Returns
+        -------
+        list of numpy.ndarray of int32
+        """
+        return [np.asarray(e.ids, dtype=np.int32) for e in self._tok.encode_batch(list(texts))]
+
+    def tokens(self, text: str) -> list[str]:
+        """WordPiece tokens of one text, special tokens included."""
+        return self._tok.encode(text).tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedSplit:
+    """A tokenized split: ragged ids and labels.
+
+    Attributes
+    ----------
+    ids : list of numpy.ndarray of int32
+        Token ids of each example (length <= max_len).
+    labels : numpy.ndarray of int64, shape (n,)
+    name : str
+    """
+
+    ids: list
+    labels: np.ndarray
+    name: str
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def encode(split: TextSplit, tokenizer: WordPieceTokenizer) -> EncodedSplit:
+    """Tokenize a :class:`TextSplit`."""
+    return EncodedSplit(tokenizer.encode(split.texts), split.labels, split.name)
+
+
+def batches(data: EncodedSplit, batch_size: int, *, rng: np.random.Generator | None = None,
+            pad_id: int = 0, min_last: int = 1):
+    """Iterate over padded mini-batches.
+
+    Each batch is padded to its own longest sequence (not to ``max_len``): with
+    padding masks, masked mean pooling and linear attention that omits padded
+    keys, the model's output does not depend on how many pad tokens follow a
+    sequence (tested in ``tests/test_attention_model.py``), so this only saves
+    work.
+
+    Parameters
+    ----------
+    data : EncodedSplit
+    batch_size : int
+        Positive.
+    rng : numpy.random.Generator, optional
+        Shuffles the order when given; the order of ``data`` otherwise.
+    pad_id : int, default 0
+    min_last : int, default 1
+        A final batch with fewer than ``min_last`` examples is folded into the
+        batch before it (objectives over pairs, like Phase A's alignment, need at
+        least 2 sequences per batch).
+
+    Yields
+    ------
+    ids : numpy.ndarray of int64, shape (B, L)
+    mask : numpy.ndarray of bool, shape (B, L)
+        True on real tokens.
+    labels : numpy.ndarray of int64, shape (B,)
+    index : numpy.ndarray of int64, shape (B,)
+        Positions of the examples in ``data``.
+
+    Raises
+    ------
+    ValueError
+        If ``batch_size`` is not a positive integer.
+    """
+    if int(batch_size) != batch_size or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} must be a positive integer")
+    if int(min_last) != min_last or not 1 <= min_last <= batch_size:
+        raise ValueError(f"min_last={min_last!r} must be an integer in [1, batch_size={batch_size}]")
+    n = len(data)
+    order = rng.permutation(n) if rng is not None else np.arange(n)
+    starts = list(range(0, n, batch_size))
+    if len(starts) > 1 and n - starts[-1] < min_last:
+        starts.pop()                                   # fold the short remainder into the batch before
+    for k, start in enumerate(starts):
+        stop = starts[k + 1] if k + 1 < len(starts) else n
+        idx = order[start:stop]
+        seqs = [data.ids[i] for i in idx]
+        L = max(len(s) for s in seqs)
+        ids = np.full((len(idx), L), pad_id, dtype=np.int64)
+        mask = np.zeros((len(idx), L), dtype=bool)
+        for r, s in enumerate(seqs):
+            ids[r, :len(s)] = s
+            mask[r, :len(s)] = True
+        yield ids, mask, data.labels[idx], idx

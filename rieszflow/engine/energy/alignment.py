@@ -1,0 +1,620 @@
+"""Kernel-target alignment energy of the feature particles (paper 000, eq. (2.2), (B.4), (B.6)-(B.9), (4.1)).
+
+General feature map
+-------------------
+With the feature matrix :math:`\\Phi_{ik} = \\phi_{\\omega_k}(x_i)`, shape ``(n, N)``,
+
+.. math::
+
+    \\mathcal{E}_N = -\\frac{1}{n(n-1)} \\sum_{i \\ne j} y_i y_j \\frac1N \\sum_{k=1}^N \\Phi_{ik}\\Phi_{jk}
+    = -\\frac{1}{n(n-1)N} \\sum_k \\Big[(y^\\top\\Phi_{:k})^2 - \\sum_i y_i^2 \\Phi_{ik}^2\\Big],
+
+evaluated in O(nN) with identity (A.2) of App. A.2. The gradient with respect to
+:math:`\\Phi` lets a caller chain through any feature map's backward pass.
+
+Random Fourier features
+-----------------------
+For :math:`\\phi_{\\omega,b}(x) = \\sqrt2\\cos(\\omega^\\top x + b)`:
+
+* with given phases ``b`` the functions here evaluate the **exact** (B.6);
+* with ``b=None`` they evaluate the **exact phase average**
+  :math:`\\mathbb{E}_b[\\mathcal{E}_N] = \\frac1N\\sum_k V_{\\mathcal{D}}(\\omega_k)`, where
+
+  .. math::
+
+      V_{\\mathcal{D}}(\\omega) = -\\frac{1}{n(n-1)} \\sum_{i\\ne j} y_i y_j \\cos(\\omega^\\top(x_i-x_j))
+      = -\\frac{1}{n(n-1)}\\Big[(y^\\top\\cos(X\\omega))^2 + (y^\\top\\sin(X\\omega))^2 - \\sum_i y_i^2\\Big]
+
+  is the single-particle potential of eq. (4.1) averaged over the phase.
+
+Corrections to Lemma 3 (paper 000, App. B and A.2)
+--------------------------------------------------
+* (B.7) as printed, :math:`\\mathcal{E}_N \\equiv -\\frac{2}{n^2}\\|y^\\top C\\|^2` "up to an
+  additive constant independent of :math:`(\\Omega_N, b)`", is **not true with fixed
+  phases**. Exactly,
+  :math:`\\mathcal{E}_N = -\\frac{2}{n(n-1)N}\\big[\\|y^\\top C\\|^2 - \\sum_{i,k} y_i^2 C_{ik}^2\\big]`,
+  and the dropped diagonal term
+  :math:`\\sum_{i,k} y_i^2\\cos^2(\\omega_k^\\top x_i + b_k) = \\frac N2\\sum_i y_i^2 + \\frac12\\sum_{i,k} y_i^2\\cos(2\\omega_k^\\top x_i + 2b_k)`
+  depends on :math:`\\omega` (and b); only its phase average is constant. The
+  prefactor of (B.7) should also be :math:`-2/(n(n-1)N)`, not :math:`-2/n^2`.
+  These functions keep the diagonal term (exact (B.6)).
+* (B.8)/(B.9) are right up to the additive constant :math:`+\\sum_i y_i^2/(n(n-1))`
+  (:math:`= 1/(n-1)` for labels :math:`\\pm1`), which is included here so that
+  ``b=None`` returns :math:`\\mathbb{E}_b[\\mathcal{E}_N]` exactly. The last display
+  of App. A.2 (prefactor :math:`-1/n^2`) disagrees with (B.8); (B.8) is correct.
+
+All sums are accumulated in float64; gradients are returned in the dtype of
+the differentiated argument.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from rieszflow.engine._checks import check_int, check_points, check_vector
+from rieszflow.engine.backend import namespace
+from rieszflow.engine.energy.base import Energy
+from rieszflow.engine.energy.riesz import RieszEnergy
+
+__all__ = [
+    "RFFAlignmentEnergy",
+    "alignment_energy",
+    "alignment_energy_and_grad",
+    "alignment_energy_grad",
+    "alignment_potential",
+    "alignment_potential_and_grad",
+    "alignment_potential_grad",
+    "hamiltonian",
+    "hamiltonian_and_grad",
+    "kernel_target_alignment",
+    "rff_alignment_energy",
+    "rff_alignment_energy_and_grad",
+    "rff_alignment_energy_grad",
+    "rff_hamiltonian",
+]
+
+_CHUNK_ELEMENTS = 2 ** 21  # elements of one (n, chunk) phase block
+
+
+# --------------------------------------------------------------------------- general feature map
+
+def _check_features(features, y):
+    features = check_points("features", features, min_n=2)  # (n, N): rows are samples
+    y = check_vector("y", y, n=features.shape[0])
+    return features, y
+
+
+def alignment_energy_and_grad(features, y):
+    """Alignment energy (B.4) of a general feature matrix and its gradient.
+
+    Parameters
+    ----------
+    features : array, shape (n, N)
+        :math:`\\Phi_{ik} = \\phi_{\\omega_k}(x_i)` for ``n >= 2`` samples and ``N``
+        particles.
+    y : array, shape (n,)
+        Targets (labels :math:`\\pm1` in the paper; any real values allowed).
+
+    Returns
+    -------
+    energy : float64 scalar
+        :math:`-\\frac{1}{n(n-1)N}\\sum_k[(y^\\top\\Phi_{:k})^2 - \\sum_i y_i^2\\Phi_{ik}^2]`
+        (pairs :math:`i \\ne j`, normalised by n(n-1) and N).
+    grad : array, shape (n, N), dtype of ``features``
+        :math:`\\partial\\mathcal{E}_N/\\partial\\Phi_{ik} = -\\frac{2 y_i}{n(n-1)N}\\,(y^\\top\\Phi_{:k} - y_i\\Phi_{ik})`.
+
+    Raises
+    ------
+    ValueError
+        If ``features`` is not (n, N) with n >= 2 and finite entries, or ``y``
+        is not a finite vector of length n.
+
+    References
+    ----------
+    paper 000, eq. (2.2), (B.4) and identity (A.2) of App. A.2.
+    """
+    features, y = _check_features(features, y)
+    xp = namespace(features, y)
+    n, N = features.shape
+    phi = xp.asarray(features, dtype=xp.float64)
+    y = xp.asarray(y, dtype=xp.float64)
+    z = y @ phi  # (N,) y^T Phi_k
+    diag = (y * y) @ (phi * phi)  # (N,) sum_i y_i^2 Phi_ik^2
+    c = -1.0 / (n * (n - 1.0) * N)
+    energy = c * xp.sum(z * z - diag)
+    grad = (2.0 * c) * y[:, None] * (z[None, :] - y[:, None] * phi)
+    return energy, xp.asarray(grad, dtype=features.dtype)
+
+
+def alignment_energy(features, y):
+    """Alignment energy (B.4) of a feature matrix; see :func:`alignment_energy_and_grad`.
+
+    Parameters
+    ----------
+    features : array, shape (n, N)
+        :math:`\\Phi_{ik} = \\phi_{\\omega_k}(x_i)`, n >= 2 samples, N particles.
+    y : array, shape (n,)
+        Targets (labels :math:`\\pm1` in the paper; any real values allowed).
+
+    Returns
+    -------
+    float64 scalar
+        :math:`-\\frac{1}{n(n-1)N}\\sum_k[(y^\\top\\Phi_{:k})^2 - \\sum_i y_i^2\\Phi_{ik}^2]`.
+
+    Raises
+    ------
+    ValueError
+        If ``features`` is not (n, N) with n >= 2 and finite entries, or ``y``
+        is not a finite vector of length n.
+
+    References
+    ----------
+    paper 000, eq. (2.2) and (B.4).
+    """
+    return alignment_energy_and_grad(features, y)[0]
+
+
+def alignment_energy_grad(features, y):
+    """Gradient of (B.4) with respect to the feature matrix; see :func:`alignment_energy_and_grad`.
+
+    Parameters
+    ----------
+    features : array, shape (n, N)
+        :math:`\\Phi_{ik} = \\phi_{\\omega_k}(x_i)`, n >= 2 samples, N particles.
+    y : array, shape (n,)
+        Targets (labels :math:`\\pm1` in the paper; any real values allowed).
+
+    Returns
+    -------
+    array, shape (n, N), dtype of ``features``
+
+    Raises
+    ------
+    ValueError
+        If ``features`` is not (n, N) with n >= 2 and finite entries, or ``y``
+        is not a finite vector of length n.
+
+    References
+    ----------
+    paper 000, eq. (B.4).
+    """
+    return alignment_energy_and_grad(features, y)[1]
+
+
+def kernel_target_alignment(features, y):
+    """Empirical kernel-target alignment of the random-feature kernel (to be maximised).
+
+    :math:`\\frac{1}{n(n-1)}\\sum_{i\\ne j} y_i y_j K_{\\mu_N}(x_i, x_j)` with
+    :math:`K_{\\mu_N}(x, x') = \\frac1N\\sum_k\\phi_{\\omega_k}(x)\\phi_{\\omega_k}(x')`; this is the
+    unnormalised alignment of eq. (A.2)/(B.2) and equals ``-alignment_energy``.
+
+    Parameters
+    ----------
+    features : array, shape (n, N)
+        :math:`\\Phi_{ik} = \\phi_{\\omega_k}(x_i)`, n >= 2 samples, N particles.
+    y : array, shape (n,)
+        Targets (labels :math:`\\pm1` in the paper; any real values allowed).
+
+    Returns
+    -------
+    float64 scalar
+
+    Raises
+    ------
+    ValueError
+        If ``features`` is not (n, N) with n >= 2 and finite entries, or ``y``
+        is not a finite vector of length n.
+
+    References
+    ----------
+    paper 000, eq. (A.2), (B.2), (B.5); Cristianini et al. (2002).
+    """
+    return -alignment_energy(features, y)
+
+
+# --------------------------------------------------------------------------- random Fourier features
+
+def _check_rff(omega, X, y, b):
+    omega = check_points("omega", omega)
+    X = check_points("X", X, d=omega.shape[1], min_n=2)
+    y = check_vector("y", y, n=X.shape[0])
+    if b is not None:
+        b = check_vector("b", b, n=omega.shape[0])
+    return omega, X, y, b
+
+
+def _chunk(n, chunk_size):
+    if chunk_size is None:
+        return max(1, _CHUNK_ELEMENTS // n)
+    return check_int("chunk_size", chunk_size, minimum=1)
+
+
+def alignment_potential_and_grad(omega, X, y, b=None, chunk_size=None):
+    """Single-particle alignment potential :math:`V_{\\mathcal{D}}` of RFF and its gradient.
+
+    For each point (row of ``omega``),
+
+    * ``b is None`` (phase average, the mean-field potential of eq. (4.1)):
+      :math:`V(\\omega) = -\\frac{1}{n(n-1)}[(y^\\top\\cos X\\omega)^2 + (y^\\top\\sin X\\omega)^2 - \\sum_i y_i^2]
+      = -\\frac{1}{n(n-1)}\\sum_{i\\ne j} y_i y_j\\cos(\\omega^\\top(x_i - x_j))`;
+    * ``b`` given (phase :math:`b_k` attached to row k):
+      :math:`V(\\omega_k) = -\\frac{1}{n(n-1)}\\sum_{i \\ne j} y_i y_j \\phi_{\\omega_k,b_k}(x_i)\\phi_{\\omega_k,b_k}(x_j)`
+      with :math:`\\phi_{\\omega,b}(x) = \\sqrt2\\cos(\\omega^\\top x + b)`.
+
+    Parameters
+    ----------
+    omega : array, shape (M, d)
+        Evaluation points (particles or a grid).
+    X : array, shape (n, d), n >= 2
+        Training inputs.
+    y : array, shape (n,)
+        Targets.
+    b : array, shape (M,), optional
+        Phases in radians; ``None`` for the phase average.
+    chunk_size : int, optional
+        Points per block (memory O(n * chunk_size)); automatic by default.
+
+    Returns
+    -------
+    V : float64 array, shape (M,)
+    grad : array, shape (M, d), dtype of ``omega``
+        :math:`\\nabla_\\omega V` at each point.
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes or non-finite inputs.
+
+    References
+    ----------
+    paper 000, eq. (4.1), (A.31), (B.8)-(B.9); App. A.2.
+    """
+    omega, X, y, b = _check_rff(omega, X, y, b)
+    xp = namespace(omega, X, y, b)
+    n = X.shape[0]
+    M = omega.shape[0]
+    X = xp.asarray(X, dtype=xp.float64)
+    y = xp.asarray(y, dtype=xp.float64)
+    c = -1.0 / (n * (n - 1.0))
+    sum_y2 = xp.sum(y * y)
+    V = xp.empty(M, dtype=xp.float64)
+    grad = xp.empty(omega.shape, dtype=xp.float64)
+    block = _chunk(n, chunk_size)
+    for a in range(0, M, block):
+        w = xp.asarray(omega[a:a + block], dtype=xp.float64)
+        U = X @ w.T  # (n, B) phases omega^T x_i
+        if b is None:
+            C, S = xp.cos(U), xp.sin(U)
+            zc, zs = y @ C, y @ S  # (B,)
+            V[a:a + block] = c * (zc * zc + zs * zs - sum_y2)
+            dU = (2.0 * c) * y[:, None] * (zs[None, :] * C - zc[None, :] * S)  # dV/dU, (n, B)
+        else:
+            A = U + xp.asarray(b[a:a + block], dtype=xp.float64)[None, :]
+            phi = (2.0 ** 0.5) * xp.cos(A)
+            z = y @ phi
+            V[a:a + block] = c * (z * z - (y * y) @ (phi * phi))
+            dphi = (2.0 * c) * y[:, None] * (z[None, :] - y[:, None] * phi)
+            dU = dphi * (-(2.0 ** 0.5)) * xp.sin(A)
+        grad[a:a + block] = dU.T @ X
+    return V, xp.asarray(grad, dtype=omega.dtype)
+
+
+def alignment_potential(omega, X, y, b=None, chunk_size=None):
+    """Single-particle alignment potential :math:`V_{\\mathcal{D}}` at each row of ``omega``.
+
+    See :func:`alignment_potential_and_grad` for the formulas.
+
+    Parameters
+    ----------
+    omega : array, shape (M, d)
+        Evaluation points.
+    X : array, shape (n, d), n >= 2
+        Training inputs.
+    y : array, shape (n,)
+        Targets.
+    b : array, shape (M,), optional
+        Phases in radians; ``None`` for the phase average.
+    chunk_size : int, optional
+        Points per block.
+
+    Returns
+    -------
+    float64 array, shape (M,)
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes or non-finite inputs.
+
+    References
+    ----------
+    paper 000, eq. (4.1).
+    """
+    return alignment_potential_and_grad(omega, X, y, b, chunk_size)[0]
+
+
+def alignment_potential_grad(omega, X, y, b=None, chunk_size=None):
+    """Gradient of :math:`V_{\\mathcal{D}}` at each row of ``omega``.
+
+    See :func:`alignment_potential_and_grad` for the formulas.
+
+    Parameters
+    ----------
+    omega : array, shape (M, d)
+        Evaluation points.
+    X : array, shape (n, d), n >= 2
+        Training inputs.
+    y : array, shape (n,)
+        Targets.
+    b : array, shape (M,), optional
+        Phases in radians; ``None`` for the phase average.
+    chunk_size : int, optional
+        Points per block.
+
+    Returns
+    -------
+    array, shape (M, d), dtype of ``omega``
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes or non-finite inputs.
+
+    References
+    ----------
+    paper 000, eq. (4.1).
+    """
+    return alignment_potential_and_grad(omega, X, y, b, chunk_size)[1]
+
+
+def rff_alignment_energy_and_grad(omega, X, y, b=None, chunk_size=None):
+    """Alignment energy of random Fourier features and its gradient in ``omega``.
+
+    :math:`\\mathcal{E}_N = \\frac1N\\sum_k V(\\omega_k)` with :math:`V` of
+    :func:`alignment_potential_and_grad`: the exact (B.6) for given phases, the
+    exact phase average :math:`\\mathbb{E}_b[\\mathcal{E}_N]` ((B.8)-(B.9) plus the
+    constant :math:`\\sum_i y_i^2/(n(n-1))`) for ``b=None``. See the module
+    docstring for the corrections to Lemma 3.
+
+    Parameters
+    ----------
+    omega : array, shape (N, d)
+        Particles (frequencies).
+    X : array, shape (n, d), n >= 2
+    y : array, shape (n,)
+    b : array, shape (N,), optional
+        Phases :math:`b_k` in radians; ``None`` averages over
+        :math:`b_k \\sim \\mathrm{Unif}[0, 2\\pi]`.
+    chunk_size : int, optional
+        Particles per block.
+
+    Returns
+    -------
+    energy : float64 scalar
+    grad : array, shape (N, d), dtype of ``omega``
+        :math:`\\nabla_{\\omega_k}\\mathcal{E}_N = \\frac1N\\nabla V(\\omega_k)`.
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes or non-finite inputs.
+
+    References
+    ----------
+    paper 000, eq. (B.6), (B.8), (B.9), (A.32); App. A.2.
+    """
+    V, grad = alignment_potential_and_grad(omega, X, y, b, chunk_size)
+    xp = namespace(V)
+    N = V.shape[0]
+    return xp.mean(V), grad / N
+
+
+def rff_alignment_energy(omega, X, y, b=None, chunk_size=None):
+    """Alignment energy of random Fourier features; see :func:`rff_alignment_energy_and_grad`.
+
+    Parameters
+    ----------
+    omega : array, shape (N, d)
+        Particles (frequencies).
+    X : array, shape (n, d), n >= 2
+        Training inputs.
+    y : array, shape (n,)
+        Targets.
+    b : array, shape (N,), optional
+        Phases in radians; ``None`` for the exact phase average.
+    chunk_size : int, optional
+        Particles per block.
+
+    Returns
+    -------
+    float64 scalar
+        Exact (B.6) for given phases; exact phase average (B.8) + constant otherwise.
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes or non-finite inputs.
+
+    References
+    ----------
+    paper 000, eq. (B.6) and (B.8).
+    """
+    return rff_alignment_energy_and_grad(omega, X, y, b, chunk_size)[0]
+
+
+def rff_alignment_energy_grad(omega, X, y, b=None, chunk_size=None):
+    """Gradient in ``omega`` of the RFF alignment energy; see :func:`rff_alignment_energy_and_grad`.
+
+    Parameters
+    ----------
+    omega : array, shape (N, d)
+        Particles (frequencies).
+    X : array, shape (n, d), n >= 2
+        Training inputs.
+    y : array, shape (n,)
+        Targets.
+    b : array, shape (N,), optional
+        Phases in radians; ``None`` for the exact phase average.
+    chunk_size : int, optional
+        Particles per block.
+
+    Returns
+    -------
+    array, shape (N, d), dtype of ``omega``
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes or non-finite inputs.
+
+    References
+    ----------
+    paper 000, eq. (B.6) and (B.8).
+    """
+    return rff_alignment_energy_and_grad(omega, X, y, b, chunk_size)[1]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RFFAlignmentEnergy(Energy):
+    """RFF alignment energy :math:`\\mathcal{E}_N` as a composable :class:`Energy` (``normalization="paper"``).
+
+    Parameters
+    ----------
+    X : array, shape (n, d), n >= 2
+        Training inputs.
+    y : array, shape (n,)
+        Targets.
+    b : array, shape (N,), optional
+        Fixed phases (exact (B.6)); ``None`` for the phase average (B.8).
+    chunk_size : int, optional
+        Particles per block.
+
+    Notes
+    -----
+    ``per_particle(omega)`` returns :math:`V(\\omega_k)` (eq. (4.1), phase-averaged
+    when ``b is None``), so ``N * grad`` is its gradient (eq. (A.7)).
+
+    References
+    ----------
+    paper 000, eq. (2.2), (4.1), (B.6), (B.8).
+    """
+
+    X: object
+    y: object
+    b: object = None
+    chunk_size: int | None = None
+    normalization: str = dataclasses.field(default="paper", init=False)
+
+    def __post_init__(self):
+        X = check_points("X", self.X, min_n=2)
+        object.__setattr__(self, "X", X)
+        object.__setattr__(self, "y", check_vector("y", self.y, n=X.shape[0]))
+        if self.b is not None:
+            object.__setattr__(self, "b", check_vector("b", self.b))
+        if self.chunk_size is not None:
+            check_int("chunk_size", self.chunk_size, minimum=1)
+
+    def value_and_grad(self, omega):
+        """Energy (float64) and gradient, shape (N, d)."""
+        return rff_alignment_energy_and_grad(omega, self.X, self.y, self.b, self.chunk_size)
+
+    def __call__(self, omega):
+        """Energy value (float64)."""
+        return self.value_and_grad(omega)[0]
+
+    def grad(self, omega):
+        """Gradient, shape (N, d)."""
+        return self.value_and_grad(omega)[1]
+
+    def per_particle(self, omega):
+        """:math:`V(\\omega_k)`, shape (N,), float64."""
+        return alignment_potential(omega, self.X, self.y, self.b, self.chunk_size)
+
+
+# --------------------------------------------------------------------------- Hamiltonian
+
+def rff_hamiltonian(X, y, s, lam, b=None, softening=0.0, method="auto"):
+    """Build the Hamiltonian :math:`H_N = \\mathcal{E}_N + \\lambda\\mathcal{W}_{N,s}` of eq. (2.2) for RFF.
+
+    Parameters
+    ----------
+    X : array, shape (n, d), n >= 2
+    y : array, shape (n,)
+    s : float
+        Riesz exponent, ``-2 < s < inf``.
+    lam : float
+        Interaction strength :math:`\\lambda \\ge 0`.
+    b : array, shape (N,), optional
+        Fixed phases; ``None`` for the phase average.
+    softening : float, default 0.0
+        Riesz softening length.
+    method : {"auto", "numpy", "numba"}, default "auto"
+        Backend of the Riesz pair sums.
+
+    Returns
+    -------
+    SumEnergy
+        With ``normalization="paper"``: use ``grad_scale = N`` in Langevin.
+
+    Raises
+    ------
+    ValueError
+        On invalid ``X``, ``y``, ``b``, ``s``, ``lam``, ``softening`` or ``method``.
+
+    References
+    ----------
+    paper 000, eq. (2.2), (2.3), (B.3).
+    """
+    return RFFAlignmentEnergy(X, y, b) + RieszEnergy(s, lam, "paper", softening, method)
+
+
+def hamiltonian_and_grad(omega, X, y, s, lam, b=None, softening=0.0, method="auto"):
+    """Value and gradient of :math:`H_N = \\mathcal{E}_N + \\lambda\\mathcal{W}_{N,s}` (eq. (2.2)) for RFF.
+
+    Parameters
+    ----------
+    omega : array, shape (N, d), N >= 2
+    X, y, s, lam, b, softening, method
+        As :func:`rff_hamiltonian`.
+
+    Returns
+    -------
+    value : float64 scalar
+    grad : array, shape (N, d)
+
+    Raises
+    ------
+    ValueError
+        On invalid shapes or parameters (see :func:`rff_alignment_energy` and
+        :func:`engine.energy.riesz_energy`).
+
+    References
+    ----------
+    paper 000, eq. (2.2).
+    """
+    return rff_hamiltonian(X, y, s, lam, b, softening, method).value_and_grad(omega)
+
+
+def hamiltonian(omega, X, y, s, lam, b=None, softening=0.0, method="auto"):
+    """Value of :math:`H_N = \\mathcal{E}_N + \\lambda\\mathcal{W}_{N,s}` (eq. (2.2)) for RFF.
+
+    Parameters
+    ----------
+    omega : array, shape (N, d), N >= 2
+    X, y, s, lam, b, softening, method
+        As :func:`rff_hamiltonian`.
+
+    Returns
+    -------
+    float64 scalar
+
+    Raises
+    ------
+    ValueError
+        On invalid shapes or parameters (see :func:`rff_alignment_energy` and
+        :func:`engine.energy.riesz_energy`).
+
+    References
+    ----------
+    paper 000, eq. (2.2).
+    """
+    return rff_hamiltonian(X, y, s, lam, b, softening, method)(omega)

@@ -1,0 +1,483 @@
+"""Riesz / Coulomb / logarithmic interaction energy of the feature particles.
+
+The kernel of paper 000, eq. (2.3) and (B.10) (no 1/s factor):
+
+.. math::
+
+    g_s(w) = \\begin{cases} \\|w\\|^{-s}, & s > 0,\\\\ -\\log\\|w\\|, & s = 0,\\\\
+             -\\|w\\|^{-s}, & -2 < s < 0, \\end{cases}
+    \\qquad \\nabla g_s(w) = -c_s \\|w\\|^{-(s+2)} w,\\quad c_s = |s|\\ (s\\ne0),\\ c_0 = 1.
+
+``s = d - 2`` is the Coulomb kernel of :math:`\\mathbb{R}^d`, ``s = 0`` the log
+gas; every branch is repulsive (decreasing in :math:`\\|w\\|`).
+
+Optional softening replaces :math:`\\|w\\|` by :math:`\\sqrt{\\|w\\|^2 + \\varepsilon^2}`
+(a Plummer-type regularisation, bounded at 0 for ``s >= 0``); ``softening = 0``
+is the exact kernel.
+
+The pair energy with the paper's normalisation (eq. (2.3)/(B.10), ordered pairs
+k != l, divided by 2N(N-1)) is
+
+.. math::
+
+    \\mathcal{W}_{N,s}(\\Omega_N) = \\frac{1}{2N(N-1)} \\sum_{k \\ne l} g_s(\\omega_k-\\omega_l),
+    \\qquad
+    \\nabla_{\\omega_k} \\mathcal{W}_{N,s} = \\frac{1}{N(N-1)} \\sum_{l \\ne k} \\nabla g_s(\\omega_k-\\omega_l).
+
+Two implementations compute the same row sums: an array-API reference (NumPy or
+CuPy, chunked over rows so memory is O(N * chunk * d), not O(N^2)) and a Numba
+``prange`` kernel for CPU arrays (:mod:`engine.energy._numba_kernels`). The
+self-pair is masked *before* the kernel is evaluated (``where(off, r2, 1)``),
+and all sums are accumulated in float64. Coincident distinct particles give an
+infinite energy and a non-finite force unless ``softening > 0``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from rieszflow.engine._checks import as_float_array, check_choice, check_int, check_points, check_real, is_host
+from rieszflow.engine.backend import namespace
+from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
+
+__all__ = [
+    "RieszEnergy",
+    "check_s",
+    "riesz_energy",
+    "riesz_energy_and_grad",
+    "riesz_energy_grad",
+    "riesz_kernel",
+    "riesz_pair",
+    "riesz_potential",
+]
+
+METHODS = ("auto", "numpy", "numba")
+_CHUNK_ELEMENTS = 2 ** 21  # elements of the (chunk, N, d) difference block (16 MiB in float64)
+
+
+def check_s(s) -> float:
+    """Validate the Riesz exponent.
+
+    Parameters
+    ----------
+    s : float
+        Riesz exponent; allowed range ``-2 < s < inf`` (paper 000, eq. (B.10)).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        If ``s`` is not a real number.
+    ValueError
+        If ``s`` is NaN, infinite or ``s <= -2``.
+    """
+    try:
+        v = check_real("s", s, allow_inf=True)
+    except ValueError as err:
+        raise ValueError(f"{err}; the Riesz exponent must satisfy -2 < s < inf") from None
+    if not -2.0 < v < np.inf:
+        raise ValueError(f"s must satisfy -2 < s < inf, got s={s!r}")
+    return v
+
+
+def _check_softening(softening) -> float:
+    return check_real("softening", softening, nonnegative=True)
+
+
+def _coef(s: float) -> float:
+    """c_s in grad g_s(w) = -c_s |w|^{-(s+2)} w."""
+    return 1.0 if s == 0.0 else abs(s)
+
+
+def _kernel_and_weight(xp, r2, s):
+    """g_s and the force weight |w|^{-(s+2)} from squared distances r2 (diagonal already masked)."""
+    if s == 0.0:
+        return -0.5 * xp.log(r2), 1.0 / r2
+    g = r2 ** (-0.5 * s)
+    return (g if s > 0 else -g), r2 ** (-0.5 * (s + 2.0))
+
+
+def riesz_kernel(r, s, softening=0.0):
+    """Riesz kernel :math:`g_s` as a function of the distance.
+
+    Parameters
+    ----------
+    r : array_like
+        Distances :math:`\\|w\\| \\ge 0`, any shape.
+    s : float
+        Riesz exponent, ``-2 < s < inf``.
+    softening : float, default 0.0
+        :math:`\\varepsilon \\ge 0`; the kernel is evaluated at
+        :math:`\\sqrt{r^2 + \\varepsilon^2}`.
+
+    Returns
+    -------
+    array, shape of ``r``
+        :math:`r^{-s}` (s > 0), :math:`-\\log r` (s = 0), :math:`-r^{-s}` (s < 0);
+        ``inf`` at ``r = 0`` for ``s >= 0`` without softening.
+
+    Raises
+    ------
+    ValueError
+        If ``s`` is out of range or NaN, ``softening < 0``, or (host arrays) ``r``
+        has negative or NaN entries.
+
+    References
+    ----------
+    paper 000, eq. (2.3) and (B.10).
+    """
+    s = check_s(s)
+    eps = _check_softening(softening)
+    r = as_float_array("r", r)
+    xp = namespace(r)
+    if is_host(r) and not (r >= 0).all():
+        raise ValueError("r must contain distances >= 0 (no NaN)")
+    with np.errstate(divide="ignore"):
+        g, _ = _kernel_and_weight(xp, r * r + eps * eps, s)
+    return g
+
+
+def riesz_pair(w, s, softening=0.0):
+    """Kernel and its gradient for displacement vectors.
+
+    Parameters
+    ----------
+    w : array, shape (..., d)
+        Displacements :math:`\\omega_k - \\omega_l` (nonzero unless softened).
+    s : float
+        Riesz exponent, ``-2 < s < inf``.
+    softening : float, default 0.0
+        :math:`\\varepsilon \\ge 0` (see :func:`riesz_kernel`).
+
+    Returns
+    -------
+    g : array, shape (...)
+        :math:`g_s(w)`.
+    grad : array, shape (..., d)
+        :math:`\\nabla g_s(w) = -c_s \\|w\\|_\\varepsilon^{-(s+2)} w`, with
+        :math:`c_s = |s|` for ``s != 0`` and ``c_0 = 1``.
+
+    Raises
+    ------
+    ValueError
+        If ``s`` or ``softening`` is invalid or ``w`` is 0-dimensional.
+
+    References
+    ----------
+    paper 000, eq. (2.3) and (B.10).
+    """
+    s = check_s(s)
+    eps = _check_softening(softening)
+    w = as_float_array("w", w)
+    xp = namespace(w)
+    if w.ndim < 1:
+        raise ValueError(f"w must have shape (..., d), got shape {tuple(w.shape)}")
+    g, weight = _kernel_and_weight(xp, xp.sum(w * w, axis=-1) + eps * eps, s)
+    return g, (-_coef(s)) * weight[..., None] * w
+
+
+def _chunk_rows(n, d, chunk_size):
+    if chunk_size is None:
+        return max(1, min(n, _CHUNK_ELEMENTS // max(1, n * d)))
+    return check_int("chunk_size", chunk_size, minimum=1)
+
+
+def _pair_sums_xp(omega, s, eps, want_energy, chunk_size):
+    """Reference row sums (NumPy or CuPy), chunked over rows.
+
+    Returns ``rows[k] = sum_{l != k} g(omega_k - omega_l)`` (float64, or None) and
+    ``grads[k] = sum_{l != k} grad g(omega_k - omega_l)`` (float64).
+    """
+    xp = namespace(omega)
+    n, d = omega.shape
+    block = _chunk_rows(n, d, chunk_size)
+    coef = _coef(s)
+    rows = xp.empty(n, dtype=xp.float64) if want_energy else None
+    grads = xp.empty((n, d), dtype=xp.float64)
+    cols = xp.arange(n)
+    for a in range(0, n, block):
+        b = min(a + block, n)
+        diff = omega[a:b, None, :] - omega[None, :, :]  # (B, N, d)
+        off = xp.arange(a, b)[:, None] != cols[None, :]  # (B, N): exclude k == l
+        r2 = xp.where(off, xp.sum(diff * diff, axis=-1) + eps * eps, 1.0)  # mask BEFORE the kernel
+        g, w = _kernel_and_weight(xp, r2, s)
+        w = xp.where(off, w, 0.0)
+        grads[a:b] = (-coef) * xp.sum(w[..., None] * diff, axis=1, dtype=xp.float64)
+        if want_energy:
+            rows[a:b] = xp.sum(xp.where(off, g, 0.0), axis=1, dtype=xp.float64)
+    return rows, grads
+
+
+def _pair_sums_numba(omega, s, eps, want_energy):
+    """Numba row sums on a float64 copy of ``omega`` (see ``_numba_kernels``)."""
+    from rieszflow.engine.energy import _numba_kernels as nk
+
+    x = np.ascontiguousarray(omega, dtype=np.float64)
+    mode, power = nk.exponent_mode(s)
+    rows, grads = nk.riesz_pair_sums(x, s, eps * eps, mode, power, bool(want_energy))
+    return (rows if want_energy else None), grads
+
+
+def _pair_sums(omega, s, softening, method, want_energy, chunk_size):
+    """Validate and dispatch; returns float64 (rows or None, grads)."""
+    s = check_s(s)
+    eps = _check_softening(softening)
+    check_choice("method", method, METHODS)
+    omega = check_points("omega", omega)
+    host = is_host(omega)
+    if method == "numba" and not host:
+        raise TypeError("method='numba' needs a NumPy (CPU) array, got a "
+                        f"{type(omega).__module__}.{type(omega).__name__}; use method='auto' or 'numpy'")
+    if method == "numba" or (method == "auto" and host):
+        if chunk_size is not None:
+            check_int("chunk_size", chunk_size, minimum=1)
+        return omega, _pair_sums_numba(omega, s, eps, want_energy)
+    return omega, _pair_sums_xp(omega, s, eps, want_energy, chunk_size)
+
+
+def _check_paper_n(omega):
+    if omega.shape[0] < 2:
+        raise ValueError(f"omega must hold N >= 2 particles for the 1/(2N(N-1)) normalisation, "
+                         f"got shape {tuple(omega.shape)}")
+
+
+def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=None):
+    """Riesz energy :math:`\\mathcal{W}_{N,s}` and its exact gradient (paper normalisation).
+
+    Parameters
+    ----------
+    omega : array, shape (N, d), N >= 2
+        Particle positions (float32 or float64; NumPy or CuPy).
+    s : float
+        Riesz exponent, ``-2 < s < inf``.
+    softening : float, default 0.0
+        :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
+    method : {"auto", "numpy", "numba"}, default "auto"
+        ``"auto"`` uses the Numba kernel for NumPy arrays and the array-API
+        reference (``"numpy"``, which also runs on CuPy) otherwise.
+    chunk_size : int, optional
+        Rows per block of the reference implementation (memory
+        O(chunk_size * N * d)); chosen automatically by default. Ignored by Numba.
+
+    Returns
+    -------
+    energy : float64 scalar (0-d array on CuPy)
+        :math:`\\frac{1}{2N(N-1)} \\sum_{k \\ne l} g_s(\\omega_k - \\omega_l)`.
+    grad : array, shape (N, d), dtype of ``omega``
+        :math:`\\frac{1}{N(N-1)} \\sum_{l \\ne k} \\nabla g_s(\\omega_k - \\omega_l)`.
+
+    Raises
+    ------
+    ValueError
+        If ``s`` or ``softening`` is out of range, ``omega`` is not (N, d) with
+        N >= 2 and finite entries, or ``method`` is unknown.
+    TypeError
+        If ``method="numba"`` is asked for a CuPy array.
+
+    References
+    ----------
+    paper 000, eq. (2.3) and (B.10).
+    """
+    omega, (rows, grads) = _pair_sums(omega, s, softening, method, True, chunk_size)
+    _check_paper_n(omega)
+    xp = namespace(omega)
+    n = omega.shape[0]
+    energy = xp.sum(rows) / (2.0 * n * (n - 1))
+    return energy, xp.asarray(grads / (n * (n - 1.0)), dtype=omega.dtype)
+
+
+def riesz_energy(omega, s, softening=0.0, method="auto", chunk_size=None):
+    """Riesz energy :math:`\\mathcal{W}_{N,s} = \\frac{1}{2N(N-1)} \\sum_{k \\ne l} g_s(\\omega_k - \\omega_l)`.
+
+    Parameters
+    ----------
+    omega : array, shape (N, d), N >= 2
+        Particle positions (float32 or float64; NumPy or CuPy).
+    s : float
+        Riesz exponent, ``-2 < s < inf``.
+    softening : float, default 0.0
+        :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
+    method : {"auto", "numpy", "numba"}, default "auto"
+        See :func:`riesz_energy_and_grad`.
+    chunk_size : int, optional
+        Rows per block of the reference implementation.
+
+    Returns
+    -------
+    float64 scalar (0-d array on CuPy)
+        Ordered pairs k != l, divided by 2N(N-1).
+
+    Raises
+    ------
+    ValueError
+        If ``s`` or ``softening`` is out of range, ``omega`` is not (N, d) with
+        N >= 2 and finite entries, or ``method`` is unknown.
+    TypeError
+        If ``method="numba"`` is asked for a CuPy array.
+
+    References
+    ----------
+    paper 000, eq. (2.3) and (B.10).
+    """
+    return riesz_energy_and_grad(omega, s, softening, method, chunk_size)[0]
+
+
+def riesz_energy_grad(omega, s, softening=0.0, method="auto", chunk_size=None):
+    """Gradient :math:`\\nabla_{\\omega_k}\\mathcal{W}_{N,s} = \\frac{1}{N(N-1)}\\sum_{l\\ne k}\\nabla g_s(\\omega_k-\\omega_l)`.
+
+    The energy itself is not evaluated (no logarithm for ``s = 0``).
+
+    Parameters
+    ----------
+    omega : array, shape (N, d), N >= 2
+        Particle positions (float32 or float64; NumPy or CuPy).
+    s : float
+        Riesz exponent, ``-2 < s < inf``.
+    softening : float, default 0.0
+        :math:`\\varepsilon \\ge 0`.
+    method : {"auto", "numpy", "numba"}, default "auto"
+        See :func:`riesz_energy_and_grad`.
+    chunk_size : int, optional
+        Rows per block of the reference implementation.
+
+    Returns
+    -------
+    array, shape (N, d), dtype of ``omega``
+        Accumulated in float64.
+
+    Raises
+    ------
+    ValueError
+        As :func:`riesz_energy`.
+    TypeError
+        If ``method="numba"`` is asked for a CuPy array.
+
+    References
+    ----------
+    paper 000, eq. (2.3), (B.10) and (A.7).
+    """
+    omega, (_, grads) = _pair_sums(omega, s, softening, method, False, chunk_size)
+    _check_paper_n(omega)
+    xp = namespace(omega)
+    n = omega.shape[0]
+    return xp.asarray(grads / (n * (n - 1.0)), dtype=omega.dtype)
+
+
+def riesz_potential(omega, s, softening=0.0, method="auto", chunk_size=None):
+    """Leave-one-out Riesz potential at each particle, :math:`\\frac{1}{N-1}\\sum_{l \\ne k} g_s(\\omega_k - \\omega_l)`.
+
+    This is :math:`(g_s * \\mu_N^{(-k)})(\\omega_k)` of paper 000, eq. (A.7); its
+    mean over k is :math:`2\\mathcal{W}_{N,s}`.
+
+    Parameters
+    ----------
+    omega, s, softening, method, chunk_size
+        As :func:`riesz_energy_and_grad`.
+
+    Returns
+    -------
+    float64 array, shape (N,)
+
+    Raises
+    ------
+    ValueError
+        As :func:`riesz_energy`.
+
+    References
+    ----------
+    paper 000, eq. (A.5) and (A.7).
+    """
+    omega, (rows, _) = _pair_sums(omega, s, softening, method, True, chunk_size)
+    _check_paper_n(omega)
+    return rows / (omega.shape[0] - 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class RieszEnergy(Energy):
+    """Riesz interaction energy :math:`\\lambda \\times` (pair sum), as a composable :class:`Energy`.
+
+    Parameters
+    ----------
+    s : float
+        Riesz exponent, ``-2 < s < inf`` (``s = d - 2`` Coulomb, ``s = 0`` log).
+    lam : float, default 1.0
+        Interaction strength :math:`\\lambda \\ge 0`.
+    normalization : {"paper", "mean_field"}, default "paper"
+        ``"paper"``: :math:`\\lambda \\mathcal{W}_{N,s} = \\frac{\\lambda}{2N(N-1)}\\sum_{k\\ne l} g_s`
+        (paper 000, eq. (2.2)/(B.10); use ``grad_scale = N`` in Langevin).
+        ``"mean_field"``: :math:`\\frac{\\lambda}{2N}\\sum_{i \\ne j} g_s(x_i - x_j)`, whose
+        gradient is the drift :math:`\\frac{\\lambda}{N}\\sum_{j\\ne i}\\nabla g_s(x_i-x_j)`
+        (particles_pde_reference.md; use ``grad_scale = 1``).
+    softening : float, default 0.0
+        :math:`\\varepsilon \\ge 0` (see :func:`riesz_kernel`).
+    method : {"auto", "numpy", "numba"}, default "auto"
+        Backend of the pair sums (see :func:`riesz_energy_and_grad`).
+    chunk_size : int, optional
+        Rows per block of the reference implementation.
+
+    Raises
+    ------
+    ValueError
+        If any parameter is out of range or unknown.
+
+    References
+    ----------
+    paper 000, eq. (2.2), (2.3), (B.10), (A.7); particles_pde_reference.md (preamble).
+    """
+
+    s: float
+    lam: float = 1.0
+    normalization: str = "paper"
+    softening: float = 0.0
+    method: str = "auto"
+    chunk_size: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "s", check_s(self.s))
+        object.__setattr__(self, "lam", check_real("lam", self.lam, nonnegative=True))
+        check_choice("normalization", self.normalization, NORMALIZATIONS)
+        object.__setattr__(self, "softening", _check_softening(self.softening))
+        check_choice("method", self.method, METHODS)
+        if self.chunk_size is not None:
+            check_int("chunk_size", self.chunk_size, minimum=1)
+
+    def _sums(self, omega, want_energy):
+        omega, (rows, grads) = _pair_sums(omega, self.s, self.softening, self.method,
+                                          want_energy, self.chunk_size)
+        n = omega.shape[0]
+        if self.normalization == "paper":
+            _check_paper_n(omega)
+            pair_scale = self.lam / (n * (n - 1.0))  # (lam/(2N(N-1))) sum_{k!=l}, gradient twice that
+        else:
+            pair_scale = self.lam / n  # (lam/(2N)) sum_{i!=j}
+        return omega, rows, grads, pair_scale
+
+    def value_and_grad(self, omega):
+        """Energy (float64) and gradient (shape (N, d), dtype of ``omega``)."""
+        omega, rows, grads, scale = self._sums(omega, True)
+        xp = namespace(omega)
+        return 0.5 * scale * xp.sum(rows), xp.asarray(scale * grads, dtype=omega.dtype)
+
+    def __call__(self, omega):
+        """Energy value, float64 (see class docstring for the normalisation)."""
+        return self.value_and_grad(omega)[0]
+
+    def grad(self, omega):
+        """Gradient, shape (N, d), dtype of ``omega`` (energy not evaluated)."""
+        omega, _, grads, scale = self._sums(omega, False)
+        xp = namespace(omega)
+        return xp.asarray(scale * grads, dtype=omega.dtype)
+
+    def per_particle(self, omega):
+        """Interaction potential felt by each particle, shape (N,), float64.
+
+        ``"paper"``: :math:`\\frac{\\lambda}{N-1}\\sum_{l\\ne k} g_s(\\omega_k-\\omega_l)`;
+        ``"mean_field"``: :math:`\\frac{\\lambda}{N}\\sum_{l\\ne k} g_s(\\omega_k-\\omega_l)`.
+        """
+        omega, rows, _, _ = self._sums(omega, True)
+        n = omega.shape[0]
+        return (self.lam / (n - 1.0) if self.normalization == "paper" else self.lam / n) * rows

@@ -1,0 +1,882 @@
+"""Random-feature maps phi_Omega : R^d -> R^M with hand-written backward passes.
+
+Each map turns token vectors ``x`` of shape ``(..., d)`` into features ``phi``
+of shape ``(..., M)`` given the particles ``omega`` of shape ``(M, d)``, so that
+``K(q, k) = phi(q) . phi(k)`` is the kernel of linearised attention (paper 000,
+App. D) or of a random-feature model (paper 000, Lemma 3, eq. (B.6)).
+
+Conventions (shared by every map)
+---------------------------------
+* **Particles are rows.** ``omega[k]`` is the particle omega_k in R^d, i.e. the
+  k-th *column* of the paper's matrix Omega in R^{d x M}. ``M = m = omega.shape[0]``.
+* **Pre-activation.** ``u_k(x) = (omega_k . x) / tau + b_k``, where ``tau > 0`` is
+  the temperature and ``b`` are fixed (non-learned) per-feature constants
+  (ELU biases, cosine phases; zero for the other maps). FAVOR scales the data
+  instead: ``x~ = x / sqrt(tau)`` (see :class:`FavorFeatureMap`). With the
+  default ``tau = 1`` every map is exactly the paper's display.
+* **l1 renormalisation** (elu, softplus, porf_softplus, sigmoid2, cos2):
+  ``phi_k(x) = sqrt(M) g_k(x) / sum_j g_j(x)``, so ``sum_k phi_k(x) = sqrt(M)``
+  for every token (paper 000, App. D, "Implementation details"); the paper's
+  ``Z(x)`` is therefore ``sum_j g_j(x) / sqrt(M)``. ``softmaxfeat`` sums to
+  ``sqrt(M)`` by construction; ``favor`` and ``rff`` are not renormalised.
+* **Fixed constants** (``b``) are drawn once, in ``__init__``, from the host
+  :class:`numpy.random.Generator` passed as ``rng`` (or passed explicitly as
+  ``b=``), stored as host NumPy float64 arrays, and moved to the backend of
+  ``x`` inside :meth:`FeatureMap.forward`. They are never redrawn.
+* **Backends.** Array code takes ``xp = namespace(x, omega)``; the output dtype
+  is ``result_type(x.dtype, omega.dtype)`` (float32 or float64).
+* **Gradients.** :meth:`FeatureMap.backward` returns the vector-Jacobian
+  products ``dx = (dphi)^T dphi/dx`` of shape ``(..., d)`` and
+  ``domega = sum over all leading dims of (dphi)^T dphi/domega`` of shape
+  ``(M, d)``.
+
+References
+----------
+paper 000, App. D ("Positive random-feature maps for linearized attention");
+paper 000, Lemma 3 and eqs. (B.5)-(B.6) (random Fourier features);
+project spec attention_reference.md, sections 0.3 (FAVOR+ stabiliser) and 5;
+Choromanski et al. (2020), "Rethinking attention with Performers";
+Katharopoulos et al. (2020), "Transformers are RNNs";
+Yu et al. (2016), "Orthogonal random features";
+Rahimi and Recht (2007), "Random features for large-scale kernel machines".
+"""
+from __future__ import annotations
+
+import abc
+import math
+import numbers
+
+import numpy as np
+
+from rieszflow.engine.backend import namespace, to_numpy
+
+__all__ = [
+    "FeatureMap",
+    "FavorFeatureMap",
+    "EluFeatureMap",
+    "SoftplusFeatureMap",
+    "PorfSoftplusFeatureMap",
+    "Sigmoid2FeatureMap",
+    "SoftmaxFeatFeatureMap",
+    "Cos2FeatureMap",
+    "RffFeatureMap",
+    "FEATURE_MAPS",
+    "make_feature_map",
+]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# --------------------------------------------------------------------------- helpers
+def _check_int(name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= {minimum}; got {value!r} "
+                        f"of type {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def _check_real(name, value, *, positive=False, nonnegative=False):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {value!r} "
+                        f"of type {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite; got {value!r}")
+    if positive and not value > 0.0:
+        raise ValueError(f"{name} must be > 0; got {value!r}")
+    if nonnegative and not value >= 0.0:
+        raise ValueError(f"{name} must be >= 0; got {value!r}")
+    return value
+
+
+def _sigmoid(xp, u):
+    """Logistic sigma(u) = 1 / (1 + exp(-u)) without overflow, accurate for both signs."""
+    e = xp.exp(-xp.abs(u))
+    return xp.where(u >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _softplus(xp, u):
+    """log(1 + exp(u)) without overflow, accurate for very negative u."""
+    return xp.maximum(u, 0.0) + xp.log1p(xp.exp(-xp.abs(u)))
+
+
+# --------------------------------------------------------------------------- base class
+class FeatureMap(abc.ABC):
+    """Abstract random-feature map phi_Omega : R^d -> R^M (particles as rows of omega).
+
+    Parameters
+    ----------
+    d : int
+        Input dimension (last axis of ``x``; columns of ``omega``), ``d >= 1``.
+    m : int
+        Number of features M = number of particles (rows of ``omega``), ``m >= 1``.
+    tau : float, default 1.0
+        Temperature, ``tau > 0``: ``u_k = (omega_k . x) / tau + b_k``
+        (FAVOR: ``x / sqrt(tau)``, see :class:`FavorFeatureMap`).
+    floor : float, default 1e-6
+        Small positive floor of the maps whose ``uses_floor`` is True (elu: clamp;
+        softplus, porf_softplus, sigmoid2, cos2: additive). Must be finite and
+        ``>= 0`` (``> 0`` for cos2). Validated but not used by favor,
+        softmaxfeat and rff.
+    rng : numpy.random.Generator or None, default None
+        Host generator from which the fixed constants ``b`` are drawn once. Needed
+        only by maps with random fixed constants (elu with ``bias_std > 0``, cos2,
+        rff) when ``b`` is not passed explicitly.
+    **fixed
+        Map-specific options; the allowed names are ``cls.options`` (common to all
+        maps: ``omega_scale`` and ``check_finite``):
+
+        omega_scale : float, default 1.0
+            Scale of the initial law of the particles: :meth:`init_omega` draws
+            rows with ``E |omega_k|^2 = omega_scale**2`` (i.i.d. rows
+            N(0, omega_scale**2 / d * I_d) unless the map says otherwise).
+            ``omega_scale = sqrt(d)`` gives N(0, I_d), the law under which FAVOR
+            estimates the softmax kernel and RFF the Gaussian kernel.
+        check_finite : bool, default True
+            Raise ValueError when ``x`` or ``omega`` holds NaN or inf. On CuPy this
+            costs one device synchronisation per call; set False in hot loops
+            whose inputs are already checked.
+
+    Attributes
+    ----------
+    name : str
+        Registry key in :data:`FEATURE_MAPS`.
+    positive : bool
+        True if ``phi >= 0`` everywhere, i.e. usable in normalised linear attention.
+    uses_floor : bool
+        True if ``floor`` enters the map.
+    fixed_names : tuple of str
+        Names of the fixed constant arrays stored as attributes (for checkpoints).
+    options : tuple of str
+        Allowed keyword options of the constructor besides ``tau``, ``floor``, ``rng``.
+
+    Raises
+    ------
+    TypeError
+        If ``d``/``m`` are not ints, ``tau``/``floor`` not real, ``rng`` not a Generator.
+    ValueError
+        If ``d < 1``, ``m < 1``, ``tau <= 0``, ``floor`` is negative or not finite,
+        or an option is unknown or out of range.
+
+    References
+    ----------
+    paper 000, App. D.
+    """
+
+    name: str = ""
+    positive: bool = True
+    uses_floor: bool = False
+    fixed_names: tuple = ()
+    options: tuple = ("omega_scale", "check_finite")
+
+    def __init__(self, d, m, *, tau=1.0, floor=1e-6, rng=None, **fixed):
+        if type(self) is FeatureMap:
+            raise TypeError("FeatureMap is abstract; use make_feature_map(name, d, m) with a name "
+                            f"in {sorted(FEATURE_MAPS)}")
+        self.d = _check_int("d", d)
+        self.m = _check_int("m", m)
+        self.tau = _check_real("tau", tau, positive=True)
+        self.floor = _check_real("floor", floor, nonnegative=True)
+        if rng is not None and not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator or None; got {type(rng).__name__}")
+        unknown = sorted(set(fixed) - set(self.options))
+        if unknown:
+            raise ValueError(f"{self.name}: unknown option(s) {unknown}; allowed options: "
+                             f"tau, floor, rng, {', '.join(self.options)}")
+        self.omega_scale = _check_real("omega_scale", fixed.pop("omega_scale", 1.0), positive=True)
+        check_finite = fixed.pop("check_finite", True)
+        if not isinstance(check_finite, (bool, np.bool_)):
+            raise TypeError(f"check_finite must be a bool; got {check_finite!r}")
+        self.check_finite = bool(check_finite)
+        self._init_fixed(rng, fixed)
+
+    # -- to be specialised ------------------------------------------------------------
+    def _init_fixed(self, rng, fixed):
+        """Draw or take the fixed constants; ``fixed`` holds the map-specific options."""
+
+    @abc.abstractmethod
+    def _forward(self, xp, x, omega):
+        """Return ``(phi, cache)`` for ``x`` (..., d) and ``omega`` (m, d) on namespace ``xp``."""
+
+    @abc.abstractmethod
+    def _backward(self, xp, dphi, cache):
+        """Return ``(dx, domega)`` from the upstream gradient ``dphi`` and the forward cache."""
+
+    # -- shared machinery -------------------------------------------------------------
+    def _take_phases(self, rng, b, law):
+        """Return fixed constants ``b`` (shape (m,), float64): given, or drawn from ``law(rng)``."""
+        if b is not None:
+            b = np.array(to_numpy(b), dtype=np.float64, copy=True)
+            if b.shape != (self.m,):
+                raise ValueError(f"{self.name}: b must have shape (m,) = ({self.m},); got {b.shape}")
+            if not np.all(np.isfinite(b)):
+                raise ValueError(f"{self.name}: b must be finite; got NaN or inf entries")
+            return b
+        if rng is None:
+            raise ValueError(f"{self.name}: rng=None, but this map draws fixed constants b once at "
+                             "construction; pass rng=numpy.random.default_rng(seed) or b=array of "
+                             f"shape ({self.m},)")
+        return np.asarray(law(rng), dtype=np.float64)
+
+    def _validate(self, x, omega):
+        xp = namespace(x, omega)
+        x = xp.asarray(x)
+        omega = xp.asarray(omega)
+        for nm, a in (("x", x), ("omega", omega)):
+            if a.dtype not in _FLOATS:
+                raise TypeError(f"{self.name}: {nm} must be float32 or float64; got dtype {a.dtype}")
+        if omega.shape != (self.m, self.d):
+            raise ValueError(f"{self.name}: omega must have shape (m, d) = ({self.m}, {self.d}) "
+                             f"(particles as rows); got {omega.shape}")
+        if x.ndim < 1 or x.shape[-1] != self.d:
+            raise ValueError(f"{self.name}: x must have shape (..., d) with d = {self.d} "
+                             f"(= omega.shape[1]); got {x.shape}")
+        if self.check_finite:
+            if not bool(xp.isfinite(x).all()):
+                raise ValueError(f"{self.name}: x contains NaN or inf; finite values required")
+            if not bool(xp.isfinite(omega).all()):
+                raise ValueError(f"{self.name}: omega contains NaN or inf; finite values required")
+        return xp, x, omega
+
+    def _bias(self, xp, dtype):
+        """Fixed constants ``b`` (shape (m,)) moved to the backend ``xp`` with ``dtype``."""
+        return xp.asarray(self.b, dtype=dtype)
+
+    def forward(self, x, omega):
+        """Features of ``x`` given particles ``omega``, and the cache for :meth:`backward`.
+
+        Parameters
+        ----------
+        x : ndarray, shape (..., d), float32 or float64 (NumPy or CuPy)
+            Token vectors; any number of leading dimensions (e.g. (batch, length, d)).
+        omega : ndarray, shape (m, d), same backend as ``x``
+            Particles as rows: ``omega[k]`` is omega_k (column k of the paper's Omega).
+
+        Returns
+        -------
+        phi : ndarray, shape (..., m), dtype result_type(x, omega)
+            Features phi_Omega(x).
+        cache : dict
+            Arrays needed by :meth:`backward` (on the backend of ``x``).
+
+        Raises
+        ------
+        TypeError
+            If ``x`` or ``omega`` is not float32/float64, or they mix NumPy and CuPy.
+        ValueError
+            If ``omega.shape != (m, d)``, ``x.shape[-1] != d``, or (with
+            ``check_finite``) an input holds NaN/inf.
+
+        References
+        ----------
+        paper 000, App. D (the display of each map).
+        """
+        xp, x, omega = self._validate(x, omega)
+        return self._forward(xp, x, omega)
+
+    def __call__(self, x, omega):
+        """Features phi_Omega(x): :meth:`forward` without the cache.
+
+        Parameters
+        ----------
+        x : ndarray, shape (..., d)
+        omega : ndarray, shape (m, d)
+
+        Returns
+        -------
+        phi : ndarray, shape (..., m)
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`forward`.
+        """
+        return self.forward(x, omega)[0]
+
+    def backward(self, dphi, cache):
+        """Vector-Jacobian products of :meth:`forward`.
+
+        Parameters
+        ----------
+        dphi : ndarray, shape (..., m)
+            Upstream gradient dL/dphi, same shape and backend as the ``phi`` of the
+            forward call that made ``cache``.
+        cache : dict
+            Second output of :meth:`forward`.
+
+        Returns
+        -------
+        dx : ndarray, shape (..., d)
+            dL/dx.
+        domega : ndarray, shape (m, d)
+            dL/domega, summed over all leading dimensions of ``x``.
+
+        Raises
+        ------
+        ValueError
+            If ``dphi`` does not have the shape of ``phi``.
+        """
+        xp = cache["xp"]
+        dphi = xp.asarray(dphi)
+        if dphi.shape != cache["phi_shape"]:
+            raise ValueError(f"{self.name}: dphi must have the shape of phi {cache['phi_shape']}; "
+                             f"got {dphi.shape}")
+        return self._backward(xp, dphi, cache)
+
+    @staticmethod
+    def _project_back(xp, dz, x, omega):
+        """dx = dz @ omega and domega = sum_n dz_n^T x_n for z = x @ omega^T."""
+        dx = xp.matmul(dz, omega)
+        m, d = omega.shape
+        domega = xp.matmul(dz.reshape(-1, m).T, x.reshape(-1, d))
+        return dx, domega
+
+    # -- particle initial law ---------------------------------------------------------
+    def init_omega(self, rng, dtype=np.float64):
+        """Draw the particles' initial configuration.
+
+        Default law (all maps except porf_softplus): i.i.d. rows
+        ``omega_k ~ N(0, (omega_scale**2 / d) I_d)``, so ``E |omega_k|^2 = omega_scale**2``
+        and ``|omega_k|^2 * d / omega_scale**2 ~ chi^2_d``. With the default
+        ``omega_scale = 1`` typical particles have norm about 1, inside the
+        Ball(R = 1.5) of paper 000, App. F.2 with probability
+        ``P(chi^2_d <= 2.25 d)`` (0.89 for d = 2, 0.98 for d = 8, 1 - 4e-8 for d = 64).
+        ``omega_scale = sqrt(d)`` gives N(0, I_d), the law of FAVOR's softmax-kernel
+        and RFF's Gaussian-kernel Monte Carlo estimates.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Host generator (the only source of randomness).
+        dtype : {float64, float32}, default float64
+            Dtype of the returned host array.
+
+        Returns
+        -------
+        omega : numpy.ndarray, shape (m, d)
+            Host array; move it with ``engine.backend.get_backend(...).asarray``.
+
+        Raises
+        ------
+        TypeError
+            If ``rng`` is not a numpy.random.Generator.
+        ValueError
+            If ``dtype`` is not float32 or float64.
+
+        References
+        ----------
+        paper 000, App. D (FAVOR with omega ~ N(0, I)); App. F.2 (per-particle norm 1.5).
+        """
+        rng, dtype = self._check_init_args(rng, dtype)
+        std = self.omega_scale / math.sqrt(self.d)
+        return (std * rng.standard_normal((self.m, self.d))).astype(dtype)
+
+    @staticmethod
+    def _check_init_args(rng, dtype):
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
+        dt = np.dtype(dtype)
+        if dt not in _FLOATS:
+            raise ValueError(f"dtype must be float32 or float64; got {dtype!r}")
+        return rng, dt
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(name={self.name!r}, d={self.d}, m={self.m}, tau={self.tau}, "
+                f"floor={self.floor}, omega_scale={self.omega_scale})")
+
+
+# --------------------------------------------------------------------------- FAVOR
+class FavorFeatureMap(FeatureMap):
+    """Positive exponential random features (FAVOR), optionally max-stabilised.
+
+    ``phi_k(x) = M^{-1/2} exp(omega_k . x~ - |x~|^2 / 2 - c)``, ``x~ = x / sqrt(tau)``,
+
+    so that for ``omega_k ~ N(0, I_d)`` (``omega_scale = sqrt(d)``) and ``c = 0``,
+    ``E[phi(q) . phi(k)] = exp(q . k / tau)`` (the softmax kernel; ``tau = sqrt(d)``
+    is the Performer data normaliser ``d^{-1/4}`` on q and k). The kernel is
+    ``K(q, k) = phi(q) . phi(k) = (1/M) sum_k ...`` (the 1/M is inside phi).
+    With ``tau = 1`` and ``stabilise = "none"`` (defaults) this is exactly the
+    paper's formula. ``floor`` is not used (no epsilon is added).
+
+    Parameters
+    ----------
+    d, m, tau, floor, rng
+        See :class:`FeatureMap`.
+    stabilise : {"none", "row", "seq"}, default "none"
+        Shift ``c`` subtracted from the exponent, treated as a constant in
+        :meth:`backward` (as the reference code detaches it):
+
+        * ``"none"``: ``c = 0`` (paper 000, App. D).
+        * ``"row"``: ``c(x) = max_k (omega_k . x~) - |x~|^2 / 2``, one constant per
+          token, so the largest feature of each token is exactly ``M^{-1/2}``. Use it
+          for queries: it cancels in the per-query normaliser of attention.
+        * ``"seq"``: the max of the exponent over features *and* the sequence axis
+          (axis -2 of ``x``), one constant per leading index; use it for keys,
+          where a per-position shift would not cancel (reference spec 0.3).
+
+        The shift is returned as ``cache["c"]`` (shape (..., 1) or (..., 1, 1)).
+
+    Notes
+    -----
+    Under- and overflow of the unstabilised map. The exponent satisfies
+    ``omega . x~ - |x~|^2/2 <= |omega|^2 / 2``, so overflow needs a large particle
+    (``|omega| > 37.7`` in float64, ``> 13.3`` in float32) and is impossible inside
+    a Ball(R) of moderate radius. The dominant failure is *underflow*: the exponent
+    is ``<= |omega||x~| - |x~|^2/2``, so for ``|x~| > 2 max|omega|`` features decay
+    like ``exp(-|x~|^2/2)``; below ``-708`` (float64; ``-87`` float32) they become
+    subnormal and below ``-745`` (``-103``) exactly 0, so the whole row is 0 and
+    normalised attention is 0/0 (for |omega| ~ 1 this happens at ``|x~|`` of about
+    38 in float64, 14 in float32). ``stabilise="row"`` removes both failures for a
+    token (its largest feature is ``M^{-1/2}``); ``"seq"`` protects the largest key
+    of a sequence only. Neither changes normalised attention in exact arithmetic.
+
+    References
+    ----------
+    paper 000, App. D, "Positive exponential random features (FAVOR)";
+    Choromanski et al. (2020), Lemma 1; attention_reference.md, section 0.3.
+    """
+
+    name = "favor"
+    positive = True
+    options = FeatureMap.options + ("stabilise",)
+    _STABILISERS = ("none", "row", "seq")
+
+    def _init_fixed(self, rng, fixed):
+        stabilise = fixed.pop("stabilise", "none")
+        if stabilise not in self._STABILISERS:
+            raise ValueError(f"favor: stabilise={stabilise!r} is not allowed; allowed: "
+                             f"{', '.join(self._STABILISERS)}")
+        self.stabilise = stabilise
+
+    def _forward(self, xp, x, omega):
+        if self.stabilise == "seq" and x.ndim < 2:
+            raise ValueError(f"favor: stabilise='seq' needs x of shape (..., length, d); got {x.shape}")
+        xt = x / math.sqrt(self.tau)
+        e = xp.matmul(xt, omega.T) - 0.5 * xp.sum(xt * xt, axis=-1, keepdims=True)
+        if self.stabilise == "row":
+            c = xp.max(e, axis=-1, keepdims=True)
+        elif self.stabilise == "seq":
+            c = xp.max(e, axis=(-2, -1), keepdims=True)
+        else:
+            c = None
+        if c is not None:
+            e = e - c
+        phi = xp.exp(e) / math.sqrt(self.m)
+        cache = {"xp": xp, "phi_shape": phi.shape, "xt": xt, "omega": omega, "phi": phi, "c": c}
+        return phi, cache
+
+    def _backward(self, xp, dphi, cache):
+        xt, omega, phi = cache["xt"], cache["omega"], cache["phi"]
+        de = dphi * phi                                    # d/d(exponent), c held constant
+        dxt, domega = self._project_back(xp, de, xt, omega)
+        dxt = dxt - xp.sum(de, axis=-1, keepdims=True) * xt
+        return dxt / math.sqrt(self.tau), domega
+
+
+# --------------------------------------------------------------------------- l1-renormalised maps
+class _L1FeatureMap(FeatureMap):
+    """Shared forward/backward of ``phi = sqrt(M) g(u) / sum_j g(u_j)``, ``u = x.omega/tau + b``."""
+
+    uses_floor = True
+    has_bias = False
+
+    @abc.abstractmethod
+    def _g(self, xp, u):
+        """Return g(u) (floored, > 0) and dg/du, both of the shape of u."""
+
+    def _forward(self, xp, x, omega):
+        u = xp.matmul(x, omega.T) / self.tau
+        if self.has_bias:
+            u = u + self._bias(xp, u.dtype)
+        g, dg = self._g(xp, u)
+        s = xp.sum(g, axis=-1, keepdims=True)
+        phi = (math.sqrt(self.m) / s) * g
+        cache = {"xp": xp, "phi_shape": phi.shape, "x": x, "omega": omega, "phi": phi,
+                 "s": s, "dg": dg}
+        return phi, cache
+
+    def _backward(self, xp, dphi, cache):
+        phi, s, dg = cache["phi"], cache["s"], cache["dg"]
+        root_m = math.sqrt(self.m)
+        # d phi_i / d g_j = sqrt(M) (delta_ij - phi_i / sqrt(M)) / s
+        inner = xp.sum(dphi * phi, axis=-1, keepdims=True) / root_m
+        dg_up = (root_m / s) * (dphi - inner)
+        dz = dg_up * dg / self.tau
+        return self._project_back(xp, dz, cache["x"], cache["omega"])
+
+
+class EluFeatureMap(_L1FeatureMap):
+    """ELU+1 features with floor clamp, fixed biases and l1 renormalisation.
+
+    ``g_k = max{1 + ELU(u_k), floor}``, ``u_k = (omega_k . x) / tau + b_k``,
+    ``phi_k = sqrt(M) g_k / sum_j g_j``, so ``sum_k phi_k = sqrt(M)`` exactly.
+    ``1 + ELU(u) = 1 + u`` for ``u > 0`` and ``exp(u)`` for ``u <= 0`` (ELU alpha = 1).
+
+    Parameters
+    ----------
+    d, m, tau, floor, rng
+        See :class:`FeatureMap`. ``floor >= 0``; the clamp is active only for
+        ``u_k < log(floor)`` (about -13.8 for the default 1e-6), where the
+        gradient is 0 (the subgradient of max).
+    bias_std : float, default 1.0
+        The fixed biases are drawn once as ``b_k ~ N(0, bias_std**2)`` i.i.d. from
+        ``rng`` (the paper does not state their law; unit spread matches that of
+        ``omega . x`` under the default init for unit-variance token coordinates).
+        ``bias_std = 0`` gives ``b = 0`` (Katharopoulos et al.'s plain elu+1) and
+        needs no ``rng``.
+    b : array_like, shape (m,), optional
+        Explicit fixed biases (overrides ``bias_std``), e.g. from a checkpoint.
+
+    Notes
+    -----
+    Ambiguity in the paper: its display divides the *unclamped* ``1 + ELU`` by
+    ``Z(x) propto sum_i max{ELU + 1, floor}`` while the text says "we clamp to a
+    small floor and re-normalize per token so that sum_i phi_i = sqrt(M)". Both
+    statements hold only if the clamp is applied in the numerator too, which is
+    what is implemented; ``Z(x) = sum_j g_j / sqrt(M)``. The map divides by zero
+    only if ``floor = 0`` and every ``exp(u_k)`` underflows (``u_k < -745``).
+
+    References
+    ----------
+    paper 000, App. D, "Deterministic positive features (ELU+1 with floor + l1 renorm)";
+    Katharopoulos et al. (2020); Clevert et al. (2015).
+    """
+
+    name = "elu"
+    has_bias = True
+    fixed_names = ("b",)
+    options = FeatureMap.options + ("bias_std", "b")
+
+    def _init_fixed(self, rng, fixed):
+        self.bias_std = _check_real("bias_std", fixed.pop("bias_std", 1.0), nonnegative=True)
+        b = fixed.pop("b", None)
+        if b is None and self.bias_std == 0.0:
+            b = np.zeros(self.m)
+        self.b = self._take_phases(rng, b, lambda r: self.bias_std * r.standard_normal(self.m))
+
+    def _g(self, xp, u):
+        neg = xp.exp(xp.minimum(u, 0.0))                    # d(1 + ELU)/du, and 1 + ELU for u <= 0
+        elu1 = xp.where(u > 0, 1.0 + u, neg)
+        above = elu1 > self.floor
+        g = xp.where(above, elu1, self.floor)
+        dg = xp.where(above, neg, 0.0)                      # neg = 1 where u > 0
+        return g, dg
+
+
+class SoftplusFeatureMap(_L1FeatureMap):
+    """Softplus features with additive floor and l1 renormalisation.
+
+    ``g_k = softplus(u_k) + floor``, ``u_k = (omega_k . x) / tau``,
+    ``phi_k = sqrt(M) g_k / sum_j g_j`` (``sum_k phi_k = sqrt(M)``). softplus is
+    evaluated as ``max(u, 0) + log1p(exp(-|u|))`` (no overflow, accurate for
+    ``u << 0``). ``floor >= 0``; with ``floor = 0`` it divides by zero only if every
+    ``u_k < -745``.
+
+    Parameters
+    ----------
+    d, m, tau, floor, rng
+        See :class:`FeatureMap` (``rng`` is not needed: no random constants).
+
+    References
+    ----------
+    paper 000, App. D, "Softplus features (floor + l1 renorm)"; Dugas et al. (2001).
+    """
+
+    name = "softplus"
+
+    def _g(self, xp, u):
+        return _softplus(xp, u) + self.floor, _sigmoid(xp, u)
+
+
+class PorfSoftplusFeatureMap(SoftplusFeatureMap):
+    """Softplus features (same forward/backward) with orthogonal random feature init.
+
+    :meth:`init_omega` stacks ``ceil(m / d)`` independent Haar-random orthogonal
+    ``d x d`` blocks (QR of a Gaussian matrix with the sign of ``diag(R)`` fixed,
+    Mezzadri 2006), keeps the first ``m`` rows, and rescales row k to norm
+    ``omega_scale * r_k / sqrt(d)``, with ``r_k ~ chi_d`` i.i.d. (``row_norms="chi"``:
+    each row is then marginally N(0, omega_scale**2 / d I), the i.i.d. law, while
+    the rows of a block are exactly orthogonal) or ``r_k = sqrt(d)``
+    (``row_norms="fixed"``: all norms equal ``omega_scale``).
+
+    Parameters
+    ----------
+    d, m, tau, floor, rng
+        See :class:`FeatureMap`.
+    row_norms : {"chi", "fixed"}, default "chi"
+        Row rescaling of the orthogonal blocks (Yu et al. 2016; Choromanski et al.
+        use "chi" as ``scaling=0`` and ``sqrt(d)`` as ``scaling=1``).
+
+    Notes
+    -----
+    The paper writes ``Omega^T Omega ~ I`` for ``Omega`` in ``R^{d x M}``; for
+    ``M > d`` that ``M x M`` identity cannot hold. What holds here is: within each
+    block of ``d`` consecutive rows, ``omega_B omega_B^T = diag(|omega_k|^2)``
+    (``= omega_scale**2 I`` with ``row_norms="fixed"`` and ``omega_scale=1``).
+
+    References
+    ----------
+    paper 000, App. D, "PORF-Softplus (orthogonal initialization)";
+    Yu et al. (2016); Choromanski et al. (2017, 2020).
+    """
+
+    name = "porf_softplus"
+    options = FeatureMap.options + ("row_norms",)
+    _ROW_NORMS = ("chi", "fixed")
+
+    def _init_fixed(self, rng, fixed):
+        row_norms = fixed.pop("row_norms", "chi")
+        if row_norms not in self._ROW_NORMS:
+            raise ValueError(f"porf_softplus: row_norms={row_norms!r} is not allowed; allowed: "
+                             f"{', '.join(self._ROW_NORMS)}")
+        self.row_norms = row_norms
+
+    def init_omega(self, rng, dtype=np.float64):
+        """Orthogonal-block initial particles (see the class docstring).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        dtype : {float64, float32}, default float64
+
+        Returns
+        -------
+        omega : numpy.ndarray, shape (m, d)
+            Rows ``b*d .. b*d + d - 1`` are mutually orthogonal for every block b.
+
+        Raises
+        ------
+        TypeError
+            If ``rng`` is not a numpy.random.Generator.
+        ValueError
+            If ``dtype`` is not float32 or float64.
+
+        References
+        ----------
+        Yu et al. (2016), "Orthogonal random features", section 3.
+        """
+        rng, dtype = self._check_init_args(rng, dtype)
+        d, m = self.d, self.m
+        blocks = []
+        for _ in range(-(-m // d)):
+            q, r = np.linalg.qr(rng.standard_normal((d, d)))
+            q = q * np.where(np.diag(r) < 0, -1.0, 1.0)     # Haar measure (Mezzadri 2006)
+            blocks.append(q.T)                               # rows orthonormal
+        omega = np.concatenate(blocks, axis=0)[:m]
+        if self.row_norms == "chi":
+            radii = np.sqrt(rng.chisquare(d, size=m))
+        else:
+            radii = np.full(m, math.sqrt(d))
+        omega = omega * (self.omega_scale / math.sqrt(d) * radii)[:, None]
+        return omega.astype(dtype)
+
+
+class Sigmoid2FeatureMap(_L1FeatureMap):
+    """Squared-sigmoid features with additive floor and l1 renormalisation.
+
+    ``g_k = sigma(u_k)^2 + floor``, ``u_k = (omega_k . x) / tau``,
+    ``phi_k = sqrt(M) g_k / sum_j g_j`` (``sum_k phi_k = sqrt(M)``).
+
+    Parameters
+    ----------
+    d, m, tau, floor, rng
+        See :class:`FeatureMap` (``rng`` is not needed).
+
+    Notes
+    -----
+    The paper's display has no floor; it is added here (default 1e-6, relative
+    effect ``<= floor / sigma^2``) so that the denominator cannot be 0 when every
+    ``sigma(u_k)^2`` underflows (``u_k < -372`` in float64). ``floor = 0`` gives
+    the paper's formula exactly.
+
+    References
+    ----------
+    paper 000, App. D, "Squared-sigmoid features (l1 renorm)".
+    """
+
+    name = "sigmoid2"
+
+    def _g(self, xp, u):
+        sig = _sigmoid(xp, u)
+        sig2 = sig * sig
+        return sig2 + self.floor, 2.0 * sig2 * _sigmoid(xp, -u)
+
+
+class Cos2FeatureMap(_L1FeatureMap):
+    """Cosine-squared features with fixed phases, additive floor and l1 renormalisation.
+
+    ``g_k = cos(u_k)^2 + floor``, ``u_k = (omega_k . x) / tau + b_k``,
+    ``phi_k = sqrt(M) g_k / sum_j g_j`` (``sum_k phi_k = sqrt(M)``).
+
+    Parameters
+    ----------
+    d, m, tau, rng
+        See :class:`FeatureMap`; ``rng`` draws the phases ``b_k ~ Unif[0, 2 pi)``
+        once, unless ``b`` is given.
+    floor : float, default 1e-6
+        Must be ``> 0`` here: without it ``sum_j cos(u_j)^2`` is 0 whenever every
+        ``u_j`` is an odd multiple of pi/2 (e.g. ``m = 1``, or all particles at 0
+        with ``b_j = pi/2``) and the renormalisation divides 0 by 0; with it the
+        denominator is at least ``M * floor`` and the output degrades to the uniform
+        ``1 / sqrt(M)`` there. The floor is additive (smooth), so gradients are exact.
+    b : array_like, shape (m,), optional
+        Explicit fixed phases.
+
+    Notes
+    -----
+    The paper's display has no floor; ``floor -> 0`` recovers it wherever the
+    denominator is nonzero.
+
+    References
+    ----------
+    paper 000, App. D, "Cosine-squared random features"; Rahimi and Recht (2007).
+    """
+
+    name = "cos2"
+    has_bias = True
+    fixed_names = ("b",)
+    options = FeatureMap.options + ("b",)
+
+    def _init_fixed(self, rng, fixed):
+        if not self.floor > 0.0:
+            raise ValueError(f"cos2: floor must be > 0 (it keeps the l1 renormalisation away from "
+                             f"0/0); got {self.floor!r}")
+        self.b = self._take_phases(rng, fixed.pop("b", None),
+                                   lambda r: r.uniform(0.0, 2.0 * np.pi, size=self.m))
+
+    def _g(self, xp, u):
+        c = xp.cos(u)
+        return c * c + self.floor, -xp.sin(2.0 * u)
+
+
+# --------------------------------------------------------------------------- softmax over features
+class SoftmaxFeatFeatureMap(FeatureMap):
+    """Softmax over features: ``phi(x) = sqrt(M) softmax(u)``, ``u_k = (omega_k . x) / tau``.
+
+    Computed stably as ``exp(u - max u) / sum exp(u - max u)`` (the shift cancels
+    exactly, so the backward is the exact gradient). Strictly positive up to
+    underflow of entries far below the maximum; ``sum_k phi_k = sqrt(M)``. ``floor``
+    is not used.
+
+    Parameters
+    ----------
+    d, m, tau, floor, rng
+        See :class:`FeatureMap` (``rng`` is not needed).
+
+    References
+    ----------
+    paper 000, App. D, "Softmax-over-features (per-token)".
+    """
+
+    name = "softmaxfeat"
+
+    def _forward(self, xp, x, omega):
+        u = xp.matmul(x, omega.T) / self.tau
+        w = xp.exp(u - xp.max(u, axis=-1, keepdims=True))
+        phi = (math.sqrt(self.m) / xp.sum(w, axis=-1, keepdims=True)) * w
+        cache = {"xp": xp, "phi_shape": phi.shape, "x": x, "omega": omega, "phi": phi}
+        return phi, cache
+
+    def _backward(self, xp, dphi, cache):
+        phi = cache["phi"]
+        inner = xp.sum(dphi * phi, axis=-1, keepdims=True) / math.sqrt(self.m)
+        dz = phi * (dphi - inner) / self.tau
+        return self._project_back(xp, dz, cache["x"], cache["omega"])
+
+
+# --------------------------------------------------------------------------- RFF (signed)
+class RffFeatureMap(FeatureMap):
+    """Random Fourier features ``phi_k(x) = sqrt(2) cos(u_k)``, ``u_k = (omega_k . x)/tau + b_k``.
+
+    Not positive (``positive = False``): not usable in normalised linear
+    attention. Following Lemma 3 there is no ``M^{-1/2}`` inside phi; the kernel
+    is ``K(x, y) = (1/M) sum_k phi_k(x) phi_k(y)`` (eq. (B.5)), and for
+    ``omega_k ~ N(0, I_d)`` (``omega_scale = sqrt(d)``) and ``b_k ~ Unif[0, 2 pi)``
+    its expectation is the Gaussian kernel ``exp(-|x - y|^2 / (2 tau^2))``.
+    ``floor`` is not used.
+
+    Parameters
+    ----------
+    d, m, tau, floor, rng
+        See :class:`FeatureMap`; ``rng`` draws the phases once, unless ``b`` is given.
+    b : array_like, shape (m,), optional
+        Explicit fixed phases.
+
+    References
+    ----------
+    paper 000, Lemma 3 and eqs. (B.5)-(B.6); Rahimi and Recht (2007).
+    """
+
+    name = "rff"
+    positive = False
+    fixed_names = ("b",)
+    options = FeatureMap.options + ("b",)
+
+    def _init_fixed(self, rng, fixed):
+        self.b = self._take_phases(rng, fixed.pop("b", None),
+                                   lambda r: r.uniform(0.0, 2.0 * np.pi, size=self.m))
+
+    def _forward(self, xp, x, omega):
+        u = xp.matmul(x, omega.T) / self.tau
+        u = u + self._bias(xp, u.dtype)
+        phi = math.sqrt(2.0) * xp.cos(u)
+        cache = {"xp": xp, "phi_shape": phi.shape, "x": x, "omega": omega, "u": u}
+        return phi, cache
+
+    def _backward(self, xp, dphi, cache):
+        dz = -math.sqrt(2.0) * xp.sin(cache["u"]) * dphi / self.tau
+        return self._project_back(xp, dz, cache["x"], cache["omega"])
+
+
+# --------------------------------------------------------------------------- registry
+FEATURE_MAPS = {
+    cls.name: cls
+    for cls in (FavorFeatureMap, EluFeatureMap, SoftplusFeatureMap, Sigmoid2FeatureMap,
+                SoftmaxFeatFeatureMap, Cos2FeatureMap, PorfSoftplusFeatureMap, RffFeatureMap)
+}
+
+
+def make_feature_map(name, d, m, *, rng=None, **options):
+    """Build the feature map registered as ``name``.
+
+    Parameters
+    ----------
+    name : str
+        One of ``FEATURE_MAPS``: "favor", "elu", "softplus", "sigmoid2",
+        "softmaxfeat", "cos2", "porf_softplus", "rff".
+    d : int
+        Input dimension, ``>= 1``.
+    m : int
+        Number of features / particles M, ``>= 1``.
+    rng : numpy.random.Generator or None, default None
+        Draws the fixed constants (elu, cos2, rff) once.
+    **options
+        ``tau``, ``floor`` and the map's ``options`` (see each class).
+
+    Returns
+    -------
+    FeatureMap
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown or an option is not allowed for this map (the
+        message lists the allowed values), or a value is out of range.
+    TypeError
+        If ``d``, ``m`` or an option has the wrong type.
+
+    References
+    ----------
+    paper 000, App. D.
+    """
+    if not isinstance(name, str) or name not in FEATURE_MAPS:
+        raise ValueError(f"unknown feature map name={name!r}; allowed: {', '.join(FEATURE_MAPS)}")
+    cls = FEATURE_MAPS[name]
+    allowed = ("tau", "floor") + cls.options
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"make_feature_map({name!r}): unknown option(s) {unknown}; "
+                         f"allowed: {', '.join(allowed)}")
+    return cls(d, m, rng=rng, **options)

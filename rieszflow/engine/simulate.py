@@ -1,0 +1,545 @@
+"""Integrators for the feature particles: projected/reflected Langevin, MALA, Gibbs resampling.
+
+Integrators are factories returning ``(init_fn, step_fn)`` (jax-md style):
+``init_fn(omega) -> state`` and ``step_fn(state, noise) -> state`` is pure: it
+never mutates its input, draws no random numbers (the noise is an argument) and
+never synchronises with the device. States are frozen dataclasses updated with
+:func:`dataclasses.replace`. :func:`run_langevin` owns the loop: the seed, the
+noise, the stopping rule, the callbacks (storage) and the progress bar.
+
+The projected Langevin step of paper 000, eq. (4.3) and (B.11) (Algorithms 1 and 2) is
+
+.. math::
+
+    \\omega_k^{m+1} = \\mathcal{P}_\\Omega\\Big(\\omega_k^m - \\eta\\, N \\nabla_{\\omega_k}\\mathcal{H}_N(\\Omega_N^m)
+                     + \\sqrt{2\\eta/\\beta}\\,\\xi_k^m\\Big), \\qquad \\xi_k^m \\sim \\mathcal{N}(0, I_d).
+
+The factor N (``grad_scale``) turns the gradient of the intensive ("paper")
+Hamiltonian into the per-particle drift of eq. (A.7); use ``grad_scale = 1`` with
+"mean_field" energies (see :mod:`engine.energy.base`). For ``eta -> 0`` the chain
+samples :math:`\\exp(-\\beta\\,\\mathrm{grad\\_scale}\\,H)` on :math:`\\Omega^N`, i.e. the
+Gibbs law (E.7) with :math:`\\beta_N = \\beta N` for the paper normalisation.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import scipy.special
+from tqdm.auto import tqdm
+
+from rieszflow.engine._checks import check_choice, check_int, check_points, check_real, check_vector
+from rieszflow.engine.backend import get_backend, namespace, to_numpy
+from rieszflow.engine.space import Space
+
+__all__ = [
+    "BOUNDARIES",
+    "GibbsResample",
+    "LangevinState",
+    "MALAState",
+    "gibbs_resample",
+    "gibbs_weights",
+    "mala",
+    "projected_langevin",
+    "run_langevin",
+]
+
+BOUNDARIES = ("project", "reflect")
+
+
+# --------------------------------------------------------------------------- states
+
+@dataclasses.dataclass(frozen=True)
+class LangevinState:
+    """State of the projected Langevin chain.
+
+    Attributes
+    ----------
+    omega : array, shape (N, d)
+        Particle positions :math:`\\Omega_N^m`.
+    step : int
+        Number of steps taken, m.
+    max_displacement : float64 0-d array
+        :math:`\\max_k\\|\\omega_k^m - \\omega_k^{m-1}\\|` of the last step (``inf``
+        before the first), the quantity of the stopping rule of Algorithms 1-2.
+    """
+
+    omega: Any
+    step: int = 0
+    max_displacement: Any = math.inf
+
+    def draw_noise(self, rng: np.random.Generator, backend):
+        """Standard normal noise of shape ``omega.shape`` for one step."""
+        return backend.normal(rng, self.omega.shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class MALAState:
+    """State of the Metropolis-adjusted Langevin chain.
+
+    Attributes
+    ----------
+    omega : array, shape (N, d)
+    energy : float64 0-d array
+        :math:`H(\\Omega_N)` at ``omega``.
+    grad : array, shape (N, d)
+        :math:`\\nabla H(\\Omega_N)` at ``omega``.
+    step : int
+    n_accepted : int64 0-d array
+        Accepted proposals so far (acceptance rate ``n_accepted / step``).
+    max_displacement : float64 0-d array
+        Largest particle move of the last step (0 after a rejection).
+    """
+
+    omega: Any
+    energy: Any
+    grad: Any
+    step: int = 0
+    n_accepted: Any = 0
+    max_displacement: Any = math.inf
+
+    def draw_noise(self, rng: np.random.Generator, backend):
+        """``(xi, log_u)``: normal proposal noise of shape ``omega.shape`` and ``log U``, U ~ Unif(0, 1)."""
+        xi = backend.normal(rng, self.omega.shape)
+        log_u = backend.asarray(np.log(rng.uniform()), dtype=np.float64)
+        return xi, log_u
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _check_space(space):
+    if not isinstance(space, Space):
+        raise TypeError(f"space must be an engine.space.Space (Free, Ball, Box, Interval), got {space!r}")
+    return space
+
+
+def _check_inside(space, omega):
+    """Raise if any particle lies outside the space (one host transfer, init only)."""
+    outside = ~to_numpy(space.contains(omega))
+    if outside.any():
+        raise ValueError(f"omega has {int(outside.sum())} of {omega.shape[0]} particles outside {space!r}; "
+                         "project them first with space.project(omega)")
+
+
+def _scaled_grad(grad_fn, omega, grad_scale, clip_norm):
+    """grad_scale * grad H, clipped to a global l2 norm of at most clip_norm (no sync)."""
+    xp = namespace(omega)
+    g = xp.asarray(grad_fn(omega))
+    if g.shape != omega.shape:
+        raise ValueError(f"grad_fn(omega) must return shape {tuple(omega.shape)}, got {tuple(g.shape)}")
+    scale = omega.shape[0] if grad_scale is None else grad_scale
+    g = scale * g
+    if clip_norm is not None:
+        norm = xp.sqrt(xp.sum(g * g, dtype=xp.float64))
+        g = g * xp.minimum(1.0, clip_norm / xp.maximum(norm, np.finfo(np.float64).tiny))
+    return g
+
+
+def _max_move(xp, new, old):
+    d = new - old
+    return xp.max(xp.sqrt(xp.sum(d * d, axis=1, dtype=xp.float64)))
+
+
+# --------------------------------------------------------------------------- projected Langevin
+
+def projected_langevin(grad_fn: Callable, space: Space, eta: float, beta: float, grad_scale=None,
+                       clip_norm=None, boundary: str = "project"):
+    """Projected (or reflected) unadjusted Langevin chain of paper 000, eq. (4.3)/(B.11).
+
+    One step maps every particle to
+
+    .. math::
+
+        \\omega_k \\leftarrow B\\big(\\omega_k - \\eta\\, c\\, \\nabla_{\\omega_k} H(\\Omega_N)
+        + \\sqrt{2\\eta/\\beta}\\,\\xi_k\\big),
+
+    where ``c = grad_scale`` and ``B`` is ``space.project`` (the paper's
+    :math:`\\mathcal{P}_\\Omega`, weak order 1/2 at the boundary) or ``space.reflect``
+    (mirror reflection, weak order 1; particles_pde_reference.md sec. 2.3).
+
+    Parameters
+    ----------
+    grad_fn : callable
+        ``grad_fn(omega) -> (N, d)``, the gradient :math:`\\nabla H` (e.g. ``energy.grad``).
+    space : engine.space.Space
+        Domain :math:`\\Omega`.
+    eta : float
+        Step size :math:`\\eta > 0` (time units of the drift).
+    beta : float
+        Inverse temperature :math:`\\beta > 0`; ``inf`` gives projected gradient descent.
+    grad_scale : float, optional
+        Factor c multiplying the gradient. Default ``None`` means ``N`` (the
+        number of particles), as in eq. (4.3) for the "paper" normalisation; pass
+        ``1.0`` for "mean_field" energies.
+    clip_norm : float, optional
+        If given, the scaled gradient :math:`c\\nabla H` is rescaled so that its
+        **global** l2 norm over all N*d entries is at most ``clip_norm``
+        (``torch.nn.utils.clip_grad_norm_`` semantics; paper 000 App. F.2 clips at
+        10). The step is then no longer an exact Langevin discretisation.
+    boundary : {"project", "reflect"}, default "project"
+        How proposals leaving the domain are brought back.
+
+    Returns
+    -------
+    init_fn : callable
+        ``init_fn(omega) -> LangevinState``; raises ValueError if ``omega`` is
+        not (N, d), not finite, or has particles outside ``space``.
+    step_fn : callable
+        ``step_fn(state, noise) -> LangevinState``, pure; ``noise`` is an array
+        of standard normals of shape (N, d) on the backend of ``state.omega``.
+
+    Raises
+    ------
+    ValueError
+        If ``eta``, ``beta``, ``grad_scale`` or ``clip_norm`` is not positive,
+        or ``boundary`` is unknown.
+    TypeError
+        If ``grad_fn`` is not callable or ``space`` is not a Space.
+
+    References
+    ----------
+    paper 000, Algorithm 1, Algorithm 2, eq. (4.3), (B.11), (A.7), (A.8).
+    """
+    if not callable(grad_fn):
+        raise TypeError(f"grad_fn must be callable, got {grad_fn!r}")
+    space = _check_space(space)
+    eta = check_real("eta", eta, positive=True)
+    beta = check_real("beta", beta, positive=True, allow_inf=True)
+    if grad_scale is not None:
+        grad_scale = check_real("grad_scale", grad_scale, positive=True)
+    if clip_norm is not None:
+        clip_norm = check_real("clip_norm", clip_norm, positive=True)
+    check_choice("boundary", boundary, BOUNDARIES)
+    boundary_fn = space.project if boundary == "project" else space.reflect
+    noise_scale = math.sqrt(2.0 * eta / beta)
+
+    def init_fn(omega) -> LangevinState:
+        omega = check_points("omega", omega)
+        _check_inside(space, omega)
+        xp = namespace(omega)
+        return LangevinState(omega=omega, step=0, max_displacement=xp.asarray(math.inf))
+
+    def step_fn(state: LangevinState, noise) -> LangevinState:
+        omega = state.omega
+        xp = namespace(omega, noise)
+        if tuple(noise.shape) != tuple(omega.shape):
+            raise ValueError(f"noise must have the shape of omega {tuple(omega.shape)}, "
+                             f"got {tuple(noise.shape)}")
+        g = _scaled_grad(grad_fn, omega, grad_scale, clip_norm)
+        proposal = omega - eta * g + noise_scale * noise
+        new = xp.asarray(boundary_fn(proposal), dtype=omega.dtype)
+        return dataclasses.replace(state, omega=new, step=state.step + 1,
+                                   max_displacement=_max_move(xp, new, omega))
+
+    return init_fn, step_fn
+
+
+# --------------------------------------------------------------------------- MALA
+
+def mala(value_and_grad_fn: Callable, space: Space, eta: float, beta: float, grad_scale=None):
+    """Metropolis-adjusted Langevin algorithm for :math:`\\pi \\propto \\exp(-\\beta c H)\\,1_{\\Omega^N}`.
+
+    The whole configuration is proposed at once,
+    :math:`\\Omega' = \\Omega - \\eta c\\nabla H(\\Omega) + \\sqrt{2\\eta/\\beta}\\,\\xi`, and accepted
+    with probability
+    :math:`\\min\\{1, \\frac{\\pi(\\Omega')q(\\Omega|\\Omega')}{\\pi(\\Omega)q(\\Omega'|\\Omega)}\\}`,
+    :math:`q(\\Omega'|\\Omega) \\propto \\exp(-\\beta\\|\\Omega' - \\Omega + \\eta c\\nabla H(\\Omega)\\|^2/(4\\eta))`.
+    Proposals with a particle outside ``space`` are rejected (the target vanishes
+    there), so the chain is exact for any convex domain, with no projection bias
+    and no O(eta) discretisation bias: it samples the invariant law that the
+    projected chain of :func:`projected_langevin` only approximates. With the
+    paper normalisation (``c = N``) the target is the Gibbs law (E.7) with
+    :math:`\\beta_N = \\beta N`.
+
+    Parameters
+    ----------
+    value_and_grad_fn : callable
+        ``omega -> (H, grad H)`` with ``H`` a float64 scalar and ``grad H`` of
+        shape (N, d) (e.g. ``energy.value_and_grad``).
+    space : engine.space.Space
+        Domain (``Free()`` for :math:`\\mathbb{R}^d`).
+    eta : float
+        Step size, > 0.
+    beta : float
+        Inverse temperature, finite and > 0.
+    grad_scale : float, optional
+        c; default ``None`` means N (paper normalisation).
+
+    Returns
+    -------
+    init_fn : callable
+        ``init_fn(omega) -> MALAState`` (validates as :func:`projected_langevin`).
+    step_fn : callable
+        ``step_fn(state, noise) -> MALAState`` with ``noise = (xi, log_u)``: ``xi``
+        standard normals of shape (N, d) and ``log_u`` the log of a Unif(0, 1)
+        draw (0-d array); see :meth:`MALAState.draw_noise`. Pure and sync-free.
+
+    Raises
+    ------
+    ValueError
+        If ``eta``, ``beta`` or ``grad_scale`` is not a positive finite number.
+    TypeError
+        If ``value_and_grad_fn`` is not callable or ``space`` is not a Space.
+
+    References
+    ----------
+    Roberts and Tweedie, Bernoulli 2 (1996) 341-363; paper 000, eq. (E.7).
+    """
+    if not callable(value_and_grad_fn):
+        raise TypeError(f"value_and_grad_fn must be callable, got {value_and_grad_fn!r}")
+    space = _check_space(space)
+    eta = check_real("eta", eta, positive=True)
+    beta = check_real("beta", beta, positive=True)
+    if grad_scale is not None:
+        grad_scale = check_real("grad_scale", grad_scale, positive=True)
+    noise_scale = math.sqrt(2.0 * eta / beta)
+
+    def _evaluate(omega):
+        xp = namespace(omega)
+        value, grad = value_and_grad_fn(omega)
+        grad = xp.asarray(grad)
+        if grad.shape != omega.shape:
+            raise ValueError(f"value_and_grad_fn must return a gradient of shape {tuple(omega.shape)}, "
+                             f"got {tuple(grad.shape)}")
+        return xp.asarray(value, dtype=xp.float64), grad
+
+    def init_fn(omega) -> MALAState:
+        omega = check_points("omega", omega)
+        _check_inside(space, omega)
+        xp = namespace(omega)
+        value, grad = _evaluate(omega)
+        return MALAState(omega=omega, energy=value, grad=grad, step=0,
+                         n_accepted=xp.asarray(0, dtype=xp.int64), max_displacement=xp.asarray(math.inf))
+
+    def step_fn(state: MALAState, noise) -> MALAState:
+        xi, log_u = noise
+        x = state.omega
+        xp = namespace(x, xi)
+        if tuple(xi.shape) != tuple(x.shape):
+            raise ValueError(f"noise[0] must have the shape of omega {tuple(x.shape)}, got {tuple(xi.shape)}")
+        c = x.shape[0] if grad_scale is None else grad_scale
+        y = xp.asarray(x - eta * c * state.grad + noise_scale * xi, dtype=x.dtype)
+        hy, gy = _evaluate(y)
+        back = x - (y - eta * c * gy)  # x minus the mean of the reverse proposal
+        log_q_ratio = (beta / (4.0 * eta)) * (xp.sum(xi * xi, dtype=xp.float64) * noise_scale ** 2
+                                              - xp.sum(back * back, dtype=xp.float64))
+        log_alpha = -beta * c * (hy - state.energy) + log_q_ratio
+        accept = xp.all(space.contains(y)) & (log_u < log_alpha)  # NaN log_alpha rejects
+        new = xp.where(accept, y, x)
+        return dataclasses.replace(
+            state, omega=new, energy=xp.where(accept, hy, state.energy),
+            grad=xp.where(accept, gy, state.grad), step=state.step + 1,
+            n_accepted=state.n_accepted + accept.astype(xp.int64),
+            max_displacement=_max_move(xp, new, x))
+
+    return init_fn, step_fn
+
+
+# --------------------------------------------------------------------------- the loop
+
+def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, record_every=None,
+                 callback: Callable | None = None, record_initial: bool = True, backend=None,
+                 progress: bool = True):
+    """Run a chain: draw the noise from a seeded generator, step, record, stop.
+
+    Parameters
+    ----------
+    step_fn : callable
+        From :func:`projected_langevin` or :func:`mala`.
+    state : LangevinState or MALAState
+        Initial state (from ``init_fn``); its ``draw_noise`` defines the noise.
+    n_steps : int
+        Maximum number of steps, >= 0.
+    seed : int or numpy.random.Generator
+        Source of all randomness (``numpy.random.default_rng(seed)``); noise is
+        drawn on the host and moved to the backend, so a seed reproduces the
+        run on NumPy and CuPy alike.
+    delta : float, optional
+        Stopping threshold of Algorithms 1-2 with
+        :math:`\\mathcal{D}(\\mu^{m}, \\mu^{m-1}) = \\max_k\\|\\omega_k^m - \\omega_k^{m-1}\\|`
+        (an upper bound of the :math:`W_\\infty` distance): the run stops after the
+        first step whose largest move is below ``delta``. At finite ``beta`` the
+        noise alone moves particles by about :math:`\\sqrt{2\\eta/\\beta}\\,\\sqrt{2\\log N}`, so
+        choose ``delta`` above that, or use it with ``beta = inf``. Checking it
+        costs one device synchronisation per step.
+    record_every : int, optional
+        Call ``callback(state)`` whenever ``state.step`` is a multiple of this.
+    callback : callable, optional
+        ``callback(state)``, e.g. a trajectory writer. Also called with the
+        initial state (if ``record_initial``) and with the final state if that
+        step was not already recorded.
+    record_initial : bool, default True
+        Record the initial state (set False when resuming from a checkpoint).
+    backend : engine.backend.Backend, optional
+        Where the noise is placed; inferred from ``state.omega`` by default.
+    progress : bool, default True
+        Show a tqdm progress bar (works in terminals, notebooks and CI logs).
+
+    Returns
+    -------
+    state
+        The final state; ``state.step - initial step < n_steps`` iff the
+        ``delta`` rule stopped the run.
+
+    Raises
+    ------
+    ValueError
+        If ``n_steps``, ``record_every`` or ``delta`` is invalid.
+    FloatingPointError
+        If the positions become non-finite (checked at every recorded state and
+        at the end), naming the step.
+
+    References
+    ----------
+    paper 000, Algorithm 1 and Algorithm 2 (stopping rule), eq. (B.11).
+    """
+    if not callable(step_fn):
+        raise TypeError(f"step_fn must be callable, got {step_fn!r}")
+    n_steps = check_int("n_steps", n_steps, minimum=0)
+    if delta is not None:
+        delta = check_real("delta", delta, positive=True)
+    if record_every is not None:
+        record_every = check_int("record_every", record_every, minimum=1)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {callback!r}")
+    rng = np.random.default_rng(seed)
+    xp = namespace(state.omega)
+    if backend is None:
+        backend = get_backend("numpy" if xp is np else "cupy", dtype=state.omega.dtype)
+
+    def record(st):
+        if not bool(xp.all(xp.isfinite(st.omega))):
+            raise FloatingPointError(f"non-finite particle positions at step {st.step}; reduce eta, "
+                                     "add softening or set clip_norm")
+        if callback is not None:
+            callback(st)
+
+    last_recorded = None
+    if callback is not None and record_initial:
+        record(state)
+        last_recorded = state.step
+    for _ in tqdm(range(n_steps), disable=not progress, desc="langevin", unit="step"):
+        state = step_fn(state, state.draw_noise(rng, backend))
+        if record_every is not None and state.step % record_every == 0:
+            record(state)
+            last_recorded = state.step
+        if delta is not None and float(state.max_displacement) < delta:
+            break
+    if last_recorded != state.step:
+        record(state)
+    return state
+
+
+# --------------------------------------------------------------------------- Gibbs resampling
+
+class GibbsResample(NamedTuple):
+    """Result of :func:`gibbs_resample`.
+
+    Attributes
+    ----------
+    omega : array, shape (D, d)
+        Resampled particles :math:`\\omega^*_1, \\dots, \\omega^*_D`.
+    index : numpy.ndarray of int64, shape (D,)
+        Their indices in the input configuration.
+    weights : numpy.ndarray of float64, shape (N,)
+        The Gibbs weights :math:`w_k` used.
+    """
+
+    omega: Any
+    index: np.ndarray
+    weights: np.ndarray
+
+
+def gibbs_weights(energies, beta):
+    """Gibbs weights :math:`w_k = e^{-\\beta e_k} / \\sum_j e^{-\\beta e_j}`, computed by log-sum-exp.
+
+    Parameters
+    ----------
+    energies : array, shape (N,)
+        Single-particle energies :math:`e_k` (finite).
+    beta : float
+        Inverse temperature, ``>= 0``; ``inf`` spreads the mass uniformly over
+        the minimisers.
+
+    Returns
+    -------
+    numpy.ndarray, float64, shape (N,)
+        Non-negative weights summing to 1 (host array).
+
+    Raises
+    ------
+    ValueError
+        If ``energies`` is not a finite vector or ``beta`` is negative or NaN.
+
+    References
+    ----------
+    paper 000, Algorithm 2 (weights :math:`w_k`).
+    """
+    e = check_vector("energies", to_numpy(energies).astype(np.float64))
+    if e.shape[0] < 1:
+        raise ValueError("energies must hold at least one particle, got an empty array")
+    beta = check_real("beta", beta, nonnegative=True, allow_inf=True)
+    if math.isinf(beta):
+        w = (e == e.min()).astype(np.float64)
+        return w / w.sum()
+    return scipy.special.softmax(-beta * e)
+
+
+def gibbs_resample(omega, energies, beta, D, rng: np.random.Generator) -> GibbsResample:
+    """Resample D particles with the Gibbs weights of Algorithm 2 (multinomial, with replacement).
+
+    Algorithm 2 writes the weights as :math:`\\exp[-\\beta\\mathcal{H}(\\omega_k)]`,
+    leaving the single-particle energy undefined. We use the potential felt by
+    particle k in the Langevin drift (eq. (A.5)/(A.7)),
+
+    .. math::
+
+        e_k = V_{\\mathcal{D}}(\\omega_k) + \\frac{\\lambda}{N-1}\\sum_{l\\ne k} g_s(\\omega_k - \\omega_l),
+
+    which is ``energy.per_particle(omega)`` of the paper-normalised Hamiltonian
+    (:func:`engine.energy.rff_hamiltonian`); any other per-particle energy can
+    be passed.
+
+    Parameters
+    ----------
+    omega : array, shape (N, d)
+        Particles (NumPy or CuPy).
+    energies : array, shape (N,)
+        Single-particle energies :math:`e_k`.
+    beta : float
+        Inverse temperature, ``>= 0`` (``inf`` allowed).
+    D : int
+        Number of draws, ``D >= 1`` (Algorithm 2 uses ``D < N``; with
+        replacement any D is valid).
+    rng : numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    GibbsResample
+        ``(omega, index, weights)``; ``omega`` lives on the input's backend.
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes, non-finite energies, ``beta < 0`` or ``D < 1``.
+    TypeError
+        If ``rng`` is not a numpy Generator.
+
+    References
+    ----------
+    paper 000, Algorithm 2 (last three lines), eq. (A.5), (A.7).
+    """
+    omega = check_points("omega", omega)
+    D = check_int("D", D, minimum=1)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    n = omega.shape[0]
+    w = gibbs_weights(energies, beta)
+    if w.shape[0] != n:
+        raise ValueError(f"energies must have length N={n}, got {w.shape[0]}")
+    index = rng.choice(n, size=D, replace=True, p=w)
+    xp = namespace(omega)
+    return GibbsResample(omega=omega[xp.asarray(index)], index=index, weights=w)

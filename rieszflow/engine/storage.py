@@ -1,0 +1,465 @@
+"""HDF5 trajectories with named dimensions: written incrementally, read with xarray.
+
+Every rieszflow run or study writes one netCDF4-compatible HDF5 file through
+:class:`TrajectoryWriter`. Each dimension is a real netCDF dimension (an HDF5
+dimension scale, created by h5netcdf), so
+
+>>> import xarray as xr
+>>> ds = xr.open_dataset(path, engine="h5netcdf")   # doctest: +SKIP
+
+returns variables with named dimensions (``time``, ``layer``, ``head``,
+``particle``, ``coord``, ...). :func:`open_run` does the same after checking
+that the file is a rieszflow file.
+
+Crash safety and resumption
+---------------------------
+Growing dimensions (``time``, ``epoch``, ...) are unlimited and chunked along
+themselves; :meth:`TrajectoryWriter.append` writes one record and flushes the
+file, so a run killed between two records leaves a readable file holding every
+record written so far. The root attribute ``status`` is ``"running"`` until
+:meth:`TrajectoryWriter.close` sets it to ``"complete"``; a file left
+``"running"`` was interrupted and can be reopened with ``resume=True``.
+
+An existing file is never overwritten unless ``overwrite=True`` is passed.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from rieszflow.engine.backend import to_numpy
+
+__all__ = ["FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file"]
+
+#: Value of the root attribute ``rieszflow_format`` of every file rieszflow writes.
+FORMAT = "rieszflow/1"
+
+
+def _string_dtype():
+    import h5py
+
+    return h5py.string_dtype("utf-8")
+
+
+class RunFileError(ValueError):
+    """A file is not a readable rieszflow run (foreign, corrupt, or of another kind)."""
+
+
+def _git_commit() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def provenance() -> dict[str, str]:
+    """Versions, commit and host facts recorded in every file's root attributes.
+
+    Returns
+    -------
+    dict of str to str
+        ``version_<package>`` for rieszflow's dependencies, ``git_commit``
+        (``"-dirty"`` appended when tracked files differ), ``python``,
+        ``platform`` and ``created`` (UTC, ISO 8601).
+    """
+    import importlib.metadata as md
+
+    info = {}
+    for pkg in ("rieszflow", "numpy", "scipy", "numba", "h5py", "h5netcdf", "xarray",
+                "tokenizers", "scikit-learn", "fipy", "pot", "cupy-cuda12x"):
+        try:
+            info[f"version_{pkg.replace('-', '_')}"] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    info["git_commit"] = _git_commit()
+    info["python"] = platform.python_version()
+    info["platform"] = platform.platform()
+    info["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return info
+
+
+def _attr_value(v: Any):
+    """netCDF-safe attribute value: numbers and strings as they are, the rest as JSON."""
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    if isinstance(v, (int, float, str, np.integer, np.floating)):
+        return v
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+class TrajectoryWriter:
+    """Incremental writer of one rieszflow HDF5 file (netCDF4 data model via h5netcdf).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File to create (or to reopen with ``resume=True``).
+    kind : str
+        What the file holds (``"main_job"``, ``"mean_field"``, ...); stored as
+        the root attribute ``kind`` and checked by :func:`open_run`.
+    config : mapping, optional
+        The full resolved configuration; stored as JSON in the root attribute
+        ``config`` and, key by key, as ``config_<key>`` for scalar values.
+    attrs : mapping, optional
+        Further root attributes (``seed``, ``backend``, ...).
+    overwrite : bool, default False
+        Replace an existing file. Without it an existing ``path`` raises.
+    resume : bool, default False
+        Reopen an existing rieszflow file of the same ``kind`` to append to it.
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and neither ``overwrite`` nor ``resume`` is set.
+    FileNotFoundError
+        If ``resume=True`` and ``path`` does not exist.
+    RunFileError
+        If ``resume=True`` and the file is not a rieszflow file of this kind.
+    ValueError
+        If both ``overwrite`` and ``resume`` are set.
+
+    Examples
+    --------
+    >>> with TrajectoryWriter(p, "demo", config={"n": 3}) as w:    # doctest: +SKIP
+    ...     w.dimension("time", None)
+    ...     w.dimension("particle", 3)
+    ...     w.variable("x", ("time", "particle"))
+    ...     w.append("time", {"x": [1.0, 2.0, 3.0]}, coord=0.0)
+    """
+
+    def __init__(self, path, kind: str, *, config: Mapping[str, Any] | None = None,
+                 attrs: Mapping[str, Any] | None = None, overwrite: bool = False,
+                 resume: bool = False):
+        import h5netcdf
+
+        self.path = Path(path)
+        self.kind = kind
+        if overwrite and resume:
+            raise ValueError("TrajectoryWriter: overwrite=True and resume=True exclude each other")
+        exists = self.path.exists()
+        if exists and not (overwrite or resume):
+            raise FileExistsError(
+                f"{self.path} already exists; refusing to overwrite a run. Pass overwrite=True "
+                f"(CLI: --overwrite) to replace it or choose another output path (studies that "
+                f"support it continue an interrupted file with --resume).")
+        if resume:
+            if not exists:
+                raise FileNotFoundError(f"resume=True but {self.path} does not exist")
+            check_run_file(self.path, kind)
+            self._f = h5netcdf.File(self.path, "a")
+            self._f.attrs["status"] = "running"
+            self._f.attrs["resumed"] = int(self._f.attrs.get("resumed", 0)) + 1
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._f = h5netcdf.File(self.path, "w")
+            root = self._f.attrs
+            root["rieszflow_format"] = FORMAT
+            root["kind"] = kind
+            root["status"] = "running"
+            for k, v in provenance().items():
+                root[k] = v
+            if config is not None:
+                root["config"] = json.dumps(dict(config), sort_keys=True, default=str)
+                for k, v in config.items():
+                    if isinstance(v, (int, float, str, bool, np.integer, np.floating)):
+                        root[f"config_{k}"] = _attr_value(v)
+            for k, v in (attrs or {}).items():
+                root[k] = _attr_value(v)
+        self.flush()
+        self.resumed = bool(resume)
+
+    # -- structure ---------------------------------------------------------------------------
+    def dimension(self, name: str, size: int | None, coords=None, attrs: Mapping | None = None):
+        """Create a dimension (idempotent when resuming).
+
+        Parameters
+        ----------
+        name : str
+            Dimension name (``time``, ``particle``, ``coord``, ...).
+        size : int or None
+            Fixed length, or None for an unlimited (growing) dimension.
+        coords : array_like, optional
+            Coordinate values written as the variable ``name`` of that dimension.
+            For unlimited dimensions, coordinates are given record by record in
+            :meth:`append` instead.
+        attrs : mapping, optional
+            Attributes of the coordinate variable (``units``, ``long_name``).
+        """
+        f = self._f
+        if name in f.dimensions:                      # resuming: the dimension must agree
+            dim = f.dimensions[name]
+            if (size is None) != dim.isunlimited() or (size is not None and dim.size != size):
+                raise ValueError(f"dimension {name!r} exists with size "
+                                 f"{'unlimited' if dim.isunlimited() else dim.size}; "
+                                 f"cannot redeclare it with size {size!r}")
+            return
+        f.dimensions[name] = size
+        if coords is not None:
+            c = np.asarray(coords)
+            if size is not None and c.shape != (size,):
+                raise ValueError(f"dimension {name!r}: coords have shape {c.shape}, expected ({size},)")
+            if c.dtype.kind in "US":
+                v = f.create_variable(name, (name,), dtype=_string_dtype(), data=c.astype(object))
+            else:
+                v = f.create_variable(name, (name,), data=c)
+            for k, val in (attrs or {}).items():
+                v.attrs[k] = _attr_value(val)
+        elif size is None:
+            v = f.create_variable(name, (name,), dtype="f8", chunks=(1024,))
+            for k, val in (attrs or {}).items():
+                v.attrs[k] = _attr_value(val)
+
+    def variable(self, name: str, dims: tuple[str, ...], dtype="f8", attrs: Mapping | None = None,
+                 data=None):
+        """Create a variable over existing dimensions (idempotent when resuming).
+
+        Variables over an unlimited dimension are chunked one record per chunk
+        along it (fast appends; see h5py/h5py#2036).
+
+        Parameters
+        ----------
+        name : str
+        dims : tuple of str
+            Dimension names, each created before with :meth:`dimension`.
+        dtype : numpy dtype, default float64
+        attrs : mapping, optional
+            Variable attributes (``units``, ``long_name``, ``source``).
+        data : array_like, optional
+            Full contents, for variables without an unlimited dimension.
+
+        Raises
+        ------
+        KeyError
+            If a dimension in ``dims`` was not created.
+        """
+        f = self._f
+        if name in f.variables:                       # resuming: the variable must agree
+            var = f.variables[name]
+            if tuple(var.dimensions) != tuple(dims):
+                raise ValueError(f"variable {name!r} exists with dims {var.dimensions}; cannot "
+                                 f"redeclare it with dims {tuple(dims)}")
+            if data is not None:
+                var[...] = np.asarray(to_numpy(data)) if np.dtype(dtype).kind not in "USO" \
+                    else np.asarray(data).astype(object)
+                self.flush()
+            return var
+        for d in dims:
+            if d not in f.dimensions:
+                raise KeyError(f"variable {name!r}: dimension {d!r} was not created "
+                               f"(known: {sorted(f.dimensions)})")
+        unlimited = [f.dimensions[d].isunlimited() for d in dims]
+        chunks = None
+        if any(unlimited):
+            chunks = tuple(1 if u else max(1, f.dimensions[d].size) for d, u in zip(dims, unlimited))
+        if data is not None and np.dtype(dtype).kind in "USO":
+            v = f.create_variable(name, dims, dtype=_string_dtype(), data=np.asarray(data).astype(object))
+        elif data is not None:
+            v = f.create_variable(name, dims, dtype=dtype, data=np.asarray(to_numpy(data), dtype=dtype))
+        else:
+            fill = np.nan if np.dtype(dtype).kind == "f" else None
+            v = f.create_variable(name, dims, dtype=dtype, chunks=chunks, fillvalue=fill)
+        for k, val in (attrs or {}).items():
+            v.attrs[k] = _attr_value(val)
+        return v
+
+    def flush(self) -> None:
+        """Write all buffered data and metadata to disk.
+
+        ``h5netcdf.File.flush`` only writes netCDF bookkeeping attributes; the
+        HDF5 file itself is flushed here too, so a process killed after this
+        call leaves a consistent file (tested with SIGKILL in
+        ``tests/test_storage.py``).
+        """
+        self._f.flush()
+        self._f._h5file.flush()
+
+    def length(self, dim: str) -> int:
+        """Current length of a dimension (number of records appended along it)."""
+        return int(self._f.dimensions[dim].size)
+
+    # -- data --------------------------------------------------------------------------------
+    def append(self, dim: str, values: Mapping[str, Any], coord=None) -> int:
+        """Append one record along the unlimited dimension ``dim`` and flush.
+
+        Parameters
+        ----------
+        dim : str
+            An unlimited dimension.
+        values : mapping of str to array_like
+            For each variable whose first dimension is ``dim``, the record
+            (its shape is the variable's shape without ``dim``). Host copies
+            are made here (CuPy arrays are accepted).
+        coord : float, optional
+            Value of the coordinate variable ``dim`` for this record
+            (e.g. the time); defaults to the record index.
+
+        Returns
+        -------
+        int
+            Index of the record written.
+
+        Raises
+        ------
+        KeyError
+            If a variable does not exist or does not start with ``dim``.
+        ValueError
+            If a record has the wrong shape.
+        """
+        f = self._f
+        records = {}
+        for name, val in values.items():              # check every record before growing the file
+            if name not in f.variables:
+                raise KeyError(f"append: variable {name!r} does not exist")
+            var = f.variables[name]
+            if var.dimensions[0] != dim:
+                raise KeyError(f"append: variable {name!r} has dims {var.dimensions}, not starting "
+                               f"with {dim!r}")
+            arr = np.asarray(to_numpy(val))
+            want = tuple(var.shape[1:])
+            if arr.shape != want:
+                raise ValueError(f"append: record for {name!r} has shape {arr.shape}, expected {want}")
+            records[name] = arr
+        i = self.length(dim)
+        f.resize_dimension(dim, i + 1)
+        if dim in f.variables:
+            f.variables[dim][i] = float(i if coord is None else coord)
+        for name, arr in records.items():
+            f.variables[name][i, ...] = arr
+        self.flush()
+        return i
+
+    def truncate(self, dim: str, length: int) -> None:
+        """Shrink the unlimited dimension ``dim`` to ``length`` records (used when resuming).
+
+        Records past ``length`` (written after the last checkpoint) are dropped.
+
+        Raises
+        ------
+        ValueError
+            If ``length`` is negative or larger than the current length.
+        """
+        n = self.length(dim)
+        if not 0 <= length <= n:
+            raise ValueError(f"truncate: length={length} for dimension {dim!r} must lie in [0, {n}]")
+        if length < n:
+            self._f.resize_dimension(dim, length)
+            self.flush()
+
+    def set(self, name: str, data) -> None:
+        """Write the whole contents of a fixed-size variable and flush."""
+        var = self._f.variables[name]
+        var[...] = np.asarray(to_numpy(data))
+        self.flush()
+
+    def read(self, name: str) -> np.ndarray:
+        """Read back a variable (used to resume a run from its last record)."""
+        return np.asarray(self._f.variables[name][...])
+
+    def set_attrs(self, **attrs) -> None:
+        """Set root attributes (numbers, strings; anything else stored as JSON) and flush."""
+        for k, v in attrs.items():
+            self._f.attrs[k] = _attr_value(v)
+        self.flush()
+
+    def get_attr(self, key: str, default=None):
+        """Root attribute ``key`` or ``default``."""
+        return self._f.attrs.get(key, default)
+
+    def close(self, status: str = "complete") -> None:
+        """Set the root attribute ``status`` and close the file (idempotent)."""
+        if getattr(self, "_f", None) is None:
+            return
+        self._f.attrs["status"] = status
+        self._f.close()
+        self._f = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is KeyboardInterrupt:
+            self.close("interrupted")
+        elif exc_type is not None:
+            self.close("failed")
+        else:
+            self.close("complete")
+        return False
+
+
+def check_run_file(path, kind: str | None = None) -> None:
+    """Check that ``path`` is a readable rieszflow HDF5 file (of ``kind`` when given).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    kind : str, optional
+
+    Raises
+    ------
+    RunFileError
+        If the file is not HDF5, not written by rieszflow, or of another kind.
+    """
+    path = Path(path)
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            fmt = f.attrs.get("rieszflow_format")
+            got_kind = f.attrs.get("kind")
+    except (OSError, ValueError) as e:
+        raise RunFileError(f"{path} is not a readable HDF5 file ({e}); expected a file written "
+                           f"by rieszflow") from e
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if isinstance(got_kind, bytes):
+        got_kind = got_kind.decode()
+    if fmt != FORMAT:
+        raise RunFileError(f"{path} is an HDF5 file but not a rieszflow run: root attribute "
+                           f"rieszflow_format={fmt!r}, expected {FORMAT!r}")
+    if kind is not None and got_kind != kind:
+        raise RunFileError(f"{path} holds a rieszflow run of kind={got_kind!r}, expected {kind!r}")
+
+
+def open_run(path, kind: str | None = None):
+    """Open a rieszflow HDF5 file as an :class:`xarray.Dataset` with named dimensions.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    kind : str, optional
+        If given, the file's root attribute ``kind`` must equal it.
+
+    Returns
+    -------
+    xarray.Dataset
+        Loaded into memory (the file is closed on return); ``ds.attrs``
+        holds the configuration (``config``, JSON), seed, backend, versions
+        and commit.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    RunFileError
+        If the file is corrupt, foreign, or of another kind.
+    """
+    import xarray as xr
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    check_run_file(path, kind)
+    with xr.open_dataset(os.fspath(path), engine="h5netcdf") as ds:
+        return ds.load()

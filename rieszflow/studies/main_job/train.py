@@ -1,0 +1,489 @@
+"""The main job of paper 000 (App. F.2): Phase A learns the feature particles, Phase B the rest.
+
+Phase A (kernel learning)
+    Only the particles Omega (per layer and head, shape ``(m, d_k)`` each) move.
+    On each mini-batch the sequence-level alignment of eq. (C.4) (or centred
+    KTA) is evaluated on the pooled representations (dropout off, so the
+    energy is a deterministic function of Omega), and every head takes one
+    projected Langevin step of eq. (4.3) / (B.11) on the Hamiltonian
+
+        H = -V_seq(Omega) + lam * sum_{layer, head} W_{m,s}(Omega_{layer,head}),
+
+    with W_{m,s} the Riesz s-energy of eq. (2.3) (s = 0: log repulsion),
+    drift ``m * grad H`` clipped to norm ``clip_norm`` per head, noise
+    ``sqrt(2 eta / beta) xi`` and projection onto the ball of radius ``radius``
+    (per-particle l2 norm). Phase A stops after ``phase_a_epochs`` epochs or
+    when the largest particle displacement of a step falls below ``delta``.
+    The alignment energy is a mini-batch estimate; it is recorded at every step
+    together with the repulsion energy and the Hamiltonian.
+
+Phase B (classifier training)
+    Omega is frozen; every other parameter is trained with Adam and
+    cross-entropy. The checkpoint with the best validation accuracy is kept;
+    the test split is evaluated once, with that checkpoint, and never used
+    for selection.
+
+Randomness: independent streams spawned from ``seed`` for the initialisation,
+Phase A and Phase B, so a vanilla run (Phase B only) and a kernel run of the
+same seed start from the same weights and see the same Phase B batches and
+dropout masks: the matched pair of the paper's tables.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from rieszflow.engine.backend import get_backend, to_numpy
+from rieszflow.engine.data import WordPieceTokenizer, batches, encode, load_split
+from rieszflow.engine.metrics import METRIC_NAMES, classification_metrics
+from rieszflow.engine.storage import TrajectoryWriter
+from rieszflow.studies.main_job.alignment import ALIGNMENTS
+from rieszflow.studies.main_job.config import MainJobConfig
+
+__all__ = ["MainJob", "run_main_job", "load_data", "alignment_gradients"]
+
+KIND = "main_job"
+
+
+def load_data(cfg: MainJobConfig):
+    """Tokenized train / validation / test splits of ``cfg.dataset``.
+
+    For SST-2 the GLUE test labels are private: the dev split serves as the
+    test split and ``cfg.sst2_validation`` examples carved (seeded) from train
+    serve as validation. ``train_limit`` / ``eval_limit`` subsample (seeded).
+
+    Returns
+    -------
+    tokenizer, train, validation, test
+    """
+    tok = WordPieceTokenizer(max_len=cfg.max_len)
+    rng = np.random.default_rng([cfg.seed, 7])
+    if cfg.dataset == "rt":
+        tr, va, te = (load_split("rt", s) for s in ("train", "validation", "test"))
+        tr, va, te = (encode(s, tok) for s in (tr, va, te))
+    else:
+        full = encode(load_split("sst2", "train"), tok)
+        te = encode(load_split("sst2", "dev"), tok)
+        perm = rng.permutation(len(full))
+        vi, ti = perm[:cfg.sst2_validation], perm[cfg.sst2_validation:]
+        va = type(full)([full.ids[i] for i in vi], full.labels[vi], "sst2/train-heldout")
+        tr = type(full)([full.ids[i] for i in ti], full.labels[ti], "sst2/train-rest")
+
+    def limit(split, n):
+        if n <= 0 or n >= len(split):
+            return split
+        idx = np.sort(rng.permutation(len(split))[:n])
+        return type(split)([split.ids[i] for i in idx], split.labels[idx], split.name)
+
+    return tok, limit(tr, cfg.train_limit), limit(va, cfg.eval_limit), limit(te, cfg.eval_limit)
+
+
+def alignment_gradients(model, ids, mask, labels, objective, wrt):
+    """Alignment value of a mini-batch and the gradient of the alignment energy.
+
+    The pooled representations are computed with dropout off, so the alignment
+    energy ``-V`` is a deterministic function of the particles.
+
+    Parameters
+    ----------
+    model : engine.attention.model.TransformerClassifier
+    ids, mask : arrays of shape (B, L), on the model's backend
+    labels : int array of shape (B,), on the model's backend
+    objective : callable
+        ``objective(P, y) -> (value, dvalue/dP)``, one of :data:`ALIGNMENTS`.
+    wrt : list of str
+        Parameter names (the particles ``layers.<i>.attn.omega``).
+
+    Returns
+    -------
+    value : float
+        V, the alignment to maximise (eq. C.4, or centred KTA).
+    grads : dict of str to array
+        d(-V)/d(param) for each name in ``wrt``: the gradient of the alignment
+        energy that Phase A descends.
+    """
+    pooled = model.pooled(ids, mask, train=False, rng=None)
+    value, dvalue = objective(pooled, labels)
+    return value, model.backward_pooled(-dvalue, wrt=wrt)
+
+
+def _progress(iterable, total, desc, quiet):
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, disable=quiet, leave=False, dynamic_ncols=True,
+                mininterval=1.0)
+
+
+class MainJob:
+    """One run of the main job, writing ``out`` incrementally.
+
+    Parameters
+    ----------
+    cfg : MainJobConfig
+    out : path
+        HDF5 file (see README, "HDF5 layout").
+    overwrite : bool
+        Replace an existing ``out``.
+    resume : bool
+        Continue an interrupted run from its last completed epoch
+        (checkpoint ``<out>.ckpt.npz``).
+    quiet : bool
+        No progress bars.
+    """
+
+    def __init__(self, cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False):
+        self.cfg = cfg
+        self.out = Path(out)
+        self.ckpt_path = self.out.with_name(self.out.name + ".ckpt.npz")
+        self.overwrite, self.resume, self.quiet = overwrite, resume, quiet
+        self.backend = get_backend(cfg.backend, cfg.dtype)
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _build(self):
+        from rieszflow.engine.attention.model import TransformerClassifier
+
+        cfg = self.cfg
+        ss = np.random.SeedSequence(cfg.seed)
+        s_init, s_a, s_b = ss.spawn(3)
+        self.rng_init = np.random.default_rng(s_init)
+        self.rng_a = np.random.default_rng(s_a)
+        self.rng_b = np.random.default_rng(s_b)
+        self.tok, self.train, self.val, self.test = load_data(cfg)
+        linear = cfg.attention == "linear"
+        self.model = TransformerClassifier(
+            vocab_size=self.tok.vocab_size, max_len=cfg.max_len, d_model=cfg.d_model,
+            n_heads=cfg.n_heads, d_ff=cfg.d_ff, n_layers=cfg.n_layers, n_classes=2,
+            dropout=cfg.dropout, attention=cfg.attention,
+            feature_map=cfg.feature_map if linear else None, m=cfg.m, qk=cfg.qk,
+            feature_options={"tau": cfg.tau, "floor": cfg.floor} if linear else None,
+            embed_std=cfg.embed_std, rng=self.rng_init, dtype=cfg.dtype, backend=cfg.backend)
+        self.omega_names = list(self.model.particle_names())
+        # Start inside the domain: project the initial law onto the ball (the HDF5 attribute
+        # omega_init_projected counts the particles that moved).
+        from rieszflow.engine.space import Ball
+
+        ball, moved = Ball(cfg.radius), 0
+        for name in self.omega_names:
+            om = self.model.params[name]                           # (H, m, d_k)
+            flat = om.reshape(-1, om.shape[-1])
+            moved += int(to_numpy(~ball.contains(flat)).sum())
+            self.model.params[name] = ball.project(flat).reshape(om.shape).astype(om.dtype)
+        self.omega_init_projected = moved
+
+    def _open_writer(self):
+        cfg = self.cfg
+        if cfg.alignment == "onehot":
+            align_text = ("alignment: -V_seq of eq. (C.4) on each mini-batch, 1/(n(n-1)) times the "
+                          "sum over same-class pairs i<j of <P_i, P_j>")
+        else:
+            align_text = ("alignment: minus the centred kernel-target alignment <K_c, Y_c>_F / "
+                          "(|K_c|_F |Y_c|_F) of K = P P^T on each mini-batch")
+        attrs = {"seed": cfg.seed, "backend": cfg.backend, "run_name": cfg.name,
+                 "source": "paper 000, App. F.2; eq. (2.2), (2.3), (4.3), (C.4)",
+                 "omega_init_projected": self.omega_init_projected,
+                 "energy_normalisation": align_text + "; repulsion: sum over layers and heads of "
+                                         "W_{m,s} = 1/(2m(m-1)) sum_{k!=l} g_s, eq. (2.3)",
+                 "ece_definition": "binary, positive class, 15 equal-width bins, L1",
+                 "run_id": uuid.uuid4().hex}
+        w = TrajectoryWriter(self.out, KIND, config=cfg.to_dict(), attrs=attrs,
+                             overwrite=self.overwrite, resume=self.resume)
+        self.run_id = w.get_attr("run_id")
+        if not self.resume and self.ckpt_path.exists():
+            self.ckpt_path.unlink()              # a checkpoint of an earlier run at this path
+        L, H = cfg.n_layers, cfg.n_heads
+        dk = cfg.d_model // cfg.n_heads
+        m = cfg.m if cfg.attention == "linear" else 1
+        w.dimension("layer", L, coords=np.arange(L))
+        w.dimension("head", H, coords=np.arange(H))
+        w.dimension("particle", m, coords=np.arange(m))
+        w.dimension("coord", dk, coords=np.arange(dk))
+        w.dimension("time", None, attrs={"long_name": "Phase A Langevin step of the snapshot",
+                                          "units": "step"})
+        w.dimension("step", None, attrs={"long_name": "Phase A Langevin step", "units": "step"})
+        w.dimension("epoch", None, attrs={"long_name": "Phase B epoch (1-based)"})
+        w.dimension("batch", None, attrs={"long_name": "Phase B optimiser step"})
+        w.variable("omega", ("time", "layer", "head", "particle", "coord"), dtype="f4",
+                   attrs={"long_name": "feature particles Omega (rows omega_k)",
+                          "source": "paper 000, eq. (4.3)"})
+        for name, ln in (("alignment_energy", align_text.split(": ", 1)[1]),
+                         ("repulsion_energy", "sum over layers, heads of W_{m,s}, eq. (2.3)"),
+                         ("hamiltonian", "alignment_energy + lam * repulsion_energy, eq. (2.2)"),
+                         ("max_displacement", "max_k |delta omega_k| of the step"),
+                         ("drift_norm", "largest per-head norm of m * grad H before clipping")):
+            w.variable(name, ("step",), attrs={"long_name": ln})
+        fixed = [fm for fm in getattr(self.model, "feature_maps", []) if "b" in getattr(fm, "fixed_names", ())]
+        if fixed and len(fixed) == L:
+            # Fixed (non-learned) phases/biases of the feature maps, drawn once from the seed:
+            # needed to rebuild the learned kernel from this file (e.g. rieszflow token-flow).
+            w.variable("feature_bias", ("layer", "particle"),
+                       data=np.stack([np.asarray(fm.b, dtype=np.float64) for fm in fixed]),
+                       attrs={"long_name": "fixed phases/biases b of each layer's feature map"})
+        w.variable("batch_loss", ("batch",), attrs={"long_name": "Phase B cross-entropy (nats)"})
+        for name in ("train_loss", "train_accuracy", "val_loss", "val_accuracy"):
+            w.variable(name, ("epoch",))
+        return w
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def _check_resumable(self):
+        """Refuse to resume a file written with another configuration (before touching it)."""
+        import h5py
+
+        from rieszflow.engine.storage import check_run_file
+
+        if not self.out.exists():
+            raise FileNotFoundError(f"--resume: {self.out} does not exist")
+        check_run_file(self.out, KIND)
+        with h5py.File(self.out, "r") as f:
+            stored = json.loads(f.attrs.get("config", "{}"))
+            status = f.attrs.get("status")
+        if status == "complete":
+            raise ValueError(f"--resume: {self.out} holds a complete run; there is nothing to resume")
+        mine = json.loads(json.dumps(self.cfg.to_dict()))
+        if stored != mine:
+            diff = sorted(k for k in set(stored) | set(mine) if stored.get(k) != mine.get(k))
+            raise ValueError(f"--resume: the configuration differs from the one stored in "
+                             f"{self.out} in {diff}; resume with the same options")
+        if not self.ckpt_path.exists():
+            raise FileNotFoundError(f"--resume: no checkpoint {self.ckpt_path} next to {self.out}; "
+                                    f"the run cannot be resumed (start it again with --overwrite)")
+
+    def _save_ckpt(self, w, phase, epoch, best_state, best_acc, best_epoch, opt=None,
+                   stopped_early=False):
+        state = {f"model/{k}": v for k, v in self.model.state_dict().items()}
+        if best_state is not None:
+            state.update({f"best/{k}": v for k, v in best_state.items()})
+        if opt is not None:
+            state.update({f"adam/{k}": v for k, v in opt.state_dict().items()})
+        meta = {"run_id": self.run_id, "phase": phase, "epoch": epoch, "best_acc": best_acc,
+                "best_epoch": best_epoch, "stopped_early": bool(stopped_early),
+                "phase_a_steps": self.step_a,
+                "lengths": {d: w.length(d) for d in ("time", "step", "epoch", "batch")},
+                "rng_a": self.rng_a.bit_generator.state, "rng_b": self.rng_b.bit_generator.state,
+                "elapsed": self.elapsed}
+        tmp = self.ckpt_path.with_name(self.ckpt_path.name + ".tmp.npz")
+        with open(tmp, "wb") as f:
+            np.savez(f, meta=np.array(json.dumps(meta)), **state)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.ckpt_path)          # atomic: the old checkpoint or the new, never half
+
+    def _load_ckpt(self, w):
+        if not self.ckpt_path.exists():
+            raise FileNotFoundError(f"--resume: no checkpoint {self.ckpt_path} next to {self.out}; "
+                                    f"the run cannot be resumed (start it again with --overwrite)")
+        z = np.load(self.ckpt_path, allow_pickle=False)
+        meta = json.loads(str(z["meta"]))
+        if meta.get("run_id") != w.get_attr("run_id"):
+            raise ValueError(f"--resume: {self.ckpt_path} belongs to another run than {self.out} "
+                             f"(run_id {meta.get('run_id')} != {w.get_attr('run_id')}); refusing "
+                             f"to mix them")
+        short = {d: n for d, n in meta["lengths"].items() if w.length(d) < n}
+        if short:
+            raise ValueError(f"--resume: {self.out} holds fewer records than its checkpoint "
+                             f"expects ({short}); the file was modified")
+        self.model.load_state_dict({k[6:]: z[k] for k in z.files if k.startswith("model/")})
+        best = {k[5:]: z[k] for k in z.files if k.startswith("best/")} or None
+        adam = {k[5:]: z[k] for k in z.files if k.startswith("adam/")} or None
+        self.rng_a.bit_generator.state = meta["rng_a"]
+        self.rng_b.bit_generator.state = meta["rng_b"]
+        self.elapsed = meta["elapsed"]
+        for d, n in meta["lengths"].items():  # drop records written after the checkpoint
+            w.truncate(d, n)
+        return meta, best, adam
+
+    # -- Phase A -----------------------------------------------------------------------------
+    def _phase_a_epoch(self, w, epoch):
+        from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+        from rieszflow.engine.simulate import projected_langevin
+        from rieszflow.engine.space import Ball
+
+        cfg, xp, model = self.cfg, self.backend.xp, self.model
+        align = ALIGNMENTS[cfg.alignment]
+        space = Ball(cfg.radius)
+        n_batches = -(-len(self.train) // cfg.batch_size)
+        # min_last=2: the pair objectives need at least two sequences in every batch
+        it = batches(self.train, cfg.batch_size, rng=self.rng_a, pad_id=self.tok.pad_id, min_last=2)
+        for ids, mask, labels, _ in _progress(it, n_batches, f"Phase A epoch {epoch}", self.quiet):
+            value, grads = alignment_gradients(
+                model, self.backend.asarray(ids, dtype=np.int64), self.backend.asarray(mask, dtype=bool),
+                self.backend.asarray(labels, dtype=np.int64), align, self.omega_names)
+            repulsion, max_disp, drift = 0.0, 0.0, 0.0
+            for name in self.omega_names:
+                om_all = model.params[name]                 # (H, m, d_k)
+                g_all = grads[name]
+                new = xp.empty_like(om_all)
+                for h in range(om_all.shape[0]):
+                    om = om_all[h]
+                    w_val, w_grad = riesz_energy_and_grad(om, cfg.s)
+                    repulsion += float(w_val)
+                    g = g_all[h] + cfg.lam * w_grad
+
+                    def grad_fn(_x, _g=g):
+                        return _g
+
+                    init_fn, step_fn = projected_langevin(grad_fn, space, eta=cfg.eta, beta=cfg.beta,
+                                                          clip_norm=cfg.clip_norm)
+                    noise = self.backend.normal(self.rng_a, om.shape)
+                    st = step_fn(init_fn(om), noise)
+                    new[h] = st.omega
+                    max_disp = max(max_disp, float(st.max_displacement))
+                    drift = max(drift, float(to_numpy(xp.linalg.norm(om.shape[0] * g))))
+                model.params[name] = new
+            self.step_a += 1
+            H = -value + cfg.lam * repulsion
+            w.append("step", {"alignment_energy": -value, "repulsion_energy": repulsion,
+                              "hamiltonian": H, "max_displacement": max_disp, "drift_norm": drift},
+                     coord=self.step_a)
+            if self.step_a % cfg.record_every == 0:
+                self._record_omega(w)
+            if max_disp < cfg.delta:
+                return True
+        return False
+
+    def _record_omega(self, w):
+        om = np.stack([to_numpy(self.model.params[n]) for n in self.omega_names]).astype(np.float32)
+        w.append("time", {"omega": om}, coord=self.step_a)
+
+    # -- Phase B -----------------------------------------------------------------------------
+    def _evaluate(self, split):
+        model = self.model
+        probs, losses = [], []
+
+        for ids, mask, labels, _ in batches(split, 256, pad_id=self.tok.pad_id):
+            logits = model.forward(self.backend.asarray(ids, dtype=np.int64),
+                                   self.backend.asarray(mask, dtype=bool), train=False, rng=None)
+            # log-softmax in float64 from the logits: no float32 zeros reach the log-loss
+            z = to_numpy(logits).astype(np.float64)
+            logp = z - z.max(axis=1, keepdims=True)
+            logp -= np.log(np.exp(logp).sum(axis=1, keepdims=True))
+            probs.append(np.exp(logp))
+            losses.append(-logp[np.arange(len(labels)), labels].sum())
+        P = np.concatenate(probs)
+        # the same decision rule as the test metrics: class 1 when p_1 >= 0.5
+        return float(np.sum(losses) / len(split)), float(np.mean((P[:, 1] >= 0.5) == split.labels)), P
+
+    def _phase_b_epoch(self, w, opt, epoch):
+        from rieszflow.engine.attention.layers import softmax_cross_entropy
+
+        cfg, model = self.cfg, self.model
+        n_batches = -(-len(self.train) // cfg.batch_size)
+        tot_loss, tot_hit, n = 0.0, 0, 0
+        it = batches(self.train, cfg.batch_size, rng=self.rng_b, pad_id=self.tok.pad_id)
+        for ids, mask, labels, _ in _progress(it, n_batches, f"Phase B epoch {epoch}", self.quiet):
+            y = self.backend.asarray(labels, dtype=np.int64)
+            logits = model.forward(self.backend.asarray(ids, dtype=np.int64),
+                                   self.backend.asarray(mask, dtype=bool), train=True, rng=self.rng_b)
+            loss, dlogits, p = softmax_cross_entropy(logits, y)
+            grads = model.backward(dlogits, wrt=self.trainable)
+            opt.step(grads)
+            loss = float(loss)
+            w.append("batch", {"batch_loss": loss})
+            tot_loss += loss * len(labels)
+            tot_hit += int(np.sum(to_numpy(p).argmax(1) == labels))
+            n += len(labels)
+        return tot_loss / n, tot_hit / n
+
+    # -- driver ------------------------------------------------------------------------------
+    def run(self) -> dict:
+        """Run Phases A and B and the test evaluation; return the test metrics.
+
+        Returns
+        -------
+        dict
+            :data:`engine.metrics.METRIC_NAMES` plus ``train_seconds``,
+            ``phase_a_seconds``, ``phase_b_seconds``, ``best_epoch``.
+        """
+        from rieszflow.engine.attention.optim import Adam
+
+        cfg = self.cfg
+        self._build()
+        self.elapsed = {"phase_a": 0.0, "phase_b": 0.0}
+        self.step_a = 0
+        if self.resume:
+            self._check_resumable()
+        w = self._open_writer()
+        status = "failed"
+        try:
+            self.trainable = [k for k in self.model.params if k not in set(self.omega_names)]
+            opt = Adam(self.model.params, self.trainable, lr=cfg.lr)
+            start_a, start_b, best_state, best_acc, best_epoch = 1, 1, None, -1.0, 0
+            stopped_early = False
+            if self.resume:
+                meta, best_state, adam = self._load_ckpt(w)
+                best_acc, best_epoch = meta["best_acc"], meta["best_epoch"]
+                stopped_early = meta["stopped_early"]
+                self.step_a = meta["phase_a_steps"]
+                if meta["phase"] == "A" and not stopped_early:
+                    start_a = meta["epoch"] + 1
+                else:                                      # Phase A is over (finished or stopped)
+                    start_a = cfg.phase_a_epochs + 1
+                    start_b = meta["epoch"] + 1 if meta["phase"] == "B" else 1
+                    if adam is not None:
+                        opt.load_state_dict(adam)
+            elif cfg.attention == "linear":
+                self._record_omega(w)                      # snapshot of the initial law at step 0
+            # Phase A
+            if cfg.kernel:
+                for epoch in range(start_a, cfg.phase_a_epochs + 1):
+                    t0 = time.perf_counter()
+                    stopped_early = self._phase_a_epoch(w, epoch)
+                    self.elapsed["phase_a"] += time.perf_counter() - t0
+                    if self.step_a % cfg.record_every:
+                        self._record_omega(w)               # always keep the final particles
+                    self._save_ckpt(w, "A", epoch, None, -1.0, 0, stopped_early=stopped_early)
+                    if stopped_early:
+                        break
+            w.set_attrs(phase_a_steps=self.step_a, phase_a_stopped_early=int(stopped_early))
+            # Phase B
+            for epoch in range(start_b, cfg.epochs + 1):
+                t0 = time.perf_counter()
+                tr_loss, tr_acc = self._phase_b_epoch(w, opt, epoch)
+                self.elapsed["phase_b"] += time.perf_counter() - t0
+                va_loss, va_acc, _ = self._evaluate(self.val)
+                w.append("epoch", {"train_loss": tr_loss, "train_accuracy": tr_acc,
+                                   "val_loss": va_loss, "val_accuracy": va_acc}, coord=epoch)
+                if not self.quiet:
+                    print(f"epoch {epoch}: train loss {tr_loss:.4f} acc {tr_acc:.4f} | "
+                          f"val loss {va_loss:.4f} acc {va_acc:.4f}", flush=True)
+                if va_acc > best_acc:
+                    best_acc, best_epoch = va_acc, epoch
+                    best_state = self.model.state_dict()
+                self._save_ckpt(w, "B", epoch, best_state, best_acc, best_epoch, opt,
+                                stopped_early=stopped_early)
+            if best_state is not None:
+                self.model.load_state_dict(best_state)
+            # Test, once, with the checkpoint chosen on validation accuracy.
+            te_loss, te_acc, P = self._evaluate(self.test)
+            # predictions first: if a metric cannot be computed, they are still in the file
+            w.dimension("example", len(self.test), coords=np.arange(len(self.test)))
+            w.dimension("class", 2, coords=np.arange(2))
+            w.variable("test_proba", ("example", "class"), data=P)
+            w.variable("test_label", ("example",), dtype="i8", data=self.test.labels)
+            metrics = classification_metrics(self.test.labels, P)
+            w.dimension("metric", len(METRIC_NAMES), coords=np.array(METRIC_NAMES))
+            w.variable("test_metrics", ("metric",), data=[metrics[k] for k in METRIC_NAMES],
+                       attrs={"long_name": "test-split metrics of the validation-selected checkpoint"})
+            train_seconds = self.elapsed["phase_a"] + self.elapsed["phase_b"]
+            extra = {"train_seconds": train_seconds, "phase_a_seconds": self.elapsed["phase_a"],
+                     "phase_b_seconds": self.elapsed["phase_b"], "best_epoch": best_epoch,
+                     "best_val_accuracy": best_acc}
+            w.set_attrs(**extra)
+            status = "complete"
+            return {**metrics, **extra}
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            w.close(status)
+            if status == "complete" and self.ckpt_path.exists():
+                self.ckpt_path.unlink()
+
+
+def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False) -> dict:
+    """Run the main job (see :class:`MainJob`) and return its test metrics."""
+    return MainJob(cfg, out, overwrite=overwrite, resume=resume, quiet=quiet).run()

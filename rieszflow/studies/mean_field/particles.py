@@ -1,0 +1,587 @@
+"""The mean-field-scaled particle system of paper 000, eq. (E.2), on the PDE's domain and potential.
+
+Each particle follows
+
+.. math::
+
+    dX_i = -\\nabla V(X_i)\\,dt - \\frac{\\lambda}{N}\\sum_{j\\ne i}\\nabla g_s(X_i - X_j)\\,dt
+           + \\sqrt{2/\\beta}\\,dW_i, \\qquad X_i \\in \\bar\\Omega,
+
+the gradient flow of the extensive Hamiltonian
+
+.. math::
+
+    H_N = \\sum_i V(x_i) + \\frac{\\lambda}{2N}\\sum_{i \\ne j} g_s(x_i - x_j)
+
+("mean_field" normalisation of :mod:`engine.energy.base`; ordered pairs i != j,
+1/N). Paper 000, eq. (E.2), divides the interaction by N - 1 instead; the factor
+N/(N-1) is available as ``normalization="paper"`` and does not change the
+McKean-Vlasov limit (4.4)/(E.3), which is what :mod:`solvers.mckean_vlasov`
+integrates with the same ``V``, ``s``, ``lam`` and ``beta``.
+
+Time stepping is the Euler-Maruyama step of :func:`engine.simulate.projected_langevin`
+with ``grad_scale = 1`` and the boundary treatment of the domain
+(:mod:`engine.space`): ``"project"`` (Euclidean projection, weak order 1/2 near
+the boundary) or ``"reflect"`` (mirror reflection, weak order 1); see
+``tests/test_mean_field_particles.py`` for the measured orders.
+
+Interaction evaluation
+----------------------
+* Any ``s`` and ``d``: the O(N^2) pair sums of :mod:`engine.energy.riesz` (Numba
+  on the CPU, the chunked array-API reference on CuPy).
+* ``d = 1`` and ``s = -1`` (the 1-D Coulomb kernel :math:`g_{-1}(w) = -|w|`):
+  :class:`SortedCoulomb1D`, exact in O(N log N). The force is a count,
+  :math:`\\sum_{j\\ne i}\\nabla g_{-1}(x_i - x_j) = -\\#\\{j: x_j < x_i\\} + \\#\\{j: x_j > x_i\\}`,
+  and the energy a sorted prefix sum, so one sort gives both.
+
+  For the logarithmic kernel no such identity exists
+  (:math:`\\sum_j 1/(x_i-x_j)` is a discrete Hilbert transform, not a prefix sum); an
+  exact O(N log N) evaluation needs a fast multipole method. The O(N^2) path is
+  used for it.
+
+Why the 1-D study uses ``s = -1``
+---------------------------------
+In one dimension with :math:`s \\ge 0` and mean-field scaling, the Euler step is
+inconsistent near collisions: a pair at distance :math:`r` receives a kick
+:math:`\\lambda\\eta/(N r)` (log kernel) although the exact dynamics separates it
+by only :math:`O(\\sqrt{\\eta/\\beta})`. The pair density does not vanish at
+:math:`r = 0` (the pair repulsion :math:`\\beta\\lambda/N \\to 0`), so each particle
+receives a kick larger than :math:`K` at a rate of about :math:`2\\rho\\lambda/K` per
+unit time, *independently of* ``eta``: a spurious Cauchy-like jump process
+that no step refinement removes. For :math:`0 < s < 1` the force
+:math:`|w|^{-s-1}` is not even locally integrable and the nearest-neighbour
+force grows like :math:`N^{s}`. In two dimensions the same estimate gives a rate
+:math:`\\pi\\rho\\lambda^2\\eta/(N K^2)` for the log kernel, which vanishes with
+``eta``; the 2-D study therefore uses the log (Coulomb) kernel.
+
+References
+----------
+paper 000, Thm 1 and Thm 4, eq. (4.3)-(4.5), (E.2)-(E.5).
+particles_pde_reference.md, preamble (equations) and sec. 2.3 (boundary schemes).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import scipy.stats
+
+from rieszflow.engine._checks import check_choice, check_int, check_points, check_real
+from rieszflow.engine.backend import get_backend, namespace, to_numpy
+from rieszflow.engine.energy import ExternalPotential, RieszEnergy, SumEnergy
+from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
+from rieszflow.engine.energy.riesz import check_s
+from rieszflow.engine.simulate import BOUNDARIES, projected_langevin
+from rieszflow.engine.space import Box, Interval, Space
+
+__all__ = [
+    "INTERACTION_METHODS",
+    "SortedCoulomb1D",
+    "MeanFieldParticles",
+    "TruncatedGaussian",
+    "quadratic_potential",
+    "make_interaction",
+    "mean_field_drift",
+    "snapshot_steps",
+    "domain_space",
+]
+
+INTERACTION_METHODS = ("auto", "sorted", "numba", "numpy")
+
+
+# ------------------------------------------------------------------------------ external field
+
+def quadratic_potential(gamma: float, normalization: str = "mean_field") -> ExternalPotential:
+    """External field :math:`V(x) = \\frac{\\gamma}{2}\\|x\\|^2` as an :class:`ExternalPotential`.
+
+    Parameters
+    ----------
+    gamma : float
+        Curvature :math:`\\gamma \\ge 0` (1/length^2 in energy units).
+    normalization : {"mean_field", "paper"}, default "mean_field"
+        ``"mean_field"``: :math:`\\sum_i V(x_i)`; ``"paper"``: :math:`\\frac1N\\sum_i V(x_i)`.
+
+    Returns
+    -------
+    engine.energy.ExternalPotential
+        ``V(omega)`` of shape (N,), ``gradV(omega) = gamma * omega`` of shape (N, d);
+        both run on NumPy and CuPy arrays.
+
+    Raises
+    ------
+    ValueError
+        If ``gamma`` is negative or not finite, or ``normalization`` is unknown.
+
+    References
+    ----------
+    particles_pde_reference.md sec. 3.1 (the quadratic field of the equilibrium oracles).
+    """
+    gamma = check_real("gamma", gamma, nonnegative=True)
+    check_choice("normalization", normalization, NORMALIZATIONS)
+
+    def V(omega):
+        xp = namespace(omega)
+        return 0.5 * gamma * xp.sum(omega * omega, axis=1, dtype=xp.float64)
+
+    def gradV(omega):
+        return gamma * omega
+
+    return ExternalPotential(V, gradV, normalization=normalization)
+
+
+# ------------------------------------------------------------------------------ 1-D Coulomb
+
+@dataclasses.dataclass(frozen=True)
+class SortedCoulomb1D(Energy):
+    """Exact O(N log N) 1-D Coulomb interaction, :math:`g_{-1}(w) = -|w|`, by sorting.
+
+    With :math:`n^<_i = \\#\\{j: x_j < x_i\\}`, :math:`n^>_i = \\#\\{j: x_j > x_i\\}` and the
+    sorted positions :math:`x_{(0)} \\le \\dots \\le x_{(N-1)}`,
+
+    .. math::
+
+        \\sum_{i\\ne j}|x_i - x_j| = 2\\sum_k (2k - N + 1)\\,x_{(k)}, \\qquad
+        \\sum_{j \\ne i}\\nabla g_{-1}(x_i - x_j) = n^>_i - n^<_i,
+
+    with :math:`\\operatorname{sign}(0) = 0` for coincident particles (the subgradient
+    of minimal norm; the O(N^2) reference returns NaN there).
+
+    Parameters
+    ----------
+    lam : float, default 1.0
+        Interaction strength :math:`\\lambda \\ge 0`.
+    normalization : {"mean_field", "paper"}, default "mean_field"
+        ``"mean_field"``: :math:`H = \\frac{\\lambda}{2N}\\sum_{i\\ne j} g_{-1}`, gradient
+        :math:`\\frac{\\lambda}{N}(n^> - n^<)`; ``"paper"``:
+        :math:`\\frac{\\lambda}{2N(N-1)}\\sum_{i\\ne j} g_{-1}` (paper 000, eq. (B.10)),
+        gradient :math:`\\frac{\\lambda}{N(N-1)}(n^> - n^<)`.
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is negative or ``normalization`` unknown; at call time if
+        ``omega`` is not of shape (N, 1) (or N < 2 for ``"paper"``).
+
+    References
+    ----------
+    paper 000, eq. (B.10) (``s = -1 = d - 2``, the Coulomb kernel of the line);
+    :func:`engine.energy.riesz_energy_and_grad` (the O(N^2) reference it is tested against).
+    """
+
+    lam: float = 1.0
+    normalization: str = "mean_field"
+
+    def __post_init__(self):
+        object.__setattr__(self, "lam", check_real("lam", self.lam, nonnegative=True))
+        check_choice("normalization", self.normalization, NORMALIZATIONS)
+
+    def _scale(self, n):
+        if self.normalization == "paper":
+            if n < 2:
+                raise ValueError(f"omega must hold N >= 2 particles for the 1/(2N(N-1)) "
+                                 f"normalisation, got N={n}")
+            return self.lam / (n * (n - 1.0))
+        return self.lam / n
+
+    def _counts(self, omega):
+        omega = check_points("omega", omega, d=1)
+        xp = namespace(omega)
+        x = omega[:, 0]
+        xs = xp.sort(x)
+        n_less = xp.searchsorted(xs, x, side="left")
+        n_leq = xp.searchsorted(xs, x, side="right")
+        return omega, xp, x, xs, n_less, n_leq
+
+    def grad(self, omega):
+        """Gradient :math:`\\partial H/\\partial x_i`, shape (N, 1), dtype of ``omega``."""
+        omega, xp, x, xs, n_less, n_leq = self._counts(omega)
+        n = x.shape[0]
+        n_greater = n - n_leq
+        g = self._scale(n) * (n_greater - n_less).astype(omega.dtype)
+        return g[:, None]
+
+    def __call__(self, omega):
+        """Energy, float64: :math:`-\\frac{\\text{scale}}{2}\\sum_{i\\ne j}|x_i - x_j|`."""
+        omega = check_points("omega", omega, d=1)
+        xp = namespace(omega)
+        n = omega.shape[0]
+        xs = xp.sort(omega[:, 0].astype(xp.float64))
+        k = xp.arange(n, dtype=xp.float64)
+        pair_abs_sum = 2.0 * xp.sum((2.0 * k - n + 1.0) * xs)
+        return -0.5 * self._scale(n) * pair_abs_sum
+
+    def value_and_grad(self, omega):
+        """``(self(omega), self.grad(omega))``."""
+        return self(omega), self.grad(omega)
+
+    def per_particle(self, omega):
+        """Potential felt by each particle, shape (N,), float64.
+
+        ``"mean_field"``: :math:`-\\frac{\\lambda}{N}\\sum_{j\\ne i}|x_i - x_j|`;
+        ``"paper"``: :math:`-\\frac{\\lambda}{N-1}\\sum_{j\\ne i}|x_i - x_j|`.
+        """
+        omega, xp, x, xs, n_less, n_leq = self._counts(omega)
+        n = x.shape[0]
+        x64 = x.astype(xp.float64)
+        c0 = xp.concatenate([xp.zeros(1, dtype=xp.float64), xp.cumsum(xs.astype(xp.float64))])
+        s_less = c0[n_less]
+        s_greater = c0[n] - c0[n_leq]
+        dist_sum = n_less * x64 - s_less + s_greater - (n - n_leq) * x64
+        per = self.lam / (n - 1.0) if self.normalization == "paper" else self.lam / n
+        return -per * dist_sum
+
+
+def make_interaction(s, lam, d, *, method: str = "auto", normalization: str = "mean_field",
+                     softening: float = 0.0) -> Energy:
+    """The interaction energy of the particle system, with the fastest exact evaluation.
+
+    Parameters
+    ----------
+    s : float
+        Riesz exponent, ``-2 < s`` (paper 000, eq. (B.10)).
+    lam : float
+        Interaction strength, ``>= 0``.
+    d : int
+        Space dimension, ``>= 1``.
+    method : {"auto", "sorted", "numba", "numpy"}, default "auto"
+        ``"sorted"``: :class:`SortedCoulomb1D` (only ``d = 1``, ``s = -1``, no
+        softening); ``"numba"``/``"numpy"``: :class:`engine.energy.RieszEnergy`
+        pair sums; ``"auto"``: ``"sorted"`` when it applies, else the Riesz
+        pair sums with their own automatic backend choice.
+    normalization : {"mean_field", "paper"}, default "mean_field"
+        Pair normalisation :math:`\\frac{\\lambda}{2N}\\sum_{i\\ne j}` or
+        :math:`\\frac{\\lambda}{2N(N-1)}\\sum_{i \\ne j}` (module docstring).
+    softening : float, default 0.0
+        Plummer softening of :func:`engine.energy.riesz_kernel` (0 = exact kernel).
+
+    Returns
+    -------
+    engine.energy.base.Energy
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``method`` or ``normalization``, out-of-range ``s``,
+        ``lam`` or ``d``, or ``method="sorted"`` outside ``d = 1, s = -1,
+        softening = 0``.
+    """
+    s = check_s(s)
+    lam = check_real("lam", lam, nonnegative=True)
+    d = check_int("d", d, minimum=1)
+    check_choice("method", method, INTERACTION_METHODS)
+    check_choice("normalization", normalization, NORMALIZATIONS)
+    softening = check_real("softening", softening, nonnegative=True)
+    sortable = d == 1 and s == -1.0 and softening == 0.0
+    if method == "sorted" and not sortable:
+        raise ValueError(f"method='sorted' is exact only for d=1, s=-1 and softening=0; got d={d}, "
+                         f"s={s}, softening={softening}")
+    if method == "sorted" or (method == "auto" and sortable):
+        return SortedCoulomb1D(lam=lam, normalization=normalization)
+    return RieszEnergy(s=s, lam=lam, normalization=normalization, softening=softening,
+                       method="auto" if method == "auto" else method)
+
+
+def mean_field_drift(omega, potential: Energy, interaction: Energy):
+    """Particle drift of eq. (E.2): :math:`-\\nabla V(x_i) - \\frac{\\lambda}{N}\\sum_{j\\ne i}\\nabla g_s(x_i - x_j)`.
+
+    Parameters
+    ----------
+    omega : array, shape (N, d)
+        Particle positions.
+    potential : Energy
+        External field with ``normalization="mean_field"`` (e.g.
+        :func:`quadratic_potential`).
+    interaction : Energy
+        From :func:`make_interaction` with ``normalization="mean_field"`` (the
+        drift then carries :math:`\\lambda/N`); any other normalisation (e.g.
+        ``"paper"``) is rejected.
+
+    Returns
+    -------
+    array, shape (N, d), dtype of ``omega``
+
+    Raises
+    ------
+    ValueError
+        If the energies do not use the "mean_field" normalisation or ``omega``
+        is not a finite (N, d) array.
+
+    References
+    ----------
+    paper 000, eq. (E.2); particles_pde_reference.md, preamble.
+    """
+    for name, e in (("potential", potential), ("interaction", interaction)):
+        if getattr(e, "normalization", None) != "mean_field":
+            raise ValueError(f"{name} must use normalization='mean_field' (drift = -grad H_N), got "
+                             f"{getattr(e, 'normalization', None)!r}")
+    omega = check_points("omega", omega)
+    return -(potential.grad(omega) + interaction.grad(omega))
+
+
+# ------------------------------------------------------------------------------ initial law
+
+@dataclasses.dataclass(frozen=True)
+class TruncatedGaussian:
+    """Product of independent truncated normals on a box: the initial law :math:`\\rho_0`.
+
+    Coordinate a has law :math:`N(m_a, \\sigma_a^2)` conditioned on :math:`[lo_a, hi_a]`.
+    The particles sample it exactly and the PDE starts from its exact cell
+    masses, so the initial W1 is pure sampling error.
+
+    Parameters
+    ----------
+    mean, std, lo, hi : tuple of float, each of length d
+        Means, standard deviations (> 0) and box bounds (lo < hi).
+
+    Raises
+    ------
+    ValueError
+        On lengths that differ, non-finite values, ``std <= 0`` or ``lo >= hi``.
+    """
+
+    mean: tuple
+    std: tuple
+    lo: tuple
+    hi: tuple
+
+    def __post_init__(self):
+        fields = {}
+        for name in ("mean", "std", "lo", "hi"):
+            v = np.atleast_1d(np.asarray(getattr(self, name), dtype=np.float64))
+            if v.ndim != 1 or not np.isfinite(v).all():
+                raise ValueError(f"{name} must be a finite number or 1-D sequence, got {getattr(self, name)!r}")
+            fields[name] = v
+        d = fields["mean"].size
+        if any(v.size != d for v in fields.values()):
+            raise ValueError(f"mean, std, lo, hi must have the same length, got "
+                             f"{[v.size for v in fields.values()]}")
+        if not (fields["std"] > 0).all():
+            raise ValueError(f"std must be > 0, got {self.std!r}")
+        if not (fields["lo"] < fields["hi"]).all():
+            raise ValueError(f"need lo < hi, got lo={self.lo!r}, hi={self.hi!r}")
+        for name, v in fields.items():
+            object.__setattr__(self, name, tuple(float(a) for a in v))
+
+    @property
+    def d(self) -> int:
+        """Dimension."""
+        return len(self.mean)
+
+    def _marginal(self, a):
+        m, sd = self.mean[a], self.std[a]
+        return scipy.stats.truncnorm((self.lo[a] - m) / sd, (self.hi[a] - m) / sd, loc=m, scale=sd)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` independent draws, shape (n, d), float64 (host).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        n : int
+            Number of draws, >= 1.
+        """
+        n = check_int("n", n, minimum=1)
+        return np.stack([self._marginal(a).rvs(size=n, random_state=rng) for a in range(self.d)], axis=1)
+
+    def marginal_cell_masses(self, a: int, edges) -> np.ndarray:
+        """Exact masses of the cells ``[edges[k], edges[k+1]]`` for coordinate ``a`` (CDF differences)."""
+        return np.diff(self._marginal(a).cdf(np.asarray(edges, dtype=np.float64)))
+
+    def cell_density(self, domain) -> np.ndarray:
+        """Exact cell averages of the density on a uniform interval/rectangle mesh.
+
+        Parameters
+        ----------
+        domain : solvers.mckean_vlasov.MeshDomain
+            ``kind`` "interval" or "rectangle" covering exactly ``[lo, hi]``.
+
+        Returns
+        -------
+        ndarray, shape (n_cells,), float64
+            Cell mass / cell volume, in FiPy's cell order (x fastest).
+
+        Raises
+        ------
+        ValueError
+            If the mesh is not a uniform grid of dimension ``d``.
+        """
+        if not domain.is_uniform_grid or domain.d != self.d:
+            raise ValueError(f"cell_density needs a uniform grid of dimension {self.d}, got kind="
+                             f"{domain.kind!r}, d={domain.d}")
+        masses = []
+        for a, n in enumerate(domain.grid_shape):
+            edges = domain.origin[a] + domain.spacing[a] * np.arange(n + 1)
+            masses.append(self.marginal_cell_masses(a, edges))
+        if self.d == 1:
+            m = masses[0]
+        else:
+            m = (masses[1][:, None] * masses[0][None, :]).reshape(-1)  # cell k = (k % nx, k // nx)
+        return m / domain.volumes
+
+
+# ------------------------------------------------------------------------------ the system
+
+def snapshot_steps(times, eta: float) -> np.ndarray:
+    """Step indices ``round(t / eta)`` of the snapshot times, which must be multiples of ``eta``.
+
+    Parameters
+    ----------
+    times : array_like, shape (n_times,)
+        Non-negative, non-decreasing times.
+    eta : float
+        Step size, > 0.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_times,)
+
+    Raises
+    ------
+    ValueError
+        If a time is negative, the times decrease, or a time is not a multiple of
+        ``eta`` to within 1e-9 relative.
+    """
+    eta = check_real("eta", eta, positive=True)
+    t = np.asarray(times, dtype=np.float64).ravel()
+    if t.size == 0 or not np.isfinite(t).all() or (t < 0).any() or (np.diff(t) < 0).any():
+        raise ValueError(f"times must be finite, >= 0 and non-decreasing, got {times!r}")
+    k = np.rint(t / eta)
+    if (np.abs(k * eta - t) > 1e-9 * np.maximum(1.0, t)).any():
+        raise ValueError(f"times {t.tolist()} must be multiples of eta={eta}")
+    return k.astype(np.int64)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MeanFieldParticles:
+    """The particle system (E.2) on a domain: energies, integrator and a snapshot loop.
+
+    Parameters
+    ----------
+    space : engine.space.Space
+        The domain (``Interval`` or ``Box`` for the PDE comparison).
+    potential : Energy
+        External field, ``normalization="mean_field"`` (:func:`quadratic_potential`).
+    interaction : Energy
+        Pair interaction, ``normalization="mean_field"`` (:func:`make_interaction`).
+    beta : float
+        Inverse temperature, > 0 (noise :math:`\\sqrt{2\\eta/\\beta}\\,\\xi` per step).
+    eta : float
+        Euler-Maruyama step, > 0 (time units of eq. (4.4)).
+    boundary : {"reflect", "project"}, default "reflect"
+        Mirror reflection (weak order 1) or Euclidean projection (weak order 1/2,
+        the paper's :math:`\\mathcal{P}_\\Omega` of eq. (4.3)).
+
+    Raises
+    ------
+    TypeError
+        If ``space`` is not a Space or an energy is not an Energy.
+    ValueError
+        On a bad ``beta``, ``eta``, ``boundary`` or an energy that is not
+        "mean_field"-normalised.
+
+    References
+    ----------
+    paper 000, eq. (4.3), (E.2); particles_pde_reference.md sec. 2.3.
+    """
+
+    space: Space
+    potential: Energy
+    interaction: Energy
+    beta: float
+    eta: float
+    boundary: str = "reflect"
+
+    def __post_init__(self):
+        if not isinstance(self.space, Space):
+            raise TypeError(f"space must be an engine.space.Space, got {self.space!r}")
+        for name in ("potential", "interaction"):
+            e = getattr(self, name)
+            if not isinstance(e, Energy):
+                raise TypeError(f"{name} must be an engine.energy Energy, got {type(e).__name__}")
+            if e.normalization != "mean_field":
+                raise ValueError(f"{name} must use normalization='mean_field', got {e.normalization!r}")
+        object.__setattr__(self, "beta", check_real("beta", self.beta, positive=True))
+        object.__setattr__(self, "eta", check_real("eta", self.eta, positive=True))
+        check_choice("boundary", self.boundary, BOUNDARIES)
+
+    @property
+    def hamiltonian(self) -> SumEnergy:
+        """:math:`H_N = \\sum_i V(x_i) + \\frac{\\lambda}{2N}\\sum_{i\\ne j} g_s(x_i - x_j)`."""
+        return self.potential + self.interaction
+
+    def drift(self, omega):
+        """:func:`mean_field_drift` of this system, shape (N, d)."""
+        return mean_field_drift(omega, self.potential, self.interaction)
+
+    def integrator(self):
+        """``(init_fn, step_fn)`` of :func:`engine.simulate.projected_langevin` with ``grad_scale = 1``."""
+        return projected_langevin(self.hamiltonian.grad, self.space, self.eta, self.beta,
+                                  grad_scale=1.0, boundary=self.boundary)
+
+    def simulate(self, omega0, times, rng: np.random.Generator, backend=None, progress: bool = False):
+        """Run from ``omega0`` and return host snapshots at ``times``.
+
+        Parameters
+        ----------
+        omega0 : array_like, shape (N, d)
+            Initial positions inside the domain (host or device array).
+        times : array_like, shape (n_times,)
+            Snapshot times, multiples of ``eta`` (:func:`snapshot_steps`).
+        rng : numpy.random.Generator
+            Source of the noise (drawn on the host, moved to ``backend``).
+        backend : engine.backend.Backend, optional
+            Where the particles live (default: NumPy, float64).
+        progress : bool, default False
+            tqdm progress bar over the steps.
+
+        Returns
+        -------
+        ndarray, shape (n_times, N, d), float64
+            Positions at each snapshot time.
+
+        Raises
+        ------
+        ValueError
+            On bad ``times`` or ``omega0`` (outside the domain, wrong shape).
+        FloatingPointError
+            If a position becomes non-finite (named step).
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        steps = snapshot_steps(times, self.eta)
+        backend = get_backend("numpy") if backend is None else backend
+        init_fn, step_fn = self.integrator()
+        state = init_fn(backend.asarray(omega0))
+        xp = namespace(state.omega)
+        out = np.empty((steps.size,) + tuple(state.omega.shape), dtype=np.float64)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=int(steps[-1]), disable=not progress, desc="particles", unit="step", leave=False)
+        for k, target in enumerate(steps):
+            while state.step < target:
+                state = step_fn(state, backend.normal(rng, state.omega.shape))
+                bar.update(1)
+            if not bool(xp.all(xp.isfinite(state.omega))):
+                raise FloatingPointError(f"non-finite particle positions at step {state.step}")
+            out[k] = to_numpy(state.omega)
+        bar.close()
+        return out
+
+
+def domain_space(lo, hi) -> Space:
+    """The particle domain matching a PDE box: :class:`Interval` in 1-D, :class:`Box` otherwise.
+
+    Parameters
+    ----------
+    lo, hi : sequence of float
+        Box corners, same length d >= 1.
+
+    Returns
+    -------
+    engine.space.Space
+    """
+    lo, hi = tuple(lo), tuple(hi)
+    if len(lo) == 1:
+        return Interval(lo[0], hi[0])
+    return Box(lo, hi)
+

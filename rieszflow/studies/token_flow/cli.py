@@ -1,0 +1,108 @@
+"""``rieszflow token-flow``: the token-flow study from the command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rieszflow.studies.cli import non_negative_int, parse_overrides
+
+__all__ = ["register", "run_from_args"]
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``token-flow`` subcommand to ``subparsers`` (see :mod:`studies.cli`).
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        With ``func=run_from_args`` set as default.
+    """
+    p = subparsers.add_parser(
+        "token-flow", allow_abbrev=False,
+        help="attention as interacting particles: token clouds on the sphere cluster "
+             "(energy, Wendel, phase boundary, kernels, mean field)",
+        description="Runs the token-flow study (paper 004 section 3.1; GLPR): A. clustering of "
+                    "uniform tokens on S^(d-1) for a grid of beta and d; B. Wendel's hemisphere "
+                    "probability by Monte Carlo; C. the phase boundary against the gamma_beta ODE; "
+                    "D. softmax against random-feature (and learned) kernels by W1 over time; "
+                    "E. mean-field W1 between N and 4N tokens with a fitted rate. Writes one HDF5 "
+                    "file (engine.storage.open_run) and PNG plots next to it, prints the tables.")
+    p.add_argument("--quick", action="store_true", help="small sizes: a minute or two on 2 CPU cores")
+    p.add_argument("--backend", choices=("numpy", "cupy"), default="numpy",
+                   help="array backend (cupy scales N to 1e5 tokens)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="master seed (default 0)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output HDF5 file (default runs/token_flow[-quick]-seed<seed>.h5)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--kernel-from", type=Path, default=None, metavar="PATH",
+                   help="main-job HDF5 file whose learned particles (layer/head: --set "
+                        "learned_layer=.. learned_head=..) drive one more flow")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field (studies/token_flow/config.py); tuples as "
+                        "comma-separated values, e.g. --set dims=2,3 --set betas=1,4; repeatable")
+    p.set_defaults(func=run_from_args)
+    return p
+
+
+def _wendel_cases(text):
+    """``n,d;n,d;...`` -> ((n, d), ...)."""
+    return tuple(tuple(int(v) for v in c.split(",")) for c in text.split(";") if c)
+
+
+def run_from_args(args) -> int:
+    """Resolve the configuration from ``args``, run the study, print the tables.
+
+    Returns
+    -------
+    int
+        0 on success, 2 on a usage or input error (message on stderr).
+    """
+    from rieszflow.studies.token_flow.config import GPU_OVERRIDES, QUICK_OVERRIDES, TokenFlowConfig
+
+    prog = "rieszflow token-flow"
+    try:
+        changes = {"seed": args.seed, "backend": args.backend}
+        if args.backend == "cupy":
+            changes.update(GPU_OVERRIDES)
+        if args.quick:
+            changes.update(QUICK_OVERRIDES)
+        changes.update(parse_overrides(args.set, TokenFlowConfig, {"wendel_cases": _wendel_cases}))
+        cfg = TokenFlowConfig().replace(**changes)
+        if args.kernel_from is not None:
+            if not args.kernel_from.exists():
+                raise ValueError(f"--kernel-from {str(args.kernel_from)!r} does not exist; pass a "
+                                 f"main-job HDF5 file written by 'rieszflow run'")
+            from rieszflow.engine.tokenflow import load_learned_kernel
+
+            load_learned_kernel(args.kernel_from, cfg.learned_layer, cfg.learned_head)
+    except ValueError as e:       # includes engine.storage.RunFileError (a foreign --kernel-from)
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    out = args.out or Path("runs") / f"token_flow{'-quick' if args.quick else ''}-seed{cfg.seed}.h5"
+    from rieszflow.engine.storage import RunFileError
+    from rieszflow.studies.token_flow.study import run_token_flow_study, summary
+
+    print(f"{prog}: {'quick' if args.quick else 'full'} study, seed {cfg.seed}, backend {cfg.backend} -> {out}",
+          flush=True)
+    t0 = time.perf_counter()
+    try:
+        res = run_token_flow_study(cfg, out, kernel_from=args.kernel_from, overwrite=args.overwrite,
+                                   quiet=args.quiet, plots=not args.no_plots,
+                                   log=lambda s: print(s, flush=True))
+    except (FileExistsError, FileNotFoundError, RunFileError, RuntimeError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    print(summary(res))
+    print(f"wall time {time.perf_counter() - t0:.1f} s; results in {out}")
+    for path in res["plots"]:
+        print(f"  plot: {path}")
+    print(f"  open with: engine.storage.open_run({str(out)!r})")
+    return 0
