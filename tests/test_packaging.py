@@ -1,0 +1,43 @@
+"""Packaging: one import package, ``rieszflow``, with its bundled data; ``python -m rieszflow`` works."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import setuptools
+
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11 (CI runs 3.11)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _config():
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def test_only_rieszflow_is_installed_at_top_level():
+    """The package finder of pyproject.toml yields ``rieszflow`` and its subpackages only."""
+    find = _config()["tool"]["setuptools"]["packages"]["find"]
+    packages = setuptools.find_packages(where=str(ROOT), include=find["include"])
+    assert "rieszflow" in packages
+    assert {"rieszflow.engine", "rieszflow.solvers", "rieszflow.studies"} <= set(packages)
+    assert sorted({p.split(".")[0] for p in packages}) == ["rieszflow"]
+
+
+def test_bundled_data_is_package_data():
+    """Every bundled dataset file is matched by the package-data globs (so ``pip install .`` ships it)."""
+    globs = _config()["tool"]["setuptools"]["package-data"]["rieszflow.data"]
+    data = ROOT / "rieszflow" / "data"
+    files = {p for p in data.rglob("*") if p.is_file()}
+    matched = {p for g in globs for p in data.glob(g)}
+    assert files and files == matched
+
+
+def test_console_script_and_module_entry_point():
+    """The console script targets the package CLI, and ``python -m rieszflow --help`` runs."""
+    assert _config()["project"]["scripts"]["rieszflow"] == "rieszflow.studies.cli:main"
+    out = subprocess.run([sys.executable, "-m", "rieszflow", "--help"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "usage: rieszflow" in out.stdout
