@@ -28,7 +28,8 @@ from rieszflow.engine.max_entropy import (
     relative_entropy,
     softmax_i_projection,
 )
-from rieszflow.engine.measure_attention import EmpiricalMeasure, dirac_projection, wasserstein1
+from rieszflow.engine.measure_attention import dirac_projection, wasserstein1
+from rieszflow.engine.measures import EmpiricalMeasure
 
 # features of the T07 instance: the square [-1, 1]^2, its centre, an edge midpoint, an
 # interior point. The edge x = 1 holds atoms 0, 1, 5.

@@ -9,7 +9,7 @@ import scipy.stats
 
 from rieszflow.studies.mean_field.analysis import expected_slope, fit_decay, load_study, summary_tables
 from rieszflow.studies.mean_field.config import MeanFieldConfig, ProblemConfig, full_config, quick_config
-from rieszflow.studies.mean_field.wasserstein import (
+from rieszflow.engine.measures import (
     AtomicMeasure1D,
     CellMeasure1D,
     bin_to_grid,

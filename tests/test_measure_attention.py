@@ -18,10 +18,10 @@ from scipy.optimize import linear_sum_assignment, minimize, minimize_scalar
 from scipy.special import softmax
 
 from rieszflow.engine.backend import cupy_available
+from rieszflow.engine.measures import EmpiricalMeasure, empirical_measure
 from rieszflow.engine.measure_attention import (
     Box,
     DotProductKernel,
-    EmpiricalMeasure,
     FeedForward,
     GaussianKernel,
     LinearFeatureKernel,
@@ -33,7 +33,6 @@ from rieszflow.engine.measure_attention import (
     cor24_bound,
     cor30_constant,
     dirac_projection,
-    empirical_measure,
     gaussian_projection,
     iterate,
     lemma31_bound,

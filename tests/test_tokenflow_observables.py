@@ -24,11 +24,11 @@ from rieszflow.engine.tokenflow import (
     run_flow,
     sphere_attention_flow,
 )
+from rieszflow.engine.measures import empirical_measure
 from rieszflow.engine.tokenflow.observables import (
     cluster_labels,
     count_clusters,
     diameter,
-    empirical_measure,
     energy_rate,
     equiangular_gamma,
     flow_distance,

@@ -43,9 +43,9 @@ import scipy.optimize
 import scipy.special
 
 from rieszflow.engine.backend import to_numpy
+from rieszflow.engine.measures import EmpiricalMeasure
 from rieszflow.engine.measure_attention import (
     DotProductKernel,
-    EmpiricalMeasure,
     boltzmann_gibbs,
     dirac_projection,
     gaussian_projection,

@@ -40,12 +40,11 @@ from typing import Callable
 
 import numpy as np
 
+from rieszflow.engine import measures as _measures
 from rieszflow.engine.backend import namespace, to_numpy
+from rieszflow.engine.measures import EmpiricalMeasure, empirical_measure
 
 __all__ = [
-    "METRICS",
-    "EmpiricalMeasure",
-    "empirical_measure",
     "Box",
     "InteractionPotential",
     "DotProductKernel",
@@ -80,9 +79,7 @@ __all__ = [
 ]
 
 #: Ground metrics supported for W1 and Lipschitz constants.
-METRICS = ("l1", "l2")
-
-_POT_METRIC = {"l1": "cityblock", "l2": "euclidean"}
+METRICS = _measures.METRICS
 
 
 # ----------------------------------------------------------------------------------------------
@@ -160,170 +157,6 @@ def _logsumexp(xp, a, axis):
 # ----------------------------------------------------------------------------------------------
 # measures and domains
 # ----------------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True, eq=False)
-class EmpiricalMeasure:
-    """A finitely supported probability measure mu = sum_j w_j delta_{y_j} on R^d.
-
-    Parameters
-    ----------
-    points : array, shape (N, d), float64
-        Atom locations (tokens). Duplicated rows are allowed (the paper's token sets are
-        multisets); :meth:`dedupe` merges them into weights.
-    weights : array, shape (N,), float64
-        Non-negative masses summing to 1 (within 1e-12). They are never renormalised silently.
-
-    Raises
-    ------
-    ValueError
-        If shapes disagree, an entry is NaN/inf, a weight is negative, or the weights do not sum
-        to 1.
-
-    References
-    ----------
-    Paper 004, section 3.1 (m(X) = (1/N) sum_i delta_{x_i}); spec section 1 ("Measures").
-    """
-
-    points: object
-    weights: object
-
-    def __post_init__(self):
-        pts = _as_matrix("points", self.points, 2)
-        xp = namespace(pts)
-        w = self.weights
-        w = xp.asarray(w, dtype=xp.float64)
-        if w.ndim != 1 or w.shape[0] != pts.shape[0]:
-            raise ValueError(f"weights must have shape ({pts.shape[0]},) to match points "
-                             f"{tuple(pts.shape)}, got {tuple(w.shape)}")
-        if pts.shape[0] == 0:
-            raise ValueError("points must hold at least one atom, got N = 0")
-        if not bool(xp.all(xp.isfinite(w))):
-            raise ValueError("weights contain NaN or inf")
-        if bool(xp.any(w < 0)):
-            raise ValueError(f"weights must be >= 0, got min {float(w.min())!r}")
-        total = float(w.sum())
-        if abs(total - 1.0) > 1e-12:
-            raise ValueError(f"weights must sum to 1 (probability measure), got sum {total!r}; "
-                             f"normalise them explicitly")
-        object.__setattr__(self, "points", pts)
-        object.__setattr__(self, "weights", w)
-
-    @classmethod
-    def uniform(cls, points) -> "EmpiricalMeasure":
-        """The empirical measure m(X) = (1/N) sum_i delta_{x_i} of a token set.
-
-        Parameters
-        ----------
-        points : array, shape (N, d), float64
-
-        Returns
-        -------
-        EmpiricalMeasure
-
-        References
-        ----------
-        Paper 004, section 3.1.
-        """
-        pts = _as_matrix("points", points, 2)
-        xp = namespace(pts)
-        n = pts.shape[0]
-        if n == 0:
-            raise ValueError("points must hold at least one atom, got N = 0")
-        return cls(pts, xp.full((n,), 1.0 / n))
-
-    @property
-    def n_atoms(self) -> int:
-        """Number of atoms N (duplicates counted)."""
-        return int(self.points.shape[0])
-
-    @property
-    def dim(self) -> int:
-        """Dimension d of the token space."""
-        return int(self.points.shape[1])
-
-    def mean(self):
-        """First moment mu(F), F = id: array of shape (d,) (paper 004 eq. (2))."""
-        return self.weights @ self.points
-
-    def push(self, fn: Callable) -> "EmpiricalMeasure":
-        """Push-forward fn_# mu: atoms moved by ``fn`` (shape (N, d) -> (N, d')), weights kept.
-
-        Parameters
-        ----------
-        fn : callable
-            Vectorised map from an (N, d) array to an (N, d') array.
-
-        Returns
-        -------
-        EmpiricalMeasure
-        """
-        return EmpiricalMeasure(fn(self.points), self.weights)
-
-    def dedupe(self, marks=None):
-        """Merge atoms with identical coordinates (and identical marks) into one weighted atom.
-
-        Parameters
-        ----------
-        marks : array, shape (N, m), optional
-            Data attached to each atom (e.g. the values of a key/value table). Two atoms merge
-            only if both their points and their marks agree exactly.
-
-        Returns
-        -------
-        EmpiricalMeasure or (EmpiricalMeasure, array)
-            The merged measure with atoms sorted lexicographically (and the merged marks when
-            ``marks`` is given). Exact equality is used, so m(X u X) and m(X) dedupe to the
-            same arrays.
-
-        References
-        ----------
-        Spec section 1 ("Duplicates must be allowed ... merge duplicates into weights", T05).
-        """
-        xp = namespace(self.points)
-        key = self.points
-        if marks is not None:
-            marks = _as_matrix("marks", marks, 2)
-            if marks.shape[0] != self.n_atoms:
-                raise ValueError(f"marks must have {self.n_atoms} rows, got {marks.shape[0]}")
-            key = xp.concatenate([self.points, marks], axis=1)
-        order = xp.lexsort(key.T[::-1])
-        ks = key[order]
-        ws = self.weights[order]
-        new = xp.ones(ks.shape[0], dtype=bool)
-        new[1:] = xp.any(ks[1:] != ks[:-1], axis=1)
-        starts = xp.nonzero(new)[0]
-        csum = xp.concatenate([xp.zeros(1), xp.cumsum(ws)])
-        ends = xp.concatenate([starts[1:], xp.asarray([ks.shape[0]])])
-        merged_w = csum[ends] - csum[starts]
-        merged_w = merged_w / merged_w.sum()
-        d = self.dim
-        mu = EmpiricalMeasure(ks[starts, :d], merged_w)
-        if marks is None:
-            return mu
-        return mu, ks[starts, d:]
-
-
-def empirical_measure(points, weights=None) -> EmpiricalMeasure:
-    """Build an :class:`EmpiricalMeasure`; uniform weights m(X) when ``weights`` is None.
-
-    Parameters
-    ----------
-    points : array, shape (N, d), float64
-    weights : array, shape (N,), float64, optional
-        Must sum to 1.
-
-    Returns
-    -------
-    EmpiricalMeasure
-
-    References
-    ----------
-    Paper 004, section 3.1.
-    """
-    if weights is None:
-        return EmpiricalMeasure.uniform(points)
-    return EmpiricalMeasure(points, weights)
-
-
 @dataclasses.dataclass(frozen=True)
 class Box:
     """The compact convex token space E = [-R, R]^d (paper 004 Assumption 1).
@@ -1288,7 +1121,11 @@ def iterate(mu0: EmpiricalMeasure, layer: Callable, n_layers: int) -> list:
 
 def wasserstein1(mu: EmpiricalMeasure, nu: EmpiricalMeasure, metric: str = "l1",
                  num_itermax: int = 10_000_000) -> float:
-    """Exact 1-Wasserstein distance between two empirical measures (host computation).
+    """Exact 1-Wasserstein distance in paper 004's geometry (l1 ground cost by default).
+
+    Computed by :func:`rieszflow.engine.measures.wasserstein1` (exact CDF formula in 1-D,
+    exact optimal transport on an exact-zero cost matrix otherwise); this front end only
+    fixes the paper's default metric.
 
     Parameters
     ----------
@@ -1302,8 +1139,7 @@ def wasserstein1(mu: EmpiricalMeasure, nu: EmpiricalMeasure, metric: str = "l1",
     Returns
     -------
     float
-        W1(mu, nu) >= 0. For d = 1 the exact sorted-CDF formula (``ot.wasserstein_1d``) is
-        used (both metrics coincide); otherwise ``ot.emd2`` with ``ot.dist(..., metric)``.
+        W1(mu, nu) >= 0.
 
     Raises
     ------
@@ -1314,23 +1150,10 @@ def wasserstein1(mu: EmpiricalMeasure, nu: EmpiricalMeasure, metric: str = "l1",
 
     References
     ----------
-    Paper 004 section 4 ("Background", W1 with cost ||x - y||_1); spec section 4.5.
+    Paper 004 section 4 ("Background", W1 with cost ||x - y||_1).
     """
-    import ot
-
     _check_metric(metric)
-    if mu.dim != nu.dim:
-        raise ValueError(f"mu and nu live in different dimensions: {mu.dim} vs {nu.dim}")
-    X, Y = to_numpy(mu.points), to_numpy(nu.points)
-    a, b = to_numpy(mu.weights), to_numpy(nu.weights)
-    if mu.dim == 1:
-        return float(ot.wasserstein_1d(X[:, 0], Y[:, 0], a, b, p=1))
-    M = ot.dist(X, Y, metric=_POT_METRIC[metric])
-    cost, log = ot.emd2(a, b, M, numItermax=int(num_itermax), log=True)
-    if log.get("warning") is not None:
-        raise RuntimeError(f"ot.emd2 did not converge ({log['warning']}); raise num_itermax "
-                           f"(got {num_itermax})")
-    return float(cost)
+    return _measures.wasserstein1(mu, nu, metric=metric, method="exact", num_itermax=num_itermax)
 
 
 # ----------------------------------------------------------------------------------------------

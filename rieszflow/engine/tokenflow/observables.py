@@ -20,27 +20,24 @@ Flamary et al., POT (ot.emd2, ot.sliced_wasserstein_distance).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from fractions import Fraction
-from typing import NamedTuple
 
 import numpy as np
 
 from rieszflow.engine._checks import check_choice, check_int, check_real
 from rieszflow.engine.backend import namespace, to_numpy
+from rieszflow.engine.measures import W1, resolve_w1_method
+from rieszflow.engine.measures import wasserstein1 as _w1
 
 __all__ = [
     "interaction_energy",
     "energy_rate",
-    "EmpiricalMeasure",
-    "empirical_measure",
     "cluster_labels",
     "count_clusters",
     "min_inner_product",
     "diameter",
     "fraction_clustered_pairs",
-    "W1",
     "wasserstein1",
     "flow_distance",
     "wendel_probability",
@@ -161,68 +158,6 @@ def energy_rate(x, beta: float, variant: str = "USA"):
     v = tangent_projection(x, res.out)
     zbar = xp.exp(res.log_zbar)
     return xp.sum(zbar * xp.sum(v * v, axis=-1), axis=-1) / n
-
-
-@dataclasses.dataclass(frozen=True)
-class EmpiricalMeasure:
-    """A finite weighted atom set ``mu = sum_i w_i delta_{x_i}`` (host arrays).
-
-    Attributes
-    ----------
-    points : numpy.ndarray, shape (N, d), float64
-    weights : numpy.ndarray, shape (N,), float64, summing to 1
-    """
-
-    points: np.ndarray
-    weights: np.ndarray
-
-    def mean(self) -> np.ndarray:
-        """Barycentre ``sum_i w_i x_i``, shape (d,)."""
-        return self.weights @ self.points
-
-    def integrate(self, fn) -> float:
-        """``mu(fn) = sum_i w_i fn(x_i)`` for ``fn`` acting row-wise on (N, d) -> (N,)."""
-        return float(self.weights @ np.asarray(fn(self.points), dtype=np.float64))
-
-
-def empirical_measure(x, weights=None) -> EmpiricalMeasure:
-    """Empirical measure ``(1/n) sum_i delta_{x_i}`` (or with given weights) of one token cloud.
-
-    Parameters
-    ----------
-    x : array, shape (n, d)
-    weights : array, shape (n,), optional
-        Non-negative, summing to 1 (to 1e-12); default uniform ``1/n``.
-
-    Returns
-    -------
-    EmpiricalMeasure
-        Host copies (float64).
-
-    Raises
-    ------
-    ValueError
-        On a bad shape, negative weights, or weights not summing to 1.
-
-    References
-    ----------
-    paper 004, section 3.1 (m(X) = (1/|T|) sum_t delta_{x_t}); spec section 1 ("Measures").
-    """
-    pts = np.asarray(to_numpy(x), dtype=np.float64)
-    if pts.ndim != 2 or pts.shape[0] < 1:
-        raise ValueError(f"x must have shape (n, d) with n >= 1; got {pts.shape}")
-    if not np.isfinite(pts).all():
-        raise ValueError("x contains NaN or inf")
-    n = pts.shape[0]
-    if weights is None:
-        w = np.full(n, 1.0 / n)
-    else:
-        w = np.asarray(to_numpy(weights), dtype=np.float64)
-        if w.shape != (n,):
-            raise ValueError(f"weights must have shape ({n},); got {w.shape}")
-        if not np.isfinite(w).all() or (w < 0).any() or abs(w.sum() - 1.0) > 1e-12:
-            raise ValueError(f"weights must be finite, >= 0 and sum to 1; got sum {w.sum()!r}")
-    return EmpiricalMeasure(pts, w)
 
 
 def _components(xp, x, eps, metric, chunk):
@@ -434,24 +369,12 @@ def fraction_clustered_pairs(x, threshold: float = 0.999, *, chunk: int = 256):
     return count / (n * (n - 1))
 
 
-class W1(NamedTuple):
-    """A Wasserstein-1 value and the method that produced it.
-
-    Attributes
-    ----------
-    value : float
-    method : str
-        ``"emd"`` (exact, POT network simplex) or ``"sliced"`` (sliced W1, a
-        different metric, ``<=`` W1; POT ``sliced_wasserstein_distance``).
-    """
-
-    value: float
-    method: str
-
-
 def wasserstein1(x, y, *, method: str = "auto", max_exact: int = 16_000_000,
                  n_projections: int = 256, rng=None, num_itermax: int = 10**7) -> W1:
     """Wasserstein-1 distance between the empirical measures of two token clouds (l2 cost).
+
+    The token-cloud front end of :func:`rieszflow.engine.measures.wasserstein1` (which
+    computes it): validates the clouds by name and labels the method used.
 
     ``W1(mu_x, mu_y)`` with uniform weights ``1/n_x`` and ``1/n_y`` and ground cost
     ``|x - y|_2``, solved exactly by ``ot.emd2(..., numItermax=num_itermax)``; a
@@ -498,8 +421,6 @@ def wasserstein1(x, y, *, method: str = "auto", max_exact: int = 16_000_000,
     ----------
     spec sections 4.5 (POT; numItermax >= 1e7), 7 and test T38; POT documentation.
     """
-    import ot
-
     check_choice("method", method, ("auto", "emd", "sliced"))
     max_exact = check_int("max_exact", max_exact, minimum=1)
     n_projections = check_int("n_projections", n_projections, minimum=1)
@@ -513,23 +434,10 @@ def wasserstein1(x, y, *, method: str = "auto", max_exact: int = 16_000_000,
             raise ValueError(f"{name} contains NaN or inf")
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"x and y must have the same dimension d; got {a.shape} and {b.shape}")
-    if method == "auto":
-        method = "emd" if a.shape[0] * b.shape[0] <= max_exact else "sliced"
-    if method == "emd":
-        from scipy.spatial.distance import cdist
-
-        cost = cdist(a, b, metric="euclidean")
-        wa = np.full(a.shape[0], 1.0 / a.shape[0])
-        wb = np.full(b.shape[0], 1.0 / b.shape[0])
-        value, log = ot.emd2(wa, wb, cost, numItermax=num_itermax, log=True)
-        if log.get("warning") is not None:
-            raise RuntimeError(f"ot.emd2 did not converge for clouds of {a.shape[0]} and {b.shape[0]} "
-                               f"points ({log['warning']}); raise num_itermax (got {num_itermax}) or "
-                               f"use method='sliced'")
-        return W1(float(value), "emd")
-    seed = 0 if rng is None else int(rng.integers(2**31 - 1))
-    val = ot.sliced_wasserstein_distance(a, b, n_projections=n_projections, p=1, seed=seed)
-    return W1(float(val), "sliced")
+    exact = resolve_w1_method(a, b, "exact" if method == "emd" else method, max_exact) == "exact"
+    value = _w1(a, b, metric="l2", method="exact" if exact else "sliced", num_itermax=num_itermax,
+                n_projections=n_projections, rng=rng)
+    return W1(value, "emd" if exact else "sliced")
 
 
 def flow_distance(traj_a, traj_b, *, method: str = "auto", max_exact: int = 16_000_000,

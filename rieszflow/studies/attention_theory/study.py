@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from rieszflow.engine.measures import EmpiricalMeasure
 from rieszflow.engine.measure_attention import (
     Box,
     DotProductKernel,
-    EmpiricalMeasure,
     FeedForward,
     GaussianKernel,
     LinearFeatureKernel,

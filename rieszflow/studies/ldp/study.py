@@ -448,7 +448,7 @@ def _limit_rates(cfg: LDPConfig, reg: RegimeConfig):
 
 def _sample_density(rng, n_chains, n, dom, rho):
     """Initial states: i.i.d. draws from a cell density (uniform within cells), sorted per chain."""
-    from rieszflow.studies.mean_field.wasserstein import sample_cells
+    from rieszflow.engine.measures import sample_cells
 
     m = rho * dom.volumes
     x = sample_cells(rng, n_chains * n, m / m.sum(), dom.origin, dom.spacing, dom.grid_shape)[:, 0]

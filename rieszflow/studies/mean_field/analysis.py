@@ -9,7 +9,7 @@ The *expected* slope over the same N values is obtained by the same regression
 applied to the reference curve: :math:`N^{-1/2}` in 1-D and
 :math:`N^{-1/2}\\log N` in 2-D (Fournier-Guillin, :math:`p = 1 = d/2`), whose local
 slope :math:`-1/2 + 1/\\log N` is shallower than -1/2 at moderate N. In 2-D the
-grid metric (:mod:`studies.mean_field.wasserstein`) cannot resolve scales below
+grid metric (:mod:`rieszflow.engine.measures`) cannot resolve scales below
 the cell side, so at large N its slope tends back to -1/2.
 
 References

@@ -12,7 +12,7 @@ For each problem of the configuration (:mod:`studies.mean_field.config`):
    Euler-Maruyama with reflection or projection
    (:class:`studies.mean_field.particles.MeanFieldParticles`), and
    :math:`W_1(\\mu_N(t), \\rho_t)` at every comparison time
-   (:mod:`studies.mean_field.wasserstein`: exact CDF formula in 1-D, exact optimal
+   (:mod:`rieszflow.engine.measures`: exact CDF formula in 1-D, exact optimal
    transport on the PDE grid in 2-D). The same distance is computed for N
    i.i.d. draws from :math:`\\rho_t` (the "iid reference": what a perfect
    propagation of chaos would give).
@@ -48,7 +48,7 @@ from rieszflow.studies.mean_field.particles import (
     make_interaction,
     quadratic_potential,
 )
-from rieszflow.studies.mean_field.wasserstein import (
+from rieszflow.engine.measures import (
     AtomicMeasure1D,
     CellMeasure1D,
     bin_to_grid,
@@ -174,7 +174,7 @@ class Distance:
         Uniform interval or rectangle grid.
     tol : float
         2-D only: cells with mass ``<= tol`` in both measures are dropped
-        (:func:`studies.mean_field.wasserstein.wasserstein1_grid`).
+        (:func:`rieszflow.engine.measures.wasserstein1_grid`).
     """
 
     def __init__(self, domain, tol: float):
