@@ -42,7 +42,7 @@ import numpy as np
 
 from rieszflow.engine import measures as _measures
 from rieszflow.engine.backend import namespace, to_numpy
-from rieszflow.engine.measures import EmpiricalMeasure, empirical_measure
+from rieszflow.engine.measures import EmpiricalMeasure
 
 __all__ = [
     "Box",

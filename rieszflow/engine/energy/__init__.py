@@ -31,13 +31,13 @@ from rieszflow.engine.energy.alignment import (
     rff_hamiltonian,
 )
 from rieszflow.engine.energy.base import NORMALIZATIONS, Energy, ExternalPotential, SumEnergy
+from rieszflow.engine.energy.coulomb1d import SortedCoulomb1D
+from rieszflow.engine.energy.interaction import Interaction, check_s, riesz_kernel
 from rieszflow.engine.energy.riesz import (
     RieszEnergy,
-    check_s,
     riesz_energy,
     riesz_energy_and_grad,
     riesz_energy_grad,
-    riesz_kernel,
     riesz_pair,
     riesz_potential,
 )
@@ -46,8 +46,10 @@ __all__ = [
     "NORMALIZATIONS",
     "Energy",
     "ExternalPotential",
+    "Interaction",
     "RFFAlignmentEnergy",
     "RieszEnergy",
+    "SortedCoulomb1D",
     "SumEnergy",
     "alignment_energy",
     "alignment_energy_and_grad",

@@ -40,52 +40,19 @@ import numpy as np
 from rieszflow.engine._checks import as_float_array, check_choice, check_int, check_points, check_real, is_host
 from rieszflow.engine.backend import namespace
 from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
+from rieszflow.engine.energy.interaction import check_s, check_softening
 
 __all__ = [
     "RieszEnergy",
-    "check_s",
     "riesz_energy",
     "riesz_energy_and_grad",
     "riesz_energy_grad",
-    "riesz_kernel",
     "riesz_pair",
     "riesz_potential",
 ]
 
 METHODS = ("auto", "numpy", "numba")
 _CHUNK_ELEMENTS = 2 ** 21  # elements of the (chunk, N, d) difference block (16 MiB in float64)
-
-
-def check_s(s) -> float:
-    """Validate the Riesz exponent.
-
-    Parameters
-    ----------
-    s : float
-        Riesz exponent; allowed range ``-2 < s < inf`` (paper 000, eq. (B.10)).
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    TypeError
-        If ``s`` is not a real number.
-    ValueError
-        If ``s`` is NaN, infinite or ``s <= -2``.
-    """
-    try:
-        v = check_real("s", s, allow_inf=True)
-    except ValueError as err:
-        raise ValueError(f"{err}; the Riesz exponent must satisfy -2 < s < inf") from None
-    if not -2.0 < v < np.inf:
-        raise ValueError(f"s must satisfy -2 < s < inf, got s={s!r}")
-    return v
-
-
-def _check_softening(softening) -> float:
-    return check_real("softening", softening, nonnegative=True)
 
 
 def _coef(s: float) -> float:
@@ -99,46 +66,6 @@ def _kernel_and_weight(xp, r2, s):
         return -0.5 * xp.log(r2), 1.0 / r2
     g = r2 ** (-0.5 * s)
     return (g if s > 0 else -g), r2 ** (-0.5 * (s + 2.0))
-
-
-def riesz_kernel(r, s, softening=0.0):
-    """Riesz kernel :math:`g_s` as a function of the distance.
-
-    Parameters
-    ----------
-    r : array_like
-        Distances :math:`\\|w\\| \\ge 0`, any shape.
-    s : float
-        Riesz exponent, ``-2 < s < inf``.
-    softening : float, default 0.0
-        :math:`\\varepsilon \\ge 0`; the kernel is evaluated at
-        :math:`\\sqrt{r^2 + \\varepsilon^2}`.
-
-    Returns
-    -------
-    array, shape of ``r``
-        :math:`r^{-s}` (s > 0), :math:`-\\log r` (s = 0), :math:`-r^{-s}` (s < 0);
-        ``inf`` at ``r = 0`` for ``s >= 0`` without softening.
-
-    Raises
-    ------
-    ValueError
-        If ``s`` is out of range or NaN, ``softening < 0``, or (host arrays) ``r``
-        has negative or NaN entries.
-
-    References
-    ----------
-    paper 000, eq. (2.3) and (B.10).
-    """
-    s = check_s(s)
-    eps = _check_softening(softening)
-    r = as_float_array("r", r)
-    xp = namespace(r)
-    if is_host(r) and not (r >= 0).all():
-        raise ValueError("r must contain distances >= 0 (no NaN)")
-    with np.errstate(divide="ignore"):
-        g, _ = _kernel_and_weight(xp, r * r + eps * eps, s)
-    return g
 
 
 def riesz_pair(w, s, softening=0.0):
@@ -171,7 +98,7 @@ def riesz_pair(w, s, softening=0.0):
     paper 000, eq. (2.3) and (B.10).
     """
     s = check_s(s)
-    eps = _check_softening(softening)
+    eps = check_softening(softening)
     w = as_float_array("w", w)
     xp = namespace(w)
     if w.ndim < 1:
@@ -225,7 +152,7 @@ def _pair_sums_numba(omega, s, eps, want_energy):
 def _pair_sums(omega, s, softening, method, want_energy, chunk_size):
     """Validate and dispatch; returns float64 (rows or None, grads)."""
     s = check_s(s)
-    eps = _check_softening(softening)
+    eps = check_softening(softening)
     check_choice("method", method, METHODS)
     omega = check_points("omega", omega)
     host = is_host(omega)
@@ -440,7 +367,7 @@ class RieszEnergy(Energy):
         object.__setattr__(self, "s", check_s(self.s))
         object.__setattr__(self, "lam", check_real("lam", self.lam, nonnegative=True))
         check_choice("normalization", self.normalization, NORMALIZATIONS)
-        object.__setattr__(self, "softening", _check_softening(self.softening))
+        object.__setattr__(self, "softening", check_softening(self.softening))
         check_choice("method", self.method, METHODS)
         if self.chunk_size is not None:
             check_int("chunk_size", self.chunk_size, minimum=1)

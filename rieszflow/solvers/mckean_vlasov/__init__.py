@@ -22,7 +22,6 @@ paper 000, eq. (4.1)-(4.5) and App. E, eq. (E.2)-(E.5).
 from rieszflow.solvers.mckean_vlasov.convolution import (
     Convolution,
     cell_integral_matrix,
-    kernel,
     make_convolution,
     offset_table,
 )
@@ -51,7 +50,6 @@ __all__ = [
     "disk_mesh",
     "domain_from_fipy",
     "interval_mesh",
-    "kernel",
     "load_result",
     "make_convolution",
     "offset_table",

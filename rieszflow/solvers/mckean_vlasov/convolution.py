@@ -118,13 +118,12 @@ import dataclasses
 import numpy as np
 import scipy.signal
 
-from rieszflow.engine._checks import check_choice, check_int, check_real
+from rieszflow.engine._checks import check_choice, check_int
+from rieszflow.engine.energy.interaction import check_s
 from rieszflow.solvers.mckean_vlasov.mesh import MeshDomain
 
 __all__ = [
     "Convolution",
-    "check_kernel_s",
-    "kernel",
     "antiderivative_1d",
     "radial_primitive_2d",
     "triangle_apex_integral",
@@ -137,79 +136,6 @@ METHODS = ("auto", "direct", "fft")
 _PANEL = 2.0  # largest u-length of one Gauss-Legendre panel of the edge integral (module docstring)
 _TABLE_NODES = 24  # Gauss-Legendre nodes per panel in the 2-D offset table
 _TABLE_CHUNK = 4096  # offsets evaluated per batch in the 2-D offset table (bounds the memory)
-
-
-def check_kernel_s(s, d: int) -> float:
-    """Validate a Riesz exponent for a locally integrable kernel in dimension ``d``.
-
-    Parameters
-    ----------
-    s : float
-        Riesz exponent.
-    d : int
-        Space dimension (1 or 2).
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    ValueError
-        If ``s`` is NaN/inf or outside ``-2 < s < d``.
-
-    References
-    ----------
-    paper 000, eq. (B.10) (range -2 < s); local integrability needs s < d.
-    """
-    s = check_real("s", s)
-    if not -2.0 < s < d:
-        raise ValueError(
-            f"s must satisfy -2 < s < d={d} for a locally integrable kernel, got s={s}; for s >= d "
-            f"every density has infinite Riesz energy (the continuum interaction does not exist), "
-            f"use the particle engine (engine.energy.riesz) instead")
-    return s
-
-
-def _s_below(s, upper: float, what: str) -> float:
-    """Scalar range check -2 < s < upper (cheap enough for inner loops)."""
-    s = check_real("s", s)
-    if not -2.0 < s < upper:
-        raise ValueError(f"{what}: s must satisfy -2 < s < {upper:g}, got s={s}")
-    return s
-
-
-def kernel(r, s):
-    """Riesz kernel :math:`g_s` of the distance ``r > 0``.
-
-    Parameters
-    ----------
-    r : array_like, float64, any shape
-        Distances, > 0.
-    s : float
-        Riesz exponent, ``-2 < s``.
-
-    Returns
-    -------
-    ndarray, shape of ``r``
-        :math:`r^{-s}` (s > 0), :math:`-\\log r` (s = 0), :math:`-r^{-s}` (s < 0).
-
-    Raises
-    ------
-    ValueError
-        If ``s`` is not a finite number with ``s > -2``. (``r`` is not checked:
-        this is the inner-loop kernel; :func:`engine.energy.riesz.riesz_kernel`
-        validates ``r`` too and agrees with this one, which is tested.)
-
-    References
-    ----------
-    paper 000, eq. (2.3) and (B.10).
-    """
-    s = _s_below(s, np.inf, "kernel")
-    r = np.asarray(r, dtype=np.float64)
-    if s == 0.0:
-        return -np.log(r)
-    return np.sign(s) * r ** (-s)
 
 
 def antiderivative_1d(y, s):
@@ -235,7 +161,7 @@ def antiderivative_1d(y, s):
     ----------
     particles_pde_reference.md, sec. 2.1 (c).
     """
-    s = _s_below(s, 1.0, "antiderivative_1d")
+    s = check_s(s, upper=1.0, what="antiderivative_1d")
     y = np.asarray(y, dtype=np.float64)
     ay = np.abs(y)
     if s == 0.0:
@@ -267,7 +193,7 @@ def radial_primitive_2d(R, s):
     ----------
     paper 000, eq. (B.10) (the kernel); module docstring (polar decomposition).
     """
-    s = _s_below(s, 2.0, "radial_primitive_2d")
+    s = check_s(s, upper=2.0, what="radial_primitive_2d")
     R = np.asarray(R, dtype=np.float64)
     if s == 0.0:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -316,7 +242,7 @@ def triangle_apex_integral(x, a, b, s, quad_nodes: int = 24):
     ----------
     Module docstring; particles_pde_reference.md sec. 2.1 (c) (self-cell closed form).
     """
-    s = _s_below(s, 2.0, "triangle_apex_integral")
+    s = check_s(s, upper=2.0, what="triangle_apex_integral")
     quad_nodes = check_int("quad_nodes", quad_nodes, minimum=4)
     x = np.asarray(x, dtype=np.float64)
     a = np.asarray(a, dtype=np.float64)
@@ -410,7 +336,7 @@ def cell_integral_matrix(domain: MeshDomain, s, *, symmetrize: bool = True,
     """
     if not isinstance(domain, MeshDomain):
         raise TypeError(f"domain must be a MeshDomain, got {type(domain).__name__}")
-    s = check_kernel_s(s, domain.d)
+    s = check_s(s, d=domain.d)
     quad_nodes = check_int("quad_nodes", quad_nodes, minimum=4)
     A = _matrix_1d(domain, s) if domain.d == 1 else _matrix_2d(domain, s, quad_nodes)
     if symmetrize:
@@ -448,7 +374,7 @@ def offset_table(domain: MeshDomain, s) -> np.ndarray:
     """
     if not isinstance(domain, MeshDomain) or not domain.is_uniform_grid:
         raise ValueError("offset_table needs a uniform grid MeshDomain (interval_mesh or rectangle_mesh)")
-    s = check_kernel_s(s, domain.d)
+    s = check_s(s, d=domain.d)
     if domain.d == 1:
         (n,), (h,) = domain.grid_shape, domain.spacing
         k = np.arange(-(n - 1), n, dtype=np.float64)
@@ -586,7 +512,7 @@ def make_convolution(domain: MeshDomain, s, method: str = "auto", *, quad_nodes:
     if not isinstance(domain, MeshDomain):
         raise TypeError(f"domain must be a MeshDomain, got {type(domain).__name__}")
     check_choice("method", method, METHODS)
-    s = check_kernel_s(s, domain.d)
+    s = check_s(s, d=domain.d)
     if method == "auto":
         method = "fft" if domain.is_uniform_grid else "direct"
     if method == "fft":

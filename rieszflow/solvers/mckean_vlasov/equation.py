@@ -94,7 +94,8 @@ import numpy as np
 import scipy.special
 
 from rieszflow.engine._checks import check_int, check_real
-from rieszflow.solvers.mckean_vlasov.convolution import Convolution, check_kernel_s, make_convolution
+from rieszflow.engine.energy.interaction import check_s
+from rieszflow.solvers.mckean_vlasov.convolution import Convolution, make_convolution
 from rieszflow.solvers.mckean_vlasov.mesh import MeshDomain
 
 __all__ = [
@@ -194,7 +195,7 @@ class MeanFieldProblem:
         """
         if not isinstance(domain, MeshDomain):
             raise TypeError(f"domain must be a MeshDomain, got {type(domain).__name__}")
-        s = check_kernel_s(s, domain.d)
+        s = check_s(s, d=domain.d)
         lam = check_real("lam", lam, nonnegative=True)
         beta = check_real("beta", beta, positive=True, allow_inf=True)
         Vc = _cell_values("V", domain, V)

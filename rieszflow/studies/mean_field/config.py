@@ -30,6 +30,8 @@ import json
 import math
 from typing import Any, Mapping
 
+from rieszflow.engine.energy.interaction import check_s
+
 __all__ = ["PROBLEM_NAMES", "ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
 
 #: The problems a study can hold, in a fixed order: a problem's position here (not in the
@@ -173,10 +175,10 @@ class ProblemConfig:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{k}={v!r} must be a finite number > 0")
             set_(k, float(v))
-        s = self.s
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not -2.0 < s < d:
-            raise ValueError(f"s={s!r} must satisfy -2 < s < d={d} (locally integrable kernel)")
-        set_("s", float(s))
+        try:
+            set_("s", check_s(self.s, d=d))
+        except TypeError as e:          # a config error is a ValueError (exit code 2 in the CLI)
+            raise ValueError(str(e)) from None
         set_("rho0_mean", _tuple("rho0_mean", self.rho0_mean, float))
         set_("rho0_std", _tuple("rho0_std", self.rho0_std, float, positive=True))
         if len(self.rho0_mean) != d or len(self.rho0_std) != d:
