@@ -51,6 +51,7 @@ import numpy as np
 from rieszflow.engine.backend import namespace, to_numpy
 
 __all__ = [
+    "ATTENTION_FEATURE_MAPS",
     "FeatureMap",
     "FavorFeatureMap",
     "EluFeatureMap",
@@ -836,6 +837,11 @@ FEATURE_MAPS = {
     for cls in (FavorFeatureMap, EluFeatureMap, SoftplusFeatureMap, Sigmoid2FeatureMap,
                 SoftmaxFeatFeatureMap, Cos2FeatureMap, PorfSoftplusFeatureMap, RffFeatureMap)
 }
+
+#: Names of the positive maps, usable in normalised linear attention (every registered map
+#: with ``positive = True``, in registration order). Studies and configs take their choices
+#: from here, so registering a map in FEATURE_MAPS is the only edit needed to offer it.
+ATTENTION_FEATURE_MAPS = tuple(name for name, cls in FEATURE_MAPS.items() if cls.positive)
 
 
 def make_feature_map(name, d, m, *, rng=None, **options):

@@ -5,9 +5,12 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
+from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
+
 __all__ = ["MainJobConfig", "SMOKE_OVERRIDES"]
 
-_FEATURE_MAPS = ("favor", "elu", "softplus", "sigmoid2", "softmaxfeat", "cos2", "porf_softplus")
+#: Feature maps of the kernel runs: the engine registry's positive maps (one edit in features.py adds one).
+_FEATURE_MAPS = ATTENTION_FEATURE_MAPS
 _ALIGNMENTS = ("onehot", "kta")
 _QK = ("shared", "learned")
 _ATTENTION = ("linear", "softmax")

@@ -31,15 +31,17 @@ import math
 from typing import Any, Mapping
 
 from rieszflow.engine.energy.interaction import check_s
+from rieszflow.engine.simulate import BOUNDARIES
+from rieszflow.studies.mean_field.particles import INTERACTION_METHODS
 
 __all__ = ["PROBLEM_NAMES", "ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
 
 #: The problems a study can hold, in a fixed order: a problem's position here (not in the
 #: configuration) keys its random streams, so a study of a subset reproduces the full one.
 PROBLEM_NAMES = ("interval", "rectangle")
-_BOUNDARIES = ("reflect", "project")
+_BOUNDARIES = BOUNDARIES  # the engine's boundary schemes
 _BACKENDS = ("numpy", "cupy")
-_METHODS = ("auto", "sorted", "numba", "numpy")
+_METHODS = INTERACTION_METHODS
 
 
 def _tuple(name, value, kind, *, positive=False, minimum=None, nonempty=True):

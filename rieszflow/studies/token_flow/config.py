@@ -6,11 +6,14 @@ import math
 import numbers
 from typing import Any, Mapping
 
+from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
+from rieszflow.engine.tokenflow.integrate import INTEGRATORS
+
 __all__ = ["TokenFlowConfig", "QUICK_OVERRIDES", "GPU_OVERRIDES"]
 
 _VARIANTS = ("SA", "USA")
-_INTEGRATORS = ("euler", "rk4", "euler_retract", "rk4_retract", "projected_euler")
-_FEATURES = ("favor", "elu", "softplus", "sigmoid2", "softmaxfeat", "cos2", "porf_softplus")
+_INTEGRATORS = INTEGRATORS  # the engine's flow integrators
+_FEATURES = ATTENTION_FEATURE_MAPS  # the engine registry's positive maps
 
 
 def _is_int(v):
