@@ -19,11 +19,11 @@ from rieszflow.engine.storage import RunFileError, TrajectoryWriter
 from rieszflow.engine.tokenflow import (
     LinearKernel,
     SoftmaxKernel,
-    load_learned_kernel,
     normalise,
     run_flow,
     sphere_attention_flow,
 )
+from rieszflow.studies.main_job.kernels import load_learned_kernel
 from rieszflow.engine.measures import empirical_measure
 from rieszflow.engine.tokenflow.observables import (
     cluster_labels,

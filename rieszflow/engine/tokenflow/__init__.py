@@ -55,7 +55,6 @@ from rieszflow.engine.tokenflow.kernels import (
     SinkhornOutput,
     SoftmaxKernel,
     dense_attention,
-    load_learned_kernel,
 )
 
 __all__ = [
@@ -65,5 +64,5 @@ __all__ = [
     "INTEGRATORS", "FlowResult", "FlowState", "euler", "make_integrator", "projected_euler", "rk4",
     "run_flow", "sphere_tolerance",
     "AttentionOutput", "GaussianKernel", "LinearKernel", "SinkhornOutput", "SoftmaxKernel",
-    "dense_attention", "load_learned_kernel",
+    "dense_attention",
 ]

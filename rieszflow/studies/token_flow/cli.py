@@ -80,7 +80,7 @@ def run_from_args(args) -> int:
             if not args.kernel_from.exists():
                 raise ValueError(f"--kernel-from {str(args.kernel_from)!r} does not exist; pass a "
                                  f"main-job HDF5 file written by 'rieszflow run'")
-            from rieszflow.engine.tokenflow import load_learned_kernel
+            from rieszflow.studies.main_job.kernels import load_learned_kernel
 
             load_learned_kernel(args.kernel_from, cfg.learned_layer, cfg.learned_head)
     except ValueError as e:       # includes engine.storage.RunFileError (a foreign --kernel-from)

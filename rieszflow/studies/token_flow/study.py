@@ -39,7 +39,6 @@ from rieszflow.engine.storage import TrajectoryWriter
 from rieszflow.engine.tokenflow import (
     LinearKernel,
     SoftmaxKernel,
-    load_learned_kernel,
     make_integrator,
     normalise,
     run_flow,
@@ -59,6 +58,7 @@ from rieszflow.engine.tokenflow.observables import (
 )
 from rieszflow.studies.token_flow.analysis import PowerLawFit, fit_power_law, format_tables, make_plots
 from rieszflow.studies.token_flow.config import TokenFlowConfig
+from rieszflow.studies.main_job.kernels import load_learned_kernel
 
 __all__ = ["KIND", "PHASE_VARIANT", "run_token_flow_study", "clustering_grid", "wendel_table", "phase_boundary",
            "kernel_comparison", "mean_field"]
