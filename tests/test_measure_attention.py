@@ -114,7 +114,7 @@ def test_softmatch_rows_are_stochastic():
     """T03: Psi_G(m(K)) is row-stochastic with non-negative entries, for K1, K2 and K3."""
     rng = np.random.default_rng(3)
     d = 3
-    kernels = [DotProductKernel(rng.standard_normal((d, d)), 5.0), GaussianKernel(0.7),
+    kernels = [DotProductKernel(rng.standard_normal((d, d)), 5.0), GaussianKernel.from_sigma(0.7),
                LinearFeatureKernel(rng.standard_normal((2, d)), rng.standard_normal((2, d))),
                LinearFeatureKernel(rng.standard_normal((2, d)), rng.standard_normal((2, d)),
                                    "performer", rng.standard_normal((16, 2)))]
@@ -134,7 +134,7 @@ def test_dirac_input_maps_to_dirac_at_f_of_l():
     ffn = FeedForward(rng.standard_normal((4, d)), rng.standard_normal(4),
                       rng.standard_normal((d, 4)), rng.standard_normal(d))
     for beta in (1e-3, 1.0, 300.0):
-        kernels = [DotProductKernel(rng.standard_normal((d, d)), beta), GaussianKernel(1 / beta),
+        kernels = [DotProductKernel(rng.standard_normal((d, d)), beta), GaussianKernel.from_sigma(1 / beta),
                    LinearFeatureKernel(beta * rng.standard_normal((2, d)),
                                        rng.standard_normal((2, d))),
                    LinearFeatureKernel(rng.standard_normal((2, d)), rng.standard_normal((2, d)),
@@ -180,7 +180,7 @@ def test_measure_level_invariances():
 def test_property_duplicating_tokens_leaves_output_measure_unchanged(n, d, seed, copies):
     """Hypothesis form of T05: m(X repeated k times) = m(X) maps to the same output measure."""
     rng = np.random.default_rng(seed)
-    sa = SelfAttention(GaussianKernel(float(rng.uniform(0.3, 3))),
+    sa = SelfAttention(GaussianKernel.from_sigma(float(rng.uniform(0.3, 3))),
                        LinearLookup(rng.standard_normal((d, d))))
     X = rng.uniform(-2, 2, size=(n, d))
     a = sa(empirical_measure(X))
@@ -318,7 +318,7 @@ def test_jacobian_matches_finite_differences_and_w1_kick():
     single-coordinate kick equals ||J||_{1->1} (rel 1e-3)."""
     rng = np.random.default_rng(16)
     for kern in (DotProductKernel(rng.standard_normal((3, 3)) / math.sqrt(3), 1.5),
-                 GaussianKernel(1.0)):
+                 GaussianKernel.from_sigma(1.0)):
         W = rng.standard_normal((3, 3))
         sa = SelfAttention(kern, LinearLookup(W / np.abs(W).sum(axis=1).max()))
         X = rng.uniform(-1, 1, (6, 3))
@@ -485,7 +485,7 @@ def test_constants_closed_forms_and_worked_example():
     cc = kern.constants(box3)
     assert np.abs(0.9 * G[:, None] * (Y @ A.T)).max() <= cc.lip_query
     assert np.abs(0.9 * G[:, None] * (X @ A)).max() <= cc.lip_key
-    g2 = GaussianKernel(1.0).constants(Box(2.0, 3))
+    g2 = GaussianKernel.from_sigma(1.0).constants(Box(2.0, 3))
     assert g2.lip_query == pytest.approx(math.sqrt(2 / math.e), rel=1e-14)
     u = np.linspace(0, 4, 40001)
     assert (2 * u * np.exp(-u * u)).max() <= g2.lip_query * SLACK
@@ -560,6 +560,8 @@ def test_bad_inputs_raise_with_clear_messages():
     with pytest.raises(TypeError, match="beta must be a real number"):
         DotProductKernel(np.eye(2), "hot")
     with pytest.raises(ValueError, match="sigma must be > 0"):
+        GaussianKernel.from_sigma(0.0)
+    with pytest.raises(ValueError, match="beta must be > 0"):
         GaussianKernel(0.0)
     with pytest.raises(ValueError, match="radius must be > 0"):
         Box(-1.0, 2)

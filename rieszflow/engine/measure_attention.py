@@ -496,12 +496,24 @@ class DotProductKernel(InteractionPotential):
 
 
 class GaussianKernel(InteractionPotential):
-    """Gaussian (L2) potential a(x, y) = -||x - y||_2^2 / sigma^2 (spec kernel K2).
+    """Gaussian (L2) potential a(x, y) = -(beta/2) ||x - y||_2^2 (spec kernel K2).
+
+    The same parameterisation as the token-flow kernel
+    :class:`rieszflow.engine.tokenflow.kernels.GaussianKernel` (G = exp(a)), so one
+    ``beta`` means one kernel everywhere in rieszflow; the bandwidth form
+    exp(-||x - y||^2 / sigma^2) of paper 004 is ``GaussianKernel.from_sigma(sigma)``
+    (beta = 2 / sigma^2).
 
     Parameters
     ----------
-    sigma : float, default 1.0
-        Bandwidth > 0 (the paper uses sigma = 1, section 6.3).
+    beta : float, default 2.0
+        Inverse squared bandwidth, > 0 (the default is the paper's sigma = 1,
+        section 6.3).
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``beta`` is not a finite number > 0.
 
     References
     ----------
@@ -509,24 +521,50 @@ class GaussianKernel(InteractionPotential):
     spec section 2.2.
     """
 
-    def __init__(self, sigma: float = 1.0):
-        self.sigma = _check_real("sigma", sigma, low=0.0, strict=True)
+    def __init__(self, beta: float = 2.0):
+        self.beta = _check_real("beta", beta, low=0.0, strict=True)
+
+    @classmethod
+    def from_sigma(cls, sigma: float = 1.0) -> "GaussianKernel":
+        """The kernel exp(-||x - y||_2^2 / sigma^2) of paper 004 (beta = 2 / sigma^2).
+
+        Parameters
+        ----------
+        sigma : float, default 1.0
+            Bandwidth > 0.
+
+        Returns
+        -------
+        GaussianKernel
+
+        Raises
+        ------
+        TypeError, ValueError
+            If ``sigma`` is not a finite number > 0.
+        """
+        sigma = _check_real("sigma", sigma, low=0.0, strict=True)
+        return cls(2.0 / sigma ** 2)
+
+    @property
+    def sigma(self) -> float:
+        """Bandwidth sigma = sqrt(2 / beta) of the form exp(-||x - y||^2 / sigma^2)."""
+        return math.sqrt(2.0 / self.beta)
 
     def log_potential(self, X, Y):
-        """a(x_i, y_j) = -||x_i - y_j||_2^2 / sigma^2: array (M, N) for X (M, d), Y (N, d)."""
+        """a(x_i, y_j) = -(beta/2) ||x_i - y_j||_2^2: array (M, N) for X (M, d), Y (N, d)."""
         xp = namespace(X, Y)
         if X.shape[-1] != Y.shape[-1]:
             raise ValueError(f"queries ({X.shape[-1]}) and keys ({Y.shape[-1]}) must share d")
         diff = X[:, None, :] - Y[None, :, :]
-        return -xp.sum(diff * diff, axis=2) / self.sigma ** 2
+        return -0.5 * self.beta * xp.sum(diff * diff, axis=2)
 
     def grad_query(self, X, Y):
-        """grad_1 a = -2 (x_i - y_j) / sigma^2: array (M, N, d)."""
-        return -2.0 * (X[:, None, :] - Y[None, :, :]) / self.sigma ** 2
+        """grad_1 a = -beta (x_i - y_j): array (M, N, d)."""
+        return -self.beta * (X[:, None, :] - Y[None, :, :])
 
     def grad_key(self, X, Y):
-        """grad_2 a = +2 (x_i - y_j) / sigma^2: array (M, N, d)."""
-        return 2.0 * (X[:, None, :] - Y[None, :, :]) / self.sigma ** 2
+        """grad_2 a = +beta (x_i - y_j): array (M, N, d)."""
+        return self.beta * (X[:, None, :] - Y[None, :, :])
 
     def _max_lip(self, t_max: float) -> float:
         # sup_{0 <= t <= t_max} (2 t / sigma^2) exp(-t^2 / sigma^2); maximiser t = sigma / sqrt 2

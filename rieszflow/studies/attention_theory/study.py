@@ -749,7 +749,7 @@ def _lemma40_row(rng):
 # Corollary 30: the (1 + ln(N-1))/2 family
 # ----------------------------------------------------------------------------------------------
 def _cor30_layer() -> SelfAttention:
-    return SelfAttention(GaussianKernel(1.0), LinearLookup(np.eye(1)))
+    return SelfAttention(GaussianKernel.from_sigma(1.0), LinearLookup(np.eye(1)))
 
 
 def cor30_particle_ratio(n: int, h: float = 1e-6) -> float:
