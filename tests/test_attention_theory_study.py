@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from rieszflow.engine.measure_attention import (Box, DotProductKernel, LinearLookup, cor30_constant,
+from rieszflow.engine.space import Cube
+from rieszflow.engine.measure_attention import (DotProductKernel, LinearLookup, cor30_constant,
                                       thm23_bound)
 from rieszflow.engine.storage import open_run
 from rieszflow.studies.attention_theory import cli
@@ -82,7 +83,7 @@ def test_thm23_adversarial_search_reduced():
         A = rng.standard_normal((d, d)) / math.sqrt(d)
         W = rng.standard_normal((d, d))
         W /= np.abs(W).sum(axis=1).max()
-        inst = GBoxInstance(Box(1.0, d), A, W, beta, n)
+        inst = GBoxInstance(Cube(1.0, d), A, W, beta, n)
         res = adversarial_local_lipschitz(inst, rng, restarts=2, maxfev=400)
         bound = thm23_bound(inst.kernel.constants(inst.domain), inst.k_ell, d)
         assert res["w1_ratio"] <= bound.corrected * (1 + 1e-9)
@@ -142,7 +143,7 @@ def test_prop26_cases_collapse_and_rotation_counterexample():
     assert fp["rotation_tokens"]["period4_gap"] <= 1e-12
     kern = DotProductKernel(np.eye(2), 1e-3)
     k_rot = LinearLookup([[0, 1], [-1, 0]]).lipschitz()
-    assert thm23_bound(kern.constants(Box(1.0, 2)), k_rot, 2).paper == pytest.approx(rot["paper_tau"])
+    assert thm23_bound(kern.constants(Cube(1.0, 2)), k_rot, 2).paper == pytest.approx(rot["paper_tau"])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from scipy.special import softmax
 
 from rieszflow.engine.backend import cupy_available
 from rieszflow.engine.measures import EmpiricalMeasure, empirical_measure
+from rieszflow.engine.space import Cube
 from rieszflow.engine.measure_attention import (
-    Box,
     DotProductKernel,
     FeedForward,
     GaussianKernel,
@@ -59,7 +59,7 @@ def gbox(rng, log10_beta=(-3.0, 0.5), n_range=(2, 12)):
     W = rng.standard_normal((d, d))
     W /= np.abs(W).sum(axis=1).max()
     beta = 10 ** rng.uniform(*log10_beta)
-    return Box(1.0, d), DotProductKernel(A, beta), LinearLookup(W), int(rng.integers(*n_range))
+    return Cube(1.0, d), DotProductKernel(A, beta), LinearLookup(W), int(rng.integers(*n_range))
 
 
 def _perturb(rng, X, scale):
@@ -297,7 +297,7 @@ def test_thm23_dirac_pair_breaks_printed_bound():
     """T14 (AUDIT): delta_a, delta_b at beta = 0.01, d = 2: ratio = ||W(a-b)||_1/||a-b||_1 exactly,
     above the printed Thm. 23 bound and below the corrected one."""
     rng = np.random.default_rng(14)
-    box = Box(1.0, 2)
+    box = Cube(1.0, 2)
     kern = DotProductKernel(np.eye(2), 0.01)
     W = rng.standard_normal((2, 2))
     W /= np.abs(W).sum(axis=1).max()
@@ -345,7 +345,7 @@ def test_cor24_query_lipschitz_bounds_hold():
     """T17: Cor. 24 on d = 3, N = 10, beta = 0.5, box R = 1: 0 violations over 2e4 query pairs
     for the printed and the sharpened constants (seen 0.134 vs 3.8e3)."""
     rng = np.random.default_rng(17)
-    box = Box(1.0, 3)
+    box = Cube(1.0, 3)
     kern = DotProductKernel(rng.standard_normal((3, 3)) / math.sqrt(3), 0.5)
     W = rng.standard_normal((3, 3))
     lookup = LinearLookup(W / np.abs(W).sum(axis=1).max())
@@ -363,7 +363,7 @@ def test_thm23_cor24_need_l1_constants():
     """Thm. 23 and Cor. 24 are stated with l1 constants: tau(Pi) = d and the sqrt(d) l1 -> l2 conversion
     of Cor. 24 assume them. l2 constants (metric="l2") must be rejected, not silently mixed in (Cor. 24
     would apply the sqrt(d) conversion twice: the l2 diameter already carries one sqrt(d))."""
-    box = Box(1.0, 3)
+    box = Cube(1.0, 3)
     kern = DotProductKernel(np.eye(3), 0.5)
     c1, c2 = kern.constants(box, "l1"), kern.constants(box, "l2")
     assert c2.diam == pytest.approx(c1.diam / math.sqrt(3))            # 2 sqrt(d) vs 2 d
@@ -411,7 +411,7 @@ def test_lemma31_softmax_vs_performer_within_diam_tv():
     (200 instances, d = 4); the printed diam-free constant fails on two opposite corners."""
     rng = np.random.default_rng(21)
     d = 4
-    box = Box(1.0, d)
+    box = Cube(1.0, d)
     b = lemma31_bound(box.diam())
     for _ in range(200):
         A = rng.standard_normal((d, d)) / 2
@@ -464,7 +464,7 @@ def test_prop25_corrected_neighbourhood_bound_and_assignment_formula():
 def test_constants_closed_forms_and_worked_example():
     """Spec section 4.3 worked example (corrected tau = 0.604, printed 0.167), C30 values of the
     spec table, and the K1/K2 constants against brute-force maxima."""
-    box = Box(1.0, 2)
+    box = Cube(1.0, 2)
     c = DotProductKernel(np.eye(2), 0.01).constants(box)
     assert math.exp(-c.log_eps) == pytest.approx(math.exp(0.02))
     assert c.lip_query == pytest.approx(math.exp(0.02) * 0.01)
@@ -476,7 +476,7 @@ def test_constants_closed_forms_and_worked_example():
     assert cor30_constant(math.exp(40), 1, 1.0) == pytest.approx(18.875, abs=5e-3)
     rng = np.random.default_rng(30)
     A = rng.standard_normal((3, 3))
-    box3 = Box(0.7, 3)
+    box3 = Cube(0.7, 3)
     kern = DotProductKernel(A, 0.9)
     corners = np.array([[x, y, z] for x in (-0.7, 0.7) for y in (-0.7, 0.7) for z in (-0.7, 0.7)])
     assert kern.max_bilinear(box3) == pytest.approx((corners @ A @ corners.T).max(), rel=1e-14)
@@ -485,7 +485,7 @@ def test_constants_closed_forms_and_worked_example():
     cc = kern.constants(box3)
     assert np.abs(0.9 * G[:, None] * (Y @ A.T)).max() <= cc.lip_query
     assert np.abs(0.9 * G[:, None] * (X @ A)).max() <= cc.lip_key
-    g2 = GaussianKernel.from_sigma(1.0).constants(Box(2.0, 3))
+    g2 = GaussianKernel.from_sigma(1.0).constants(Cube(2.0, 3))
     assert g2.lip_query == pytest.approx(math.sqrt(2 / math.e), rel=1e-14)
     u = np.linspace(0, 4, 40001)
     assert (2 * u * np.exp(-u * u)).max() <= g2.lip_query * SLACK
@@ -521,7 +521,7 @@ def test_corrected_certificate_gives_geometric_contraction():
     """T24: A = I, beta = 0.01, W^V = 0.5 I, f = id (corrected tau <= 0.604): per-layer W1 ratios
     and 300 random-pair ratios are <= 0.604, and the layer ratio tends to K_l = 0.5."""
     rng = np.random.default_rng(24)
-    box = Box(1.0, 2)
+    box = Cube(1.0, 2)
     kern = DotProductKernel(np.eye(2), 0.01)
     sa = SelfAttention(kern, LinearLookup(0.5 * np.eye(2)))
     tau = thm23_bound(kern.constants(box), 0.5, 2).corrected
@@ -564,7 +564,7 @@ def test_bad_inputs_raise_with_clear_messages():
     with pytest.raises(ValueError, match="beta must be > 0"):
         GaussianKernel(0.0)
     with pytest.raises(ValueError, match="radius must be > 0"):
-        Box(-1.0, 2)
+        Cube(-1.0, 2)
     with pytest.raises(ValueError, match="feature='rff'"):
         LinearFeatureKernel(np.eye(2), np.eye(2), "rff")
     with pytest.raises(ValueError, match="needs omega"):
@@ -583,7 +583,7 @@ def test_bad_inputs_raise_with_clear_messages():
     with pytest.raises(ValueError, match=r"WQ, WK, WV, WO must all have shape"):
         MultiHeadTransformerLayer(np.zeros((2, 3, 4)), np.zeros((2, 3, 4)), np.zeros((2, 3, 4)),
                                   np.zeros((1, 3, 4)))
-    with pytest.raises(TypeError, match="domain must be a Box"):
+    with pytest.raises(TypeError, match="domain must be a Cube"):
         DotProductKernel(np.eye(2)).constants(None)
     with pytest.raises(ValueError, match="n must be >= 1"):
         cor30_constant(0.5, 1, 1.0)

@@ -206,3 +206,21 @@ def test_cupy_matches_numpy(space):
     for method in ("project", "reflect", "contains"):
         np.testing.assert_allclose(to_numpy(getattr(space, method)(cp.asarray(x))), getattr(space, method)(x),
                                    rtol=1e-14, atol=1e-15)
+
+
+def test_cube_is_the_centred_box():
+    """Cube(R, d) = Box(-R, R) in d coordinates: same projection and draws; diameters 2Rd (l1),
+    2R sqrt(d) (l2); dimension fixed also for d = 1."""
+    from rieszflow.engine.space import Cube
+
+    cube, box = Cube(0.5, 3), Box([-0.5] * 3, [0.5] * 3)
+    x = np.random.default_rng(0).normal(size=(20, 3))
+    np.testing.assert_array_equal(cube.project(x), box.project(x))
+    np.testing.assert_array_equal(cube.sample(np.random.default_rng(1), 5),
+                                  np.random.default_rng(1).uniform(-0.5, 0.5, size=(5, 3)))
+    assert cube.diam("l1") == 3.0 and cube.diam("l2") == pytest.approx(np.sqrt(3.0), rel=1e-15)
+    assert Cube(1.0, 1).dim == 1 and cube.volume(3) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="radius must be > 0"):
+        Cube(0.0, 2)
+    with pytest.raises(ValueError, match="dim must be >= 1"):
+        Cube(1.0, 0)

@@ -43,9 +43,9 @@ import numpy as np
 from rieszflow.engine import measures as _measures
 from rieszflow.engine.backend import namespace, to_numpy
 from rieszflow.engine.measures import EmpiricalMeasure
+from rieszflow.engine.space import Cube
 
 __all__ = [
-    "Box",
     "InteractionPotential",
     "DotProductKernel",
     "GaussianKernel",
@@ -157,50 +157,6 @@ def _logsumexp(xp, a, axis):
 # ----------------------------------------------------------------------------------------------
 # measures and domains
 # ----------------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Box:
-    """The compact convex token space E = [-R, R]^d (paper 004 Assumption 1).
-
-    Parameters
-    ----------
-    radius : float
-        Half-width R > 0.
-    dim : int
-        Dimension d >= 1.
-
-    References
-    ----------
-    Spec section 1, table of presets (diam_1 = 2Rd, diam_2 = 2R sqrt(d); l(E) in E iff
-    ||W||_{inf->inf} <= 1 for linear l).
-    """
-
-    radius: float
-    dim: int
-
-    def __post_init__(self):
-        _check_real("radius", self.radius, low=0.0, strict=True)
-        d = self.dim
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-            raise ValueError(f"dim must be an integer >= 1, got {self.dim!r}")
-
-    def diam(self, metric: str = "l1") -> float:
-        """Diameter of E in the given metric: 2Rd (l1) or 2R sqrt(d) (l2)."""
-        _check_metric(metric)
-        r, d = float(self.radius), int(self.dim)
-        return 2 * r * d if metric == "l1" else 2 * r * math.sqrt(d)
-
-    def contains(self, points, atol: float = 0.0) -> bool:
-        """True when every row of ``points`` (shape (N, d)) lies in E (up to ``atol``)."""
-        pts = to_numpy(_as_matrix("points", points, 2))
-        if pts.shape[1] != self.dim:
-            raise ValueError(f"points have dimension {pts.shape[1]}, the box has dim {self.dim}")
-        return bool(np.all(np.abs(pts) <= self.radius + atol))
-
-    def sample(self, rng: np.random.Generator, n: int):
-        """``n`` iid uniform points of E, shape (n, d), drawn with the host generator ``rng``."""
-        return rng.uniform(-self.radius, self.radius, size=(int(n), self.dim))
-
-
 # ----------------------------------------------------------------------------------------------
 # interaction potentials G = exp(a)
 # ----------------------------------------------------------------------------------------------
@@ -419,7 +375,7 @@ class DotProductKernel(InteractionPotential):
         g = self.beta * (X @ self.A)                            # (M, d_k)
         return xp.broadcast_to(g[:, None, :], (X.shape[0], Y.shape[0], g.shape[1]))
 
-    def max_bilinear(self, domain: Box) -> float:
+    def max_bilinear(self, domain: Cube) -> float:
         """c_A = max_{x,y in E} x^T A y = R^2 max_{s in {+-1}^d} ||A^T s||_1.
 
         Exact by enumerating the 2^d sign vectors for d <= 16; for larger d the valid upper
@@ -435,12 +391,12 @@ class DotProductKernel(InteractionPotential):
         signs = np.array(list(itertools.product([-1.0, 1.0], repeat=d)))
         return r2 * float(np.abs(signs @ A).sum(axis=1).max())
 
-    def constants(self, domain: Box, metric: str = "l1") -> KernelConstants:
+    def constants(self, domain: Cube, metric: str = "l1") -> KernelConstants:
         """Closed-form constants of G = exp(beta x^T A y) on the box E = [-R, R]^d.
 
         Parameters
         ----------
-        domain : Box
+        domain : Cube
         metric : {"l1", "l2"}, default "l1"
 
         Returns
@@ -456,8 +412,8 @@ class DotProductKernel(InteractionPotential):
         Spec section 4.1 ("Closed forms for K1 on the box").
         """
         _check_metric(metric)
-        if not isinstance(domain, Box):
-            raise TypeError(f"domain must be a Box (K1 is not Lipschitz on unbounded E), got "
+        if not isinstance(domain, Cube):
+            raise TypeError(f"domain must be a Cube (K1 is not Lipschitz on unbounded E), got "
                             f"{type(domain).__name__}")
         c_a = self.max_bilinear(domain)
         A = to_numpy(self.A)
@@ -474,7 +430,7 @@ class DotProductKernel(InteractionPotential):
                                    log_lip_key=log_sup + float(np.log(lk)),
                                    diam=domain.diam(metric), metric=metric)
 
-    def query_constants(self, x, domain: Box, metric: str = "l1") -> QueryConstants:
+    def query_constants(self, x, domain: Cube, metric: str = "l1") -> QueryConstants:
         """Constants of y -> G(x, y) on the box for a fixed query x (shape (d,)).
 
         With s = R ||A^T x||_1: inf_y G = e^{-beta s}, sup_y G = e^{beta s} and
@@ -571,7 +527,7 @@ class GaussianKernel(InteractionPotential):
         t = min(self.sigma / math.sqrt(2.0), t_max)
         return 2.0 * t / self.sigma ** 2 * math.exp(-t * t / self.sigma ** 2)
 
-    def constants(self, domain: Box | None, metric: str = "l1") -> KernelConstants:
+    def constants(self, domain: Cube | None, metric: str = "l1") -> KernelConstants:
         """Constants of the Gaussian potential on a box, or on R^d when ``domain`` is None.
 
         ||G||_inf = 1; eps = exp(-diam_2(E)^2 / sigma^2) (0 on R^d); both Lipschitz constants

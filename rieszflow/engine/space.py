@@ -36,10 +36,10 @@ import math
 
 import numpy as np
 
-from rieszflow.engine._checks import check_int, check_points, check_real
+from rieszflow.engine._checks import check_choice, check_int, check_points, check_real
 from rieszflow.engine.backend import namespace
 
-__all__ = ["Space", "Free", "Ball", "Box", "Interval"]
+__all__ = ["Space", "Free", "Ball", "Box", "Interval", "Cube"]
 
 
 def _rtol(xp, x) -> float:
@@ -573,3 +573,81 @@ class Interval(Box):
 
     def __repr__(self):
         return f"Interval(lo={self.lo[0]!r}, hi={self.hi[0]!r})"
+
+
+class Cube(Box):
+    """The centred cube :math:`E = [-R, R]^d`: a :class:`Box` of fixed dimension with a radius.
+
+    The token space of paper 004 (Assumption 1: a compact convex E); every Box method
+    (projection, reflection, ``contains``, ``sample_uniform``, ``volume``) applies.
+
+    Parameters
+    ----------
+    radius : float
+        Half-width R > 0.
+    dim : int
+        Dimension d >= 1.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``radius`` is not a finite number > 0 or ``dim`` is not an integer >= 1.
+
+    References
+    ----------
+    Paper 004 ("A Mathematical Theory of Attention", arXiv:2007.02876), Assumption 1;
+    docs/specs/paper004_attention_theory.md section 1 (diam_1 = 2Rd, diam_2 = 2R sqrt(d)).
+    """
+
+    def __init__(self, radius: float, dim: int):
+        r = check_real("radius", radius, positive=True)
+        d = check_int("dim", dim, minimum=1)
+        super().__init__((-r,) * d, (r,) * d)
+
+    @property
+    def radius(self) -> float:
+        """Half-width R."""
+        return float(self.hi[0])
+
+    @property
+    def dim(self) -> int:
+        """The dimension d (fixed, also for d = 1)."""
+        return len(self.lo)
+
+    def diam(self, metric: str = "l1") -> float:
+        """Diameter of E: 2Rd in the l1 metric, 2R sqrt(d) in the l2 metric.
+
+        Parameters
+        ----------
+        metric : {"l1", "l2"}, default "l1"
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            If ``metric`` is unknown.
+        """
+        check_choice("metric", metric, ("l1", "l2"))
+        r, d = self.radius, len(self.lo)
+        return 2 * r * d if metric == "l1" else 2 * r * math.sqrt(d)
+
+    def sample(self, rng: np.random.Generator, n: int):
+        """``n`` i.i.d. uniform points of E, shape (n, d), from the host generator ``rng``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        n : int
+            Number of points, >= 0.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n, d), float64
+        """
+        return self.sample_uniform(rng, n, len(self.lo))
+
+    def __repr__(self) -> str:
+        return f"Cube(radius={self.radius!r}, dim={len(self.lo)})"

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine.measures import EmpiricalMeasure
+from rieszflow.engine.space import Cube
 from rieszflow.engine.measure_attention import (
-    Box,
     DotProductKernel,
     FeedForward,
     GaussianKernel,
@@ -215,7 +215,7 @@ class GBoxInstance:
 
     Attributes
     ----------
-    domain : Box
+    domain : Cube
     A : ndarray, shape (d, d)
         randn(d, d)/sqrt(d).
     W : ndarray, shape (d, d)
@@ -230,7 +230,7 @@ class GBoxInstance:
     Spec section 8 ("Instance generator G-box").
     """
 
-    domain: Box
+    domain: Cube
     A: np.ndarray
     W: np.ndarray
     beta: float
@@ -294,7 +294,7 @@ def gbox_instance(rng: np.random.Generator, log10_beta=(-3.0, 0.5), n_range=(2, 
     W = W / operator_norm(W, "linf")
     beta = float(10 ** rng.uniform(*log10_beta))
     n = int(rng.integers(*n_range))
-    return GBoxInstance(Box(1.0, d), A, W, beta, n)
+    return GBoxInstance(Cube(1.0, d), A, W, beta, n)
 
 
 def _perturb_inside(rng, X, scale, radius=1.0):
@@ -659,7 +659,7 @@ def _cor24_rows(rng, n_inst, n_pairs, maxfev):
 
 def _lemma31_rows(rng, n):
     d = 4
-    domain = Box(1.0, d)
+    domain = Cube(1.0, d)
     diam = domain.diam("l1")
     random_trials = []
     for _ in range(n):
@@ -1024,7 +1024,7 @@ def fixed_point_collapse(rng: np.random.Generator, betas, n_layers: int, n_token
     x_star = _fixed_point_of(lambda x: ffn((W @ x)[None])[0], np.zeros(d))
     jac = ffn.jacobian((W @ x_star)[None])[0] @ W
     predicted = float(np.max(np.abs(np.linalg.eigvals(jac))))
-    box3 = Box(1.0, d)
+    box3 = Cube(1.0, d)
     inputs = [EmpiricalMeasure.uniform(box3.sample(rng, n_tokens)) for _ in range(2)]
     lip_f1 = ffn.lipschitz_bound("l1")
     for beta in betas:
@@ -1046,7 +1046,7 @@ def fixed_point_collapse(rng: np.random.Generator, betas, n_layers: int, n_token
                      "limit_gap": float(np.abs(limits[0] - limits[1]).max()),
                      "fixed_point": x_star, "n_tokens": int(n_tokens)}
 
-    box2 = Box(1.0, 2)
+    box2 = Cube(1.0, 2)
     # certificate example of spec section 4.3 (T24)
     layer = SelfAttention(DotProductKernel(np.eye(2), 0.01), LinearLookup(0.5 * np.eye(2)))
     bound = thm23_bound(DotProductKernel(np.eye(2), 0.01).constants(box2), 0.5, 2)
