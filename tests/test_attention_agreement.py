@@ -82,3 +82,24 @@ def test_softmax_kernels_agree():
     flow = SoftmaxKernel(0.7).attend(x, x, v).out
     measure, _ = ma.attention_kernel(x, empirical_measure(x), ma.DotProductKernel(np.eye(4), 0.7), v)
     np.testing.assert_allclose(measure, flow, rtol=1e-12, atol=1e-14)
+
+
+def test_feed_forward_kernel_equals_the_model_layer():
+    """Paper 004's FFN kernel delta_{f(x)} built from the bundled model's FeedForward parameters
+    equals the layer's forward pass (dropout off), and its Jacobian matches central differences."""
+    from rieszflow.engine.attention.layers import FeedForward as LayerFFN
+
+    rng = np.random.default_rng(7)
+    layer = LayerFFN(5, 11, dropout=0.0)
+    params = layer.init_params(rng)
+    params["b1"] = rng.standard_normal(11)
+    params["b2"] = rng.standard_normal(5)
+    x = rng.standard_normal((4, 5))
+    y_layer, _ = layer.forward(params, x[None], train=False)
+    f = ma.FeedForward.from_layer_params(params)
+    np.testing.assert_allclose(f(x), y_layer[0], rtol=1e-13, atol=1e-14)
+    J, h = f.jacobian(x), 1e-6
+    for k in range(5):
+        e = np.zeros(5)
+        e[k] = h
+        np.testing.assert_allclose((f(x + e) - f(x - e)) / (2 * h), J[:, :, k], rtol=1e-6, atol=1e-8)

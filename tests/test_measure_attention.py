@@ -569,8 +569,8 @@ def test_bad_inputs_raise_with_clear_messages():
         LinearFeatureKernel(np.eye(2), np.eye(2), "rff")
     with pytest.raises(ValueError, match="needs omega"):
         LinearFeatureKernel(np.eye(2), np.eye(2), "performer")
-    with pytest.raises(ValueError, match="activation='gelu'"):
-        FeedForward(np.eye(2), np.zeros(2), np.eye(2), np.zeros(2), "gelu")
+    with pytest.raises(ValueError, match="activation='swish'"):
+        FeedForward(np.eye(2), np.zeros(2), np.eye(2), np.zeros(2), "swish")
     with pytest.raises(ValueError, match="do not fit WQ"):
         LinearFeatureKernel(np.eye(2), np.eye(2)).log_potential(np.zeros((1, 3)), np.zeros((1, 2)))
     with pytest.raises(ValueError, match="do not fit A"):

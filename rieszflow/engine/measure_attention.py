@@ -685,14 +685,22 @@ class FeedForward:
     b1 : array, shape (h,)
     W2 : array, shape (d_out, h)
     b2 : array, shape (d_out,)
-    activation : {"tanh", "relu", "identity"}, default "tanh"
+    activation : {"tanh", "relu", "identity", "gelu"}, default "tanh"
+        ``"gelu"`` is the bundled Transformer's GELU (tanh form,
+        :class:`rieszflow.engine.attention.layers.GELU`), so :meth:`from_layer_params` turns a
+        trained FFN of the model into this kernel.
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not chain or the activation is unknown.
 
     References
     ----------
     Paper 004 section 3.2 and appendix A (F(x, dy) = delta_{f(x)}(dy), T := A F).
     """
 
-    ACTIVATIONS = ("tanh", "relu", "identity")
+    ACTIVATIONS = ("tanh", "relu", "identity", "gelu")
 
     def __init__(self, W1, b1, W2, b2, activation: str = "tanh"):
         self.W1 = _as_matrix("W1", W1, 2)
@@ -709,8 +717,33 @@ class FeedForward:
                              f"{', '.join(self.ACTIVATIONS)}")
         self.activation = activation
 
+    @classmethod
+    def from_layer_params(cls, params: dict) -> "FeedForward":
+        """The FFN of the bundled Transformer (dropout off) as a measure-theoretic kernel.
+
+        Parameters
+        ----------
+        params : dict
+            ``w1`` (d_model, d_ff), ``b1`` (d_ff,), ``w2`` (d_ff, d_model), ``b2`` (d_model,), as
+            :meth:`rieszflow.engine.attention.layers.FeedForward.init_params` makes them
+            (``x @ w`` convention).
+
+        Returns
+        -------
+        FeedForward
+            With ``activation="gelu"``; it equals the layer's forward pass in evaluation mode.
+        """
+        return cls(to_numpy(params["w1"]).T, params["b1"], to_numpy(params["w2"]).T, params["b2"],
+                   activation="gelu")
+
     def _act(self, Z):
         xp = namespace(Z)
+        if self.activation == "gelu":
+            from rieszflow.engine.attention.layers import GELU
+
+            y, (_, t) = GELU().forward(Z)
+            c, a = GELU._C, GELU._A
+            return y, 0.5 * (1.0 + t) + 0.5 * Z * (1.0 - t * t) * c * (1.0 + 3.0 * a * Z * Z)
         if self.activation == "tanh":
             return xp.tanh(Z), 1.0 - xp.tanh(Z) ** 2
         if self.activation == "relu":
