@@ -17,7 +17,7 @@ round-off:
 import numpy as np
 import pytest
 
-from rieszflow.engine import measure_attention as ma
+from rieszflow import theory as ma
 from rieszflow.engine.attention.layers import SoftmaxAttention
 from rieszflow.engine.measures import empirical_measure
 from rieszflow.engine.tokenflow.dynamics import MultiHeadAttentionLayer

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rieszflow.engine.space import Cube
-from rieszflow.engine.measure_attention import (DotProductKernel, LinearLookup, cor30_constant,
+from rieszflow.theory import (DotProductKernel, LinearLookup, cor30_constant,
                                       thm23_bound)
 from rieszflow.engine.storage import open_run
 from rieszflow.studies.attention_theory import cli

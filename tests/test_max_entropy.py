@@ -14,7 +14,7 @@ import pytest
 import scipy.optimize
 from scipy.optimize import brentq
 
-from rieszflow.engine.max_entropy import (
+from rieszflow.theory.max_entropy import (
     MAXENT_STATUSES,
     feasible_perturbations,
     gaussian_cross_entropy,
@@ -28,7 +28,7 @@ from rieszflow.engine.max_entropy import (
     relative_entropy,
     softmax_i_projection,
 )
-from rieszflow.engine.measure_attention import dirac_projection, wasserstein1
+from rieszflow.theory import dirac_projection, wasserstein1
 from rieszflow.engine.measures import EmpiricalMeasure
 
 # features of the T07 instance: the square [-1, 1]^2, its centre, an edge midpoint, an

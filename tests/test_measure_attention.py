@@ -20,7 +20,7 @@ from scipy.special import softmax
 from rieszflow.engine.backend import cupy_available
 from rieszflow.engine.measures import EmpiricalMeasure, empirical_measure
 from rieszflow.engine.space import Cube
-from rieszflow.engine.measure_attention import (
+from rieszflow.theory import (
     DotProductKernel,
     FeedForward,
     GaussianKernel,

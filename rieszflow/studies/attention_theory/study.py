@@ -24,7 +24,7 @@ import numpy as np
 
 from rieszflow.engine.measures import EmpiricalMeasure
 from rieszflow.engine.space import Cube
-from rieszflow.engine.measure_attention import (
+from rieszflow.theory import (
     DotProductKernel,
     FeedForward,
     GaussianKernel,
@@ -351,7 +351,7 @@ def model_checks(rng: np.random.Generator, n_trials: int = 20) -> dict:
     ----------
     Paper 004 Prop. 9, Prop. 12 (appendix A); spec section 8, T01, T02, T05.
     """
-    from rieszflow.engine.measure_attention import MultiHeadTransformerLayer
+    from rieszflow.theory import MultiHeadTransformerLayer
 
     err = {k: 0.0 for k in ("prop9_cross", "prop9_self", "prop12_multihead", "permutation",
                             "duplication", "weighted_atoms")}

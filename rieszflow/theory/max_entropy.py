@@ -30,7 +30,7 @@ Conventions
 References
 ----------
 Paper 004 section 4.1-4.2, Theorem 14, Remark 15, Props. 16-17, Lemmas 36-37 and appendix B;
-implementation spec ``shared/specs/paper004_attention_theory.md`` section 3 and tests T06-T09.
+implementation spec ``docs/specs/paper004_attention_theory.md`` section 3 and tests T06-T09.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ import scipy.special
 
 from rieszflow.engine.backend import to_numpy
 from rieszflow.engine.measures import EmpiricalMeasure
-from rieszflow.engine.measure_attention import (
+from rieszflow.theory import (
     DotProductKernel,
     boltzmann_gibbs,
     dirac_projection,
