@@ -17,8 +17,8 @@ from rieszflow.theory import (DotProductKernel, LinearLookup, cor30_constant,
 from rieszflow.engine.storage import open_run
 from rieszflow.studies.attention_theory import cli
 from rieszflow.studies.attention_theory.config import AttentionTheoryConfig
-from rieszflow.studies.attention_theory.study import (
-    KIND,
+from rieszflow.studies.attention_theory.study import KIND
+from rieszflow.studies.attention_theory.experiments import (
     GBoxInstance,
     adversarial_local_lipschitz,
     cor30_family,

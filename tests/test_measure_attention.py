@@ -376,7 +376,7 @@ def test_thm23_cor24_need_l1_constants():
 def test_prop26_collapse_rows_store_the_token_count():
     """The Prop. 26 collapse rows must carry the number of tokens per input (here 5), not the
     dimension of the fixed point (3)."""
-    from rieszflow.studies.attention_theory.study import _prop26_rows, fixed_point_collapse
+    from rieszflow.studies.attention_theory.experiments import _prop26_rows, fixed_point_collapse
 
     fp = fixed_point_collapse(np.random.default_rng(26), (0.1,), n_layers=8, n_tokens=5)
     assert fp["collapse_beta0.1"]["n_tokens"] == 5 and fp["collapse_beta0.1"]["fixed_point"].shape == (3,)

@@ -157,3 +157,25 @@ def test_bad_record_leaves_file_unchanged_and_redeclaration_is_checked(tmp_path)
     ds = open_run(p)
     assert ds.sizes["time"] == 1 and float(ds.y[0]) == 1.0
     np.testing.assert_array_equal(ds.rho.values, [3.0, 4.0])
+
+
+def test_check_resumable_names_every_differing_key(tmp_path):
+    """The one resume check: stored config returned when equal; each differing key reported with its
+    stored and given value; missing, foreign and (optionally) complete files refused."""
+    from rieszflow.engine.storage import check_resumable
+
+    p = tmp_path / "run.h5"
+    _write(p)
+    stored = check_resumable(p, "demo", {"n": 5, "lam": 1e-3, "name": "x", "lst": [1, 2]})
+    assert stored == {"n": 5, "lam": 1e-3, "name": "x", "lst": [1, 2]}
+    with pytest.raises(ValueError, match=r"another configuration \(lam: stored 0.001, given 0.01; "
+                                         r"n: stored 5, given 6\)"):
+        check_resumable(p, "demo", {"n": 6, "lam": 1e-2, "name": "x", "lst": [1, 2]})
+    with pytest.raises(ValueError, match=r"extra: stored '<absent>', given 1"):
+        check_resumable(p, "demo", {"n": 5, "lam": 1e-3, "name": "x", "lst": [1, 2], "extra": 1})
+    with pytest.raises(ValueError, match="nothing to resume"):
+        check_resumable(p, "demo", stored, allow_complete=False)
+    with pytest.raises(RunFileError, match="kind='demo', expected 'other'"):
+        check_resumable(p, "other", stored)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        check_resumable(tmp_path / "missing.h5", "demo", stored)

@@ -385,8 +385,6 @@ def _emd_w1(x, a, y, b, metric: str, num_itermax: int) -> float:
     """Exact W1 between weighted clouds (host arrays) by POT's network simplex."""
     import ot
 
-    a = a / a.sum()  # renormalise in float64 so emd sees exactly balanced masses
-    b = b / b.sum()
     value, log = ot.emd2(a, b, ground_cost(x, y, metric), numItermax=int(num_itermax), log=True)
     if log.get("result_code", 1) != 1 or log.get("warning") is not None:
         raise RuntimeError(f"ot.emd2 did not converge for clouds of {x.shape[0]} and {y.shape[0]} "
@@ -693,7 +691,8 @@ def wasserstein1_points(x, a, y, b) -> float:
         raise ValueError(f"x and y must have shapes (n, d) and (m, d), got {x.shape}, {y.shape}")
     a = _weights("a", a, x.shape[0])
     b = _weights("b", b, y.shape[0])
-    return _emd_w1(x, a, y, b, "l2", 10_000_000)
+    # renormalise in float64 so emd sees exactly balanced masses (weights checked to 1e-9 only)
+    return _emd_w1(x, a / a.sum(), y, b / b.sum(), "l2", 10_000_000)
 
 
 def wasserstein1_grid(masses_a, masses_b, centers, tol: float = 0.0) -> float:

@@ -36,7 +36,8 @@ import numpy as np
 
 from rieszflow.engine.backend import to_numpy
 
-__all__ = ["FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file"]
+__all__ = ["FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
+           "check_resumable"]
 
 #: Value of the root attribute ``rieszflow_format`` of every file rieszflow writes.
 FORMAT = "rieszflow/1"
@@ -463,3 +464,73 @@ def open_run(path, kind: str | None = None):
     check_run_file(path, kind)
     with xr.open_dataset(os.fspath(path), engine="h5netcdf") as ds:
         return ds.load()
+
+
+def _config_diff(stored, given, prefix=""):
+    """(key, stored value, given value) for every leaf where two JSON-like mappings differ."""
+    out = []
+    for key in sorted(set(stored) | set(given), key=str):
+        a, b = stored.get(key, "<absent>"), given.get(key, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _config_diff(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append((f"{prefix}{key}", a, b))
+    return out
+
+
+def check_resumable(path, kind: str, config, *, allow_complete: bool = True) -> dict:
+    """Refuse to resume a missing, foreign, finished or differently configured run file.
+
+    The one resume check of rieszflow: every study calls it before it touches the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The run file to continue.
+    kind : str
+        The ``kind`` root attribute the study writes.
+    config : Mapping
+        The configuration exactly as the study stores it in the root attribute ``config``
+        (e.g. ``cfg.to_dict()``, or a wrapper such as ``{"json": cfg.to_dict()}``).
+    allow_complete : bool, default True
+        When False, a file whose ``status`` is ``"complete"`` is an error (nothing to resume).
+
+    Returns
+    -------
+    dict
+        The stored configuration (parsed JSON).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    RunFileError
+        If it is not a rieszflow run of ``kind`` or its ``config`` attribute is not JSON.
+    ValueError
+        If the run is complete (with ``allow_complete=False``), or the configurations differ;
+        the message lists every differing key with the stored and the given value.
+    """
+    import h5py
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"resume: {path} does not exist")
+    check_run_file(path, kind)
+    with h5py.File(path, "r") as f:
+        raw = f.attrs.get("config", "{}")
+        status = f.attrs.get("status")
+    if isinstance(status, bytes):
+        status = status.decode()
+    try:
+        stored = json.loads(raw)
+    except (TypeError, ValueError) as e:
+        raise RunFileError(f"{path}: root attribute 'config' is not valid JSON ({e})") from e
+    if not allow_complete and status == "complete":
+        raise ValueError(f"resume: {path} holds a complete run; there is nothing to resume")
+    given = json.loads(json.dumps(dict(config), default=str))
+    diff = _config_diff(stored, given)
+    if diff:
+        lines = "; ".join(f"{k}: stored {a!r}, given {b!r}" for k, a, b in diff)
+        raise ValueError(f"resume: {path} was written with another configuration ({lines}); resume "
+                         f"with the same options, or start again with --overwrite")
+    return stored

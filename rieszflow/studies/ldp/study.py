@@ -455,25 +455,6 @@ def _sample_density(rng, n_chains, n, dom, rho):
     return np.sort(x.reshape(n_chains, n), axis=1)
 
 
-def _check_resumable(out: Path, cfg: LDPConfig) -> None:
-    """Refuse to resume a missing, foreign, or differently configured study file."""
-    import json
-
-    import h5py
-
-    from rieszflow.engine.storage import check_run_file
-
-    if not out.exists():
-        raise FileNotFoundError(f"resume=True but {out} does not exist")
-    check_run_file(out, KIND)
-    with h5py.File(out, "r") as f:
-        stored = json.loads(f.attrs.get("config", "{}"))
-    mine = json.loads(json.dumps({"json": cfg.to_dict()}, default=str))
-    if stored != mine:
-        raise ValueError(f"resume: {out} was written with another configuration; resume with the "
-                         f"same preset, --config and --seed options (or --overwrite)")
-
-
 def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool = False,
                   progress: bool = True, log=print) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"ldp_study"``).
@@ -523,7 +504,7 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
     """
     from tqdm.auto import tqdm
 
-    from rieszflow.engine.storage import TrajectoryWriter
+    from rieszflow.engine.storage import TrajectoryWriter, check_resumable
 
     if not isinstance(cfg, LDPConfig):
         raise TypeError(f"cfg must be an LDPConfig, got {type(cfg).__name__}")
@@ -533,7 +514,7 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
     if resume:
         if overwrite:
             raise ValueError("overwrite=True and resume=True exclude each other")
-        _check_resumable(out, cfg)
+        check_resumable(out, KIND, {"json": cfg.to_dict()})
     elif out.exists() and not overwrite:  # checked before the (slow) limit solves
         raise FileExistsError(f"{out} already exists; refusing to overwrite a run. Pass overwrite=True "
                               f"(CLI: --overwrite) to replace it, or resume=True (CLI: --resume) to "

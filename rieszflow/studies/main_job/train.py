@@ -231,23 +231,9 @@ class MainJob:
     # -- checkpoints -------------------------------------------------------------------------
     def _check_resumable(self):
         """Refuse to resume a file written with another configuration (before touching it)."""
-        import h5py
+        from rieszflow.engine.storage import check_resumable
 
-        from rieszflow.engine.storage import check_run_file
-
-        if not self.out.exists():
-            raise FileNotFoundError(f"--resume: {self.out} does not exist")
-        check_run_file(self.out, KIND)
-        with h5py.File(self.out, "r") as f:
-            stored = json.loads(f.attrs.get("config", "{}"))
-            status = f.attrs.get("status")
-        if status == "complete":
-            raise ValueError(f"--resume: {self.out} holds a complete run; there is nothing to resume")
-        mine = json.loads(json.dumps(self.cfg.to_dict()))
-        if stored != mine:
-            diff = sorted(k for k in set(stored) | set(mine) if stored.get(k) != mine.get(k))
-            raise ValueError(f"--resume: the configuration differs from the one stored in "
-                             f"{self.out} in {diff}; resume with the same options")
+        check_resumable(self.out, KIND, self.cfg.to_dict(), allow_complete=False)
         if not self.ckpt_path.exists():
             raise FileNotFoundError(f"--resume: no checkpoint {self.ckpt_path} next to {self.out}; "
                                     f"the run cannot be resumed (start it again with --overwrite)")

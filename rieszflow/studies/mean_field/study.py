@@ -229,25 +229,6 @@ def _rng(seed, *keys):
     return np.random.default_rng(np.random.SeedSequence([seed, *keys]))
 
 
-def _check_resumable(out: Path, config: MeanFieldConfig) -> None:
-    """Refuse to resume a missing, foreign, or differently configured study file."""
-    import json
-
-    import h5py
-
-    from rieszflow.engine.storage import check_run_file
-
-    if not out.exists():
-        raise FileNotFoundError(f"resume=True but {out} does not exist")
-    check_run_file(out, KIND)
-    with h5py.File(out, "r") as f:
-        stored = json.loads(f.attrs.get("config", "{}"))
-    mine = json.loads(json.dumps({"json": config.to_dict()}, default=str))
-    if stored != mine:
-        raise ValueError(f"resume: {out} was written with another configuration; resume with the "
-                         f"same preset, --seed, --backend and --problem options (or --overwrite)")
-
-
 def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = False,
                          resume: bool = False, progress: bool = True, log=print) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"mean_field_study"``).
@@ -309,7 +290,7 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     """
     from tqdm.auto import tqdm
 
-    from rieszflow.engine.storage import TrajectoryWriter
+    from rieszflow.engine.storage import TrajectoryWriter, check_resumable
 
     if not isinstance(config, MeanFieldConfig):
         raise TypeError(f"config must be a MeanFieldConfig, got {type(config).__name__}")
@@ -318,7 +299,7 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     out = Path(out)
     t_start = time.perf_counter()
     if resume:
-        _check_resumable(out, config)
+        check_resumable(out, KIND, {"json": config.to_dict()})
     with TrajectoryWriter(out, KIND, config={"json": config.to_dict()}, overwrite=overwrite,
                           resume=resume, attrs={"seed": config.seed, "backend": config.backend,
                                  "problems": [p.name for p in config.problems]}) as w:
