@@ -53,3 +53,41 @@ def test_interaction_spec_matches_the_pair_energy():
     assert spec.lam * riesz_energy(x, spec.s) == pytest.approx(direct, rel=1e-13)
     with pytest.raises(ValueError, match="lam"):
         Interaction(1.0, lam=-1.0)
+
+
+def test_energy_registry_builds_and_validates():
+    """make_energy builds registered energies that add up; unknown names/parameters are errors."""
+    from rieszflow.engine.energy import ENERGIES, SumEnergy, make_energy
+
+    assert {"riesz", "coulomb1d", "external", "rff_alignment"} <= set(ENERGIES)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(6, 2))
+    e = make_energy("riesz", s=0.0, lam=0.5)
+    assert e(x) == pytest.approx(RieszEnergy(0.0, 0.5)(x), rel=1e-15)
+    X, y = rng.normal(size=(10, 2)), np.where(rng.random(10) < 0.5, -1.0, 1.0)
+    H = make_energy("rff_alignment", X=X, y=y) + e
+    assert isinstance(H, SumEnergy)
+    with pytest.raises(ValueError, match="unknown energy name='morse'"):
+        make_energy("morse")
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['sigma'\]; allowed: s, lam"):
+        make_energy("riesz", s=1.0, sigma=2.0)
+
+
+def test_pde_takes_the_same_interaction_spec():
+    """MeanFieldProblem.create(interaction=Interaction(s, lam)) equals create(s=..., lam=...), and the
+    density's integrability bound s < d is enforced by the one check_s."""
+    from rieszflow.solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
+
+    dom = interval_mesh(-1.0, 1.0, 40)
+    V = lambda x: 0.5 * x[:, 0] ** 2  # noqa: E731
+    a = MeanFieldProblem.create(dom, V, s=-1.0, lam=0.7, beta=5.0)
+    b = MeanFieldProblem.create(dom, V, interaction=Interaction(-1.0, 0.7), beta=5.0)
+    rho = np.exp(-dom.centers[:, 0] ** 2)
+    np.testing.assert_array_equal(a.convolution(rho), b.convolution(rho))
+    assert (a.s, a.lam) == (b.s, b.lam)
+    with pytest.raises(ValueError, match=r"-2 < s < 1, got s=1.5"):
+        MeanFieldProblem.create(dom, V, interaction=Interaction(1.5, 0.7), beta=5.0)
+    with pytest.raises(ValueError, match="not both"):
+        MeanFieldProblem.create(dom, V, s=-1.0, lam=0.7, beta=5.0, interaction=Interaction(-1.0))
+    with pytest.raises(ValueError, match="softening"):
+        MeanFieldProblem.create(dom, V, interaction=Interaction(-1.0, softening=0.1), beta=5.0)

@@ -43,6 +43,8 @@ from rieszflow.engine.energy.riesz import (
 )
 
 __all__ = [
+    "ENERGIES",
+    "make_energy",
     "NORMALIZATIONS",
     "Energy",
     "ExternalPotential",
@@ -72,3 +74,57 @@ __all__ = [
     "riesz_pair",
     "riesz_potential",
 ]
+
+#: Energies by name: the registry that studies and configs choose from. Adding an energy is
+#: one entry here (a class with ``__call__``, ``grad``, ``value_and_grad`` and ``per_particle``,
+#: see :class:`Energy`); :func:`make_energy` validates its parameters by the class's own fields.
+ENERGIES = {
+    "riesz": RieszEnergy,
+    "coulomb1d": SortedCoulomb1D,
+    "external": ExternalPotential,
+    "rff_alignment": RFFAlignmentEnergy,
+}
+
+
+def make_energy(name, **params):
+    """Build the energy registered as ``name`` from keyword parameters.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`ENERGIES`: "riesz", "coulomb1d", "external", "rff_alignment".
+    **params
+        The class's constructor parameters (e.g. ``s``, ``lam``, ``normalization`` for
+        "riesz"; ``X``, ``y``, ``b`` for "rff_alignment").
+
+    Returns
+    -------
+    Energy
+        Energies add up: ``make_energy("rff_alignment", X=X, y=y) + make_energy("riesz", s=0.0,
+        lam=0.5)`` is the Hamiltonian of eq. (2.2).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown or a parameter is not one of the class's (the message lists the
+        allowed ones), or as the class raises for out-of-range values.
+
+    References
+    ----------
+    Paper 000, eq. (2.2) (H = -alignment + lam * Riesz energy).
+    """
+    import dataclasses
+    import inspect
+
+    if not isinstance(name, str) or name not in ENERGIES:
+        raise ValueError(f"unknown energy name={name!r}; allowed: {', '.join(ENERGIES)}")
+    cls = ENERGIES[name]
+    if dataclasses.is_dataclass(cls):
+        allowed = [f.name for f in dataclasses.fields(cls) if f.init]
+    else:
+        allowed = [p for p in inspect.signature(cls).parameters if p != "self"]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(f"make_energy({name!r}): unknown parameter(s) {unknown}; allowed: "
+                         f"{', '.join(allowed)}")
+    return cls(**params)

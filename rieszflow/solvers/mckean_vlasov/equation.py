@@ -94,7 +94,7 @@ import numpy as np
 import scipy.special
 
 from rieszflow.engine._checks import check_int, check_real
-from rieszflow.engine.energy.interaction import check_s
+from rieszflow.engine.energy.interaction import Interaction, check_s
 from rieszflow.solvers.mckean_vlasov.convolution import Convolution, make_convolution
 from rieszflow.solvers.mckean_vlasov.mesh import MeshDomain
 
@@ -164,7 +164,8 @@ class MeanFieldProblem:
     convolution: Convolution | None
 
     @classmethod
-    def create(cls, domain: MeshDomain, V, *, s, lam, beta, method: str = "auto") -> "MeanFieldProblem":
+    def create(cls, domain: MeshDomain, V, *, s=None, lam=None, beta, method: str = "auto",
+               interaction: Interaction | None = None) -> "MeanFieldProblem":
         """Validate the data and build the interaction operator.
 
         Parameters
@@ -181,6 +182,10 @@ class MeanFieldProblem:
             Inverse temperature, ``> 0`` (``inf`` allowed, see class docstring).
         method : {"auto", "direct", "fft"}, default "auto"
             Convolution method (:func:`make_convolution`).
+        interaction : rieszflow.engine.energy.Interaction, optional
+            The pair interaction as the particle systems specify it (the one specification
+            shared by particles and PDE); gives ``s`` and ``lam`` (then they must not be
+            passed). Its softening must be 0: the PDE uses the exact cell-averaged kernel.
 
         Returns
         -------
@@ -195,6 +200,17 @@ class MeanFieldProblem:
         """
         if not isinstance(domain, MeshDomain):
             raise TypeError(f"domain must be a MeshDomain, got {type(domain).__name__}")
+        if interaction is not None:
+            if not isinstance(interaction, Interaction):
+                raise TypeError(f"interaction must be an Interaction, got {type(interaction).__name__}")
+            if s is not None or lam is not None:
+                raise ValueError("pass either interaction or (s, lam), not both")
+            if interaction.softening != 0.0:
+                raise ValueError(f"interaction.softening={interaction.softening!r}: the PDE uses the "
+                                 f"exact cell-averaged kernel; use softening=0")
+            s, lam = interaction.s, interaction.lam
+        elif s is None or lam is None:
+            raise ValueError("MeanFieldProblem.create needs s and lam (or interaction=Interaction(s, lam))")
         s = check_s(s, d=domain.d)
         lam = check_real("lam", lam, nonnegative=True)
         beta = check_real("beta", beta, positive=True, allow_inf=True)
