@@ -283,3 +283,24 @@ def test_seeded_run_is_identical_on_cupy():
         init_fn, step_fn = projected_langevin(energy.grad, Box(-1.5, 1.5), 1e-3, 20.0, boundary="reflect")
         out.append(to_numpy(run_langevin(step_fn, init_fn(omega0), 20, seed=1, progress=False).omega))
     np.testing.assert_allclose(out[1], out[0], rtol=1e-10, atol=1e-12)
+
+
+def test_mala_reports_acceptance_and_warns_when_a_chain_stops_accepting():
+    """From a start with one very close pair (|x_1 - x_2| = 1e-7, Riesz s = 1) and a fixed large step,
+    every proposal leaves the domain: the chain accepts nothing and run_langevin says so once; a
+    healthy chain on the same energy from a spread start accepts and stays silent."""
+    import warnings
+
+    energy = RieszEnergy(1.0, lam=1.0)
+    space = Interval(-5.0, 5.0)
+    init_fn, step_fn = mala(energy.value_and_grad, space, eta=1e-2, beta=10.0)
+    stuck = init_fn(np.array([[0.0], [1e-7], [1.0], [-1.0]]))
+    with pytest.warns(RuntimeWarning, match=r"accepted no proposal in its last 200 steps .*reduce eta"):
+        out = run_langevin(step_fn, stuck, 200, seed=0, progress=False, stall_steps=200)
+    assert int(out.n_accepted) == 0 and out.acceptance_rate == 0.0 and int(out.last_accept) == 0
+    init_fn, step_fn = mala(energy.value_and_grad, space, eta=1e-4, beta=10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        ok = run_langevin(step_fn, init_fn(np.array([[-3.0], [-1.0], [1.0], [3.0]])), 300, seed=1,
+                          progress=False, stall_steps=200)
+    assert 0.5 < ok.acceptance_rate <= 1.0 and int(ok.last_accept) > 100

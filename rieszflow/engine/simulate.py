@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -91,6 +92,9 @@ class MALAState:
         Accepted proposals so far (acceptance rate ``n_accepted / step``).
     max_displacement : float64 0-d array
         Largest particle move of the last step (0 after a rejection).
+    last_accept : int64 0-d array
+        Step count at the last accepted proposal (0 if none yet); ``step - last_accept`` is
+        the length of the current run of rejections, which :func:`run_langevin` watches.
     """
 
     omega: Any
@@ -99,6 +103,12 @@ class MALAState:
     step: int = 0
     n_accepted: Any = 0
     max_displacement: Any = math.inf
+    last_accept: Any = 0
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted proposals per step so far (NaN before the first step); one host sync."""
+        return float(to_numpy(self.n_accepted)) / self.step if self.step else math.nan
 
     def draw_noise(self, rng: np.random.Generator, backend):
         """``(xi, log_u)``: normal proposal noise of shape ``omega.shape`` and ``log U``, U ~ Unif(0, 1)."""
@@ -311,7 +321,8 @@ def mala(value_and_grad_fn: Callable, space: Space, eta: float, beta: float, gra
         xp = namespace(omega)
         value, grad = _evaluate(omega)
         return MALAState(omega=omega, energy=value, grad=grad, step=0,
-                         n_accepted=xp.asarray(0, dtype=xp.int64), max_displacement=xp.asarray(math.inf))
+                         n_accepted=xp.asarray(0, dtype=xp.int64), max_displacement=xp.asarray(math.inf),
+                         last_accept=xp.asarray(0, dtype=xp.int64))
 
     def step_fn(state: MALAState, noise) -> MALAState:
         xi, log_u = noise
@@ -332,7 +343,8 @@ def mala(value_and_grad_fn: Callable, space: Space, eta: float, beta: float, gra
             state, omega=new, energy=xp.where(accept, hy, state.energy),
             grad=xp.where(accept, gy, state.grad), step=state.step + 1,
             n_accepted=state.n_accepted + accept.astype(xp.int64),
-            max_displacement=_max_move(xp, new, x))
+            max_displacement=_max_move(xp, new, x),
+            last_accept=xp.where(accept, state.step + 1, state.last_accept))
 
     return init_fn, step_fn
 
@@ -341,7 +353,7 @@ def mala(value_and_grad_fn: Callable, space: Space, eta: float, beta: float, gra
 
 def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, record_every=None,
                  callback: Callable | None = None, record_initial: bool = True, backend=None,
-                 progress: bool = True):
+                 progress: bool = True, stall_steps: int | None = 1000):
     """Run a chain: draw the noise from a seeded generator, step, record, stop.
 
     Parameters
@@ -376,6 +388,10 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
         Where the noise is placed; inferred from ``state.omega`` by default.
     progress : bool, default True
         Show a tqdm progress bar (works in terminals, notebooks and CI logs).
+    stall_steps : int or None, default 1000
+        MALA only: warn (``RuntimeWarning``, once) when the chain has rejected every proposal
+        of the last ``stall_steps`` steps, checked at every recorded state and at the end
+        (a chain that stopped accepting samples nothing; reduce ``eta``). None disables it.
 
     Returns
     -------
@@ -409,10 +425,26 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
     if backend is None:
         backend = get_backend("numpy" if xp is np else "cupy", dtype=state.omega.dtype)
 
+    if stall_steps is not None:
+        stall_steps = check_int("stall_steps", stall_steps, minimum=1)
+    warned = []
+
+    def check_stall(st):
+        if stall_steps is None or warned or not isinstance(st, MALAState):
+            return
+        run = st.step - int(to_numpy(st.last_accept))
+        if run >= stall_steps:
+            warned.append(True)
+            warnings.warn(f"MALA chain accepted no proposal in its last {run} steps (steps "
+                          f"{st.step - run + 1}-{st.step}; acceptance rate so far "
+                          f"{st.acceptance_rate:.3g}): it has stopped sampling; reduce eta",
+                          RuntimeWarning, stacklevel=3)
+
     def record(st):
         if not bool(xp.all(xp.isfinite(st.omega))):
             raise FloatingPointError(f"non-finite particle positions at step {st.step}; reduce eta, "
                                      "add softening or set clip_norm")
+        check_stall(st)
         if callback is not None:
             callback(st)
 
@@ -429,6 +461,8 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
             break
     if last_recorded != state.step:
         record(state)
+    else:
+        check_stall(state)
     return state
 
 
