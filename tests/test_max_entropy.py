@@ -403,7 +403,7 @@ def test_relative_entropy_values():
          "sigma must be > 0"),
         (lambda: gaussian_dirac_w1(0.1, 0), ValueError, "d must be >= 1"),
         (lambda: gaussian_dirac_w1(0.1, 3, "linf"), ValueError, "metric='linf'"),
-        (lambda: gaussian_dirac_w1(float("nan"), 3), ValueError, "sigma must be finite"),
+        (lambda: gaussian_dirac_w1(float("nan"), 3), ValueError, "sigma must not be NaN"),
         (lambda: gaussian_dirac_w1_mc(0.1, 3, np.random.default_rng(0), n_samples=1),
          ValueError, "n_samples must be >= 2"),
     ],

@@ -23,19 +23,26 @@ def is_host(x) -> bool:
 
 
 def check_real(name: str, value, *, positive: bool = False, nonnegative: bool = False,
-               allow_inf: bool = False) -> float:
+               allow_inf: bool = False, low: float | None = None, high: float | None = None,
+               low_open: bool = False, high_open: bool = False) -> float:
     """Validate a real scalar and return it as a Python float.
+
+    The one scalar validator of rieszflow: configs, engine entry points and the theory
+    package call it, so every message has the same form (parameter, value, what is allowed).
 
     Parameters
     ----------
     name : str
         Parameter name used in error messages.
     value : object
-        Candidate scalar.
+        Candidate scalar (Python or NumPy real, or a 0-d real array).
     positive, nonnegative : bool
         Require ``value > 0`` (``value >= 0``).
     allow_inf : bool
         Accept ``+inf`` (e.g. ``beta = inf`` for zero temperature).
+    low, high : float, optional
+        Interval bounds; ``low_open``/``high_open`` make them strict. The message states
+        the interval, e.g. ``[0, 1)``.
 
     Returns
     -------
@@ -46,7 +53,8 @@ def check_real(name: str, value, *, positive: bool = False, nonnegative: bool = 
     TypeError
         If ``value`` is not a real number (bool is rejected).
     ValueError
-        If ``value`` is NaN, infinite (unless allowed) or has the wrong sign.
+        If ``value`` is NaN, infinite (unless allowed), has the wrong sign, or lies outside
+        ``[low, high]`` (with the stated openness).
     """
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
         if not (isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiu"):
@@ -61,6 +69,17 @@ def check_real(name: str, value, *, positive: bool = False, nonnegative: bool = 
         raise ValueError(f"{name} must be > 0, got {value!r}")
     if nonnegative and not v >= 0:
         raise ValueError(f"{name} must be >= 0, got {value!r}")
+    if low is not None or high is not None:
+        lo = -math.inf if low is None else low
+        hi = math.inf if high is None else high
+        ok = (v > lo if low_open else v >= lo) and (v < hi if high_open else v <= hi)
+        if not ok:
+            if high is None:
+                raise ValueError(f"{name} must be {'>' if low_open else '>='} {lo:g}, got {value!r}")
+            if low is None:
+                raise ValueError(f"{name} must be {'<' if high_open else '<='} {hi:g}, got {value!r}")
+            lb, rb = ("(" if low_open else "["), (")" if high_open else "]")
+            raise ValueError(f"{name}={value!r} is not allowed; expected a value in {lb}{lo:g}, {hi:g}{rb}")
     return v
 
 

@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import abc
 import math
-import numbers
 
 import numpy as np
 
+from rieszflow.engine._checks import check_int, check_real
 from rieszflow.engine.backend import namespace, to_numpy
 
 __all__ = [
@@ -69,29 +69,6 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 # --------------------------------------------------------------------------- helpers
-def _check_int(name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int >= {minimum}; got {value!r} "
-                        f"of type {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
-    return int(value)
-
-
-def _check_real(name, value, *, positive=False, nonnegative=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number; got {value!r} "
-                        f"of type {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite; got {value!r}")
-    if positive and not value > 0.0:
-        raise ValueError(f"{name} must be > 0; got {value!r}")
-    if nonnegative and not value >= 0.0:
-        raise ValueError(f"{name} must be >= 0; got {value!r}")
-    return value
-
-
 def _sigmoid(xp, u):
     """Logistic sigma(u) = 1 / (1 + exp(-u)) without overflow, accurate for both signs."""
     e = xp.exp(-xp.abs(u))
@@ -176,17 +153,17 @@ class FeatureMap(abc.ABC):
         if type(self) is FeatureMap:
             raise TypeError("FeatureMap is abstract; use make_feature_map(name, d, m) with a name "
                             f"in {sorted(FEATURE_MAPS)}")
-        self.d = _check_int("d", d)
-        self.m = _check_int("m", m)
-        self.tau = _check_real("tau", tau, positive=True)
-        self.floor = _check_real("floor", floor, nonnegative=True)
+        self.d = check_int("d", d, minimum=1)
+        self.m = check_int("m", m, minimum=1)
+        self.tau = check_real("tau", tau, positive=True)
+        self.floor = check_real("floor", floor, nonnegative=True)
         if rng is not None and not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator or None; got {type(rng).__name__}")
         unknown = sorted(set(fixed) - set(self.options))
         if unknown:
             raise ValueError(f"{self.name}: unknown option(s) {unknown}; allowed options: "
                              f"tau, floor, rng, {', '.join(self.options)}")
-        self.omega_scale = _check_real("omega_scale", fixed.pop("omega_scale", 1.0), positive=True)
+        self.omega_scale = check_real("omega_scale", fixed.pop("omega_scale", 1.0), positive=True)
         check_finite = fixed.pop("check_finite", True)
         if not isinstance(check_finite, (bool, np.bool_)):
             raise TypeError(f"check_finite must be a bool; got {check_finite!r}")
@@ -551,7 +528,7 @@ class EluFeatureMap(_L1FeatureMap):
     options = FeatureMap.options + ("bias_std", "b")
 
     def _init_fixed(self, rng, fixed):
-        self.bias_std = _check_real("bias_std", fixed.pop("bias_std", 1.0), nonnegative=True)
+        self.bias_std = check_real("bias_std", fixed.pop("bias_std", 1.0), nonnegative=True)
         b = fixed.pop("b", None)
         if b is None and self.bias_std == 0.0:
             b = np.zeros(self.m)

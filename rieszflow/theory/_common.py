@@ -1,11 +1,11 @@
 """Shared validators, norms and numerics of the paper-004 theory package (private)."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from rieszflow.engine import measures as _measures
+from rieszflow.engine._checks import check_real
 from rieszflow.engine.backend import namespace, to_numpy
 
 __all__ = [
@@ -39,15 +39,8 @@ def _as_matrix(name: str, a, ndim: int = 2):
 
 
 def _check_real(name: str, value, *, low: float | None = None, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if low is not None and (v < low or (strict and v == low)):
-        rel = ">" if strict else ">="
-        raise ValueError(f"{name} must be {rel} {low}, got {value!r}")
-    return v
+    """Scalar check of the theory package: :func:`rieszflow.engine._checks.check_real` with a lower bound."""
+    return check_real(name, value, low=low, low_open=strict)
 
 
 def operator_norm(W, metric: str = "l1") -> float:

@@ -42,6 +42,7 @@ import scipy.linalg
 import scipy.optimize
 import scipy.special
 
+from rieszflow.engine._checks import check_int, check_real
 from rieszflow.engine.backend import to_numpy
 from rieszflow.engine.measures import EmpiricalMeasure
 from rieszflow.theory import (
@@ -92,27 +93,6 @@ def _host_array(name: str, a, ndim: int) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf; all entries must be finite")
     return arr
-
-
-def _real(name: str, value, *, positive: bool = False, upper: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if positive and not v > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    if upper is not None and v > upper:
-        raise ValueError(f"{name} must be <= {upper}, got {value!r}")
-    return v
-
-
-def _int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _probability(name: str, w, n: int) -> np.ndarray:
@@ -449,9 +429,9 @@ def maxent_dual(features, target, base=None, *, gtol: float = 1e-12, max_iter: i
     3.1 (algorithm, feasibility iff f in relint conv{k_j}, uniqueness of lam iff the keys
     affinely span) and tests T06-T07.
     """
-    gtol = _real("gtol", gtol, positive=True)
-    rank_tol = _real("rank_tol", rank_tol, positive=True)
-    max_iter = _int("max_iter", max_iter, 1)
+    gtol = check_real("gtol", gtol, positive=True)
+    rank_tol = check_real("rank_tol", rank_tol, positive=True)
+    max_iter = check_int("max_iter", max_iter, minimum=1)
     features_arr = _host_array("features", features, 2)
     n = features_arr.shape[0]
     if isinstance(base, EmpiricalMeasure):
@@ -585,8 +565,8 @@ def feasible_perturbations(features, weights, rng: np.random.Generator, n_pertur
     weights = _probability("weights", weights, features.shape[0])
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    n_perturb = _int("n_perturb", n_perturb, 1)
-    max_step = _real("max_step", max_step, positive=True, upper=1.0)
+    n_perturb = check_int("n_perturb", n_perturb, minimum=1)
+    max_step = check_real("max_step", max_step, positive=True, high=1.0)
     supp = np.flatnonzero(weights > 0)
     constraints = np.vstack([features[supp].T, np.ones((1, supp.size))])
     null = scipy.linalg.null_space(constraints)                     # (|supp|, q)
@@ -867,8 +847,8 @@ def gaussian_m_projection(mu, method: str = "moments", *, gtol: float = 1e-8,
     if method not in _GAUSSIAN_METHODS:
         raise ValueError(f"method={method!r} is not supported; allowed: "
                          f"{', '.join(_GAUSSIAN_METHODS)}")
-    gtol = _real("gtol", gtol, positive=True)
-    max_iter = _int("max_iter", max_iter, 1)
+    gtol = check_real("gtol", gtol, positive=True)
+    max_iter = check_int("max_iter", max_iter, minimum=1)
     mu = _as_measure("mu", mu)
     d = mu.dim
     m_mom, c_mom = (np.asarray(to_numpy(a)) for a in gaussian_projection(mu))
@@ -949,7 +929,7 @@ def isotropic_gaussian_projection(mu, sigma: float):
     ----------
     Paper 004 Prop. 17, Lemmas 36-37 (appendix B); spec section 3.3 ("computable form").
     """
-    sigma = _real("sigma", sigma, positive=True)
+    sigma = check_real("sigma", sigma, positive=True)
     mu = _as_measure("mu", mu)
     mean = np.asarray(to_numpy(dirac_projection(mu).points))[0]
     return mean, sigma * sigma * np.eye(mu.dim)
@@ -984,10 +964,10 @@ def gaussian_dirac_w1(sigma: float, d: int, metric: str = "l1") -> float:
     Paper 004 Prop. 17 and Lemma 37 (W1(rho_n * mu, mu) <= int ||x|| rho_n(dx)); spec section
     3.3 and test T09.
     """
-    sigma = _real("sigma", sigma)
+    sigma = check_real("sigma", sigma)
     if sigma < 0:
         raise ValueError(f"sigma must be >= 0, got {sigma!r}")
-    d = _int("d", d, 1)
+    d = check_int("d", d, minimum=1)
     if metric not in _METRICS:
         raise ValueError(f"metric={metric!r} is not supported; allowed: {', '.join(_METRICS)}")
     if metric == "l1":
@@ -1029,9 +1009,9 @@ def gaussian_dirac_w1_mc(sigma: float, d: int, rng: np.random.Generator,
     ----------
     Paper 004 Prop. 17; spec section 3.3 ("checked: Monte Carlo with 2e5 samples") and T09.
     """
-    sigma = _real("sigma", sigma, positive=True)
-    d = _int("d", d, 1)
-    n_samples = _int("n_samples", n_samples, 2)
+    sigma = check_real("sigma", sigma, positive=True)
+    d = check_int("d", d, minimum=1)
+    n_samples = check_int("n_samples", n_samples, minimum=2)
     if metric not in _METRICS:
         raise ValueError(f"metric={metric!r} is not supported; allowed: {', '.join(_METRICS)}")
     if not isinstance(rng, np.random.Generator):

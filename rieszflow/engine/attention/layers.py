@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from rieszflow.engine._checks import check_int
 from rieszflow.engine.backend import namespace
 
 __all__ = [
@@ -60,12 +61,6 @@ QK_MODES = ("shared", "learned")
 
 
 # --------------------------------------------------------------------------- helpers
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}={value!r} is not allowed; expected a positive integer")
-    return int(value)
-
 
 def _check_last_dim(name, x, d):
     if x.ndim < 1 or x.shape[-1] != d:
@@ -171,8 +166,8 @@ class Linear:
     """
 
     def __init__(self, d_in: int, d_out: int, bias: bool = True):
-        self.d_in = _check_positive_int("d_in", d_in)
-        self.d_out = _check_positive_int("d_out", d_out)
+        self.d_in = check_int("d_in", d_in, minimum=1)
+        self.d_out = check_int("d_out", d_out, minimum=1)
         self.bias = bool(bias)
 
     def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
@@ -268,8 +263,8 @@ class Embedding:
     """
 
     def __init__(self, vocab_size: int, d: int, init_std: float = 1.0):
-        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
-        self.d = _check_positive_int("d", d)
+        self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+        self.d = check_int("d", d, minimum=1)
         if not (np.isfinite(init_std) and init_std > 0):
             raise ValueError(f"init_std={init_std!r} is not allowed; expected a finite positive float")
         self.init_std = float(init_std)
@@ -412,8 +407,8 @@ class PositionEmbedding:
     """
 
     def __init__(self, max_len: int, d: int, init_std: float = 0.02):
-        self.max_len = _check_positive_int("max_len", max_len)
-        self.d = _check_positive_int("d", d)
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        self.d = check_int("d", d, minimum=1)
         if not (np.isfinite(init_std) and init_std > 0):
             raise ValueError(f"init_std={init_std!r} is not allowed; expected a finite positive float")
         self.init_std = float(init_std)
@@ -505,7 +500,7 @@ class LayerNorm:
     """
 
     def __init__(self, d: int, eps: float = 1e-5):
-        self.d = _check_positive_int("d", d)
+        self.d = check_int("d", d, minimum=1)
         if not (np.isfinite(eps) and eps > 0):
             raise ValueError(f"eps={eps!r} is not allowed; expected a finite positive float")
         self.eps = float(eps)
@@ -737,8 +732,8 @@ class FeedForward:
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
-        self.d_model = _check_positive_int("d_model", d_model)
-        self.d_ff = _check_positive_int("d_ff", d_ff)
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        self.d_ff = check_int("d_ff", d_ff, minimum=1)
         self.gelu = GELU()
         self.drop = Dropout(dropout)
 
@@ -824,8 +819,8 @@ class _MultiHead:
     """Shared projections of the attention layers (Q, K, V, O)."""
 
     def __init__(self, d_model, n_heads, qk):
-        self.d_model = _check_positive_int("d_model", d_model)
-        self.n_heads = _check_positive_int("n_heads", n_heads)
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        self.n_heads = check_int("n_heads", n_heads, minimum=1)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_k = self.d_model // self.n_heads

@@ -12,21 +12,11 @@ import math
 
 import numpy as np
 
+from rieszflow.engine._checks import check_real
+
 from rieszflow.engine.backend import namespace, to_numpy
 
 __all__ = ["Adam"]
-
-
-def _check_real(name, value, lo, hi, lo_open=False, hi_open=True):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name}={value!r} must be a real number")
-    v = float(value)
-    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok:
-        lb = "(" if lo_open else "["
-        rb = ")" if hi_open else "]"
-        raise ValueError(f"{name}={value!r} is not allowed; expected a value in {lb}{lo}, {hi}{rb}")
-    return v
 
 
 class Adam:
@@ -92,12 +82,13 @@ class Adam:
         for k in names:
             if not hasattr(params[k], "dtype") or np.dtype(params[k].dtype).kind != "f":
                 raise ValueError(f"params[{k!r}] must be a floating array; got {type(params[k]).__name__}")
-        self.lr = _check_real("lr", lr, 0.0, math.inf, lo_open=True)
+        self.lr = check_real("lr", lr, low=0.0, low_open=True)
         if not (hasattr(betas, "__len__") and len(betas) == 2):
             raise ValueError(f"betas={betas!r} is not allowed; expected a pair (beta1, beta2)")
-        self.betas = (_check_real("betas[0]", betas[0], 0.0, 1.0), _check_real("betas[1]", betas[1], 0.0, 1.0))
-        self.eps = _check_real("eps", eps, 0.0, math.inf, lo_open=True)
-        self.weight_decay = _check_real("weight_decay", weight_decay, 0.0, math.inf)
+        self.betas = (check_real("betas[0]", betas[0], low=0.0, high=1.0, high_open=True),
+                      check_real("betas[1]", betas[1], low=0.0, high=1.0, high_open=True))
+        self.eps = check_real("eps", eps, low=0.0, low_open=True)
+        self.weight_decay = check_real("weight_decay", weight_decay, low=0.0)
         self.decoupled = bool(decoupled)
         self.params = params
         self.names = names
@@ -224,11 +215,11 @@ class Adam:
         step = int(np.asarray(state["step"]))
         if step < 0:
             raise ValueError(f"state['step']={step} is not allowed; expected >= 0")
-        lr = _check_real("lr", float(np.asarray(state["lr"])), 0.0, math.inf, lo_open=True)
-        betas = (_check_real("beta1", float(np.asarray(state["beta1"])), 0.0, 1.0),
-                 _check_real("beta2", float(np.asarray(state["beta2"])), 0.0, 1.0))
-        eps = _check_real("eps", float(np.asarray(state["eps"])), 0.0, math.inf, lo_open=True)
-        wd = _check_real("weight_decay", float(np.asarray(state["weight_decay"])), 0.0, math.inf)
+        lr = check_real("lr", float(np.asarray(state["lr"])), low=0.0, low_open=True)
+        betas = (check_real("beta1", float(np.asarray(state["beta1"])), low=0.0, high=1.0, high_open=True),
+                 check_real("beta2", float(np.asarray(state["beta2"])), low=0.0, high=1.0, high_open=True))
+        eps = check_real("eps", float(np.asarray(state["eps"])), low=0.0, low_open=True)
+        wd = check_real("weight_decay", float(np.asarray(state["weight_decay"])), low=0.0)
         self.t, self.lr, self.betas, self.eps, self.weight_decay = step, lr, betas, eps, wd
         self.decoupled = bool(np.asarray(state["decoupled"]))
         for k in self.names:

@@ -11,11 +11,11 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from rieszflow.studies.base import is_int
+
 __all__ = ["AttentionTheoryConfig"]
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +90,7 @@ class AttentionTheoryConfig:
 
     # ------------------------------------------------------------------------------------------
     def __post_init__(self):
-        if not _is_int(self.seed) or self.seed < 0:
+        if not is_int(self.seed) or self.seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
         minimum = {"n_component_instances": 1, "n_projection_pairs": 1,
                    "n_adversarial_instances": 1, "adversarial_restarts": 1,
@@ -99,12 +99,12 @@ class AttentionTheoryConfig:
                    "fixed_point_layers": 2, "fixed_point_tokens": 2}
         for name, low in minimum.items():
             v = getattr(self, name)
-            if not _is_int(v):
+            if not is_int(v):
                 raise TypeError(f"{name} must be an integer, got {v!r} ({type(v).__name__})")
             if v < low:
                 raise ValueError(f"{name} must be >= {low}, got {v!r}")
         sizes = self._tuple("cor30_particle_sizes", self.cor30_particle_sizes)
-        if not sizes or any(not _is_int(n) or n < 3 for n in sizes):
+        if not sizes or any(not is_int(n) or n < 3 for n in sizes):
             raise ValueError(f"cor30_particle_sizes must be a non-empty list of integers >= 3, "
                              f"got {self.cor30_particle_sizes!r}")
         object.__setattr__(self, "cor30_particle_sizes", tuple(sorted(sizes)))

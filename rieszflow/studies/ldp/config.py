@@ -29,38 +29,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from typing import Any, Mapping
+
+from rieszflow.studies.base import config_int, config_real, from_mapping
 
 __all__ = ["RegimeConfig", "LDPConfig", "quick_config", "full_config", "load_config"]
 
 _BACKENDS = ("numpy",)
-
-
-def _from_mapping(cls, d: Mapping[str, Any]):
-    if not isinstance(d, Mapping):
-        raise TypeError(f"{cls.__name__} needs a mapping, got {type(d).__name__}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys {unknown}; allowed: {sorted(known)}")
-    return cls(**dict(d))
-
-
-def _real(name, v, *, positive=False, nonnegative=False):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"{name}={v!r} must be a finite number")
-    if positive and not v > 0:
-        raise ValueError(f"{name}={v!r} must be > 0")
-    if nonnegative and not v >= 0:
-        raise ValueError(f"{name}={v!r} must be >= 0")
-    return float(v)
-
-
-def _int(name, v, minimum):
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ValueError(f"{name}={v!r} must be an integer >= {minimum}")
-    return v
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,12 +70,12 @@ class RegimeConfig:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"name={self.name!r} must be an identifier-like string")
-        k = _real("kappa", self.kappa)
+        k = config_real("kappa", self.kappa)
         if k < 1:
             raise ValueError(f"kappa={self.kappa!r} must be >= 1 (beta_N / N must not vanish)")
         object.__setattr__(self, "kappa", k)
-        object.__setattr__(self, "a", _real("a", self.a))
-        object.__setattr__(self, "beta", _real("beta", self.beta, positive=True))
+        object.__setattr__(self, "a", config_real("a", self.a))
+        object.__setattr__(self, "beta", config_real("beta", self.beta, positive=True))
 
     @property
     def regime(self) -> str:
@@ -118,7 +93,7 @@ class RegimeConfig:
     @classmethod
     def from_dict(cls, d):
         """Build from a mapping; unknown keys raise ValueError."""
-        return _from_mapping(cls, d)
+        return from_mapping(cls, d)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,30 +161,30 @@ class LDPConfig:
         ns = self.n_particles
         if isinstance(ns, int) or not ns:
             raise ValueError(f"n_particles must be a non-empty sequence of integers, got {ns!r}")
-        object.__setattr__(self, "n_particles", tuple(_int("n_particles", n, 2) for n in ns))
-        lo, hi = _real("lo", self.lo), _real("hi", self.hi)
+        object.__setattr__(self, "n_particles", tuple(config_int("n_particles", n, minimum=2) for n in ns))
+        lo, hi = config_real("lo", self.lo), config_real("hi", self.hi)
         if not lo < hi:
             raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
         object.__setattr__(self, "lo", lo)
         object.__setattr__(self, "hi", hi)
-        object.__setattr__(self, "gamma", _real("gamma", self.gamma, nonnegative=True))
-        object.__setattr__(self, "lam", _real("lam", self.lam, positive=True))
-        s = _real("s", self.s)
+        object.__setattr__(self, "gamma", config_real("gamma", self.gamma, nonnegative=True))
+        object.__setattr__(self, "lam", config_real("lam", self.lam, positive=True))
+        s = config_real("s", self.s)
         if not -2.0 < s < 1.0:
             raise ValueError(f"s={self.s!r} must satisfy -2 < s < 1 = d (finite energy; Thm 2's s > d "
                              "makes every rate infinite)")
         object.__setattr__(self, "s", s)
-        _int("n_theta", self.n_theta, 3)
-        tf = _real("theta_max_factor", self.theta_max_factor)
+        config_int("n_theta", self.n_theta, minimum=3)
+        tf = config_real("theta_max_factor", self.theta_max_factor)
         if not tf > 1.0:
             raise ValueError(f"theta_max_factor={tf} must be > 1 so the tilt grid passes the optimum")
         object.__setattr__(self, "theta_max_factor", tf)
-        _int("chains_per_theta", self.chains_per_theta, 2)
-        _int("chains_at_zero", self.chains_at_zero, 2)
-        _int("burn_in", self.burn_in, 1)
-        _int("n_steps", self.n_steps, 1)
-        _int("n_cells", self.n_cells, 8)
-        _int("seed", self.seed, 0)
+        config_int("chains_per_theta", self.chains_per_theta, minimum=2)
+        config_int("chains_at_zero", self.chains_at_zero, minimum=2)
+        config_int("burn_in", self.burn_in, minimum=1)
+        config_int("n_steps", self.n_steps, minimum=1)
+        config_int("n_cells", self.n_cells, minimum=8)
+        config_int("seed", self.seed, minimum=0)
         if self.backend not in _BACKENDS:
             raise ValueError(f"backend={self.backend!r} is not supported by the LDP sampler; allowed: "
                              f"{_BACKENDS} (the batched chains are small: a GPU does not help)")
@@ -217,7 +192,7 @@ class LDPConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LDPConfig":
         """Build from a mapping; unknown keys raise ValueError naming them."""
-        return _from_mapping(cls, d)
+        return from_mapping(cls, d)
 
     def to_dict(self) -> dict:
         """Plain-dict form (JSON-serialisable)."""

@@ -31,6 +31,7 @@ import math
 from typing import Any, Mapping
 
 from rieszflow.engine.energy.interaction import check_s
+from rieszflow.studies.base import from_mapping
 from rieszflow.engine.simulate import BOUNDARIES
 from rieszflow.studies.mean_field.particles import INTERACTION_METHODS
 
@@ -64,16 +65,6 @@ def _tuple(name, value, kind, *, positive=False, minimum=None, nonempty=True):
     if nonempty and not out:
         raise ValueError(f"{name} must not be empty")
     return tuple(out)
-
-
-def _from_mapping(cls, d: Mapping[str, Any]):
-    if not isinstance(d, Mapping):
-        raise TypeError(f"{cls.__name__} needs a mapping, got {type(d).__name__}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys {unknown}; allowed: {sorted(known)}")
-    return cls(**dict(d))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +212,7 @@ class ProblemConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ProblemConfig":
         """Build from a mapping; unknown keys raise ValueError naming them."""
-        return _from_mapping(cls, d)
+        return from_mapping(cls, d)
 
     def to_dict(self) -> dict:
         """Plain-dict form (JSON-serialisable)."""
@@ -270,7 +261,7 @@ class MeanFieldConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "MeanFieldConfig":
         """Build from a mapping (problems as mappings); unknown keys raise ValueError."""
-        return _from_mapping(cls, d)
+        return from_mapping(cls, d)
 
     def to_dict(self) -> dict:
         """Plain-dict form (JSON-serialisable)."""

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from typing import Any, Mapping
 
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 from rieszflow.engine.tokenflow.integrate import INTEGRATORS
+
+from rieszflow.studies.base import is_int, is_real
 
 __all__ = ["TokenFlowConfig", "QUICK_OVERRIDES", "GPU_OVERRIDES"]
 
@@ -16,12 +16,8 @@ _INTEGRATORS = INTEGRATORS  # the engine's flow integrators
 _FEATURES = ATTENTION_FEATURE_MAPS  # the engine registry's positive maps
 
 
-def _is_int(v):
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-def _is_real(v):
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,12 +160,12 @@ class TokenFlowConfig:
 
         def pos_int(name, minimum=1):
             v = getattr(self, name)
-            if not _is_int(v) or v < minimum:
+            if not is_int(v) or v < minimum:
                 fail(name, f"an integer >= {minimum}")
 
         def pos_real(name, nonneg=False):
             v = getattr(self, name)
-            if not _is_real(v) or (v < 0 if nonneg else v <= 0):
+            if not is_real(v) or (v < 0 if nonneg else v <= 0):
                 fail(name, "a finite number " + (">= 0" if nonneg else "> 0"))
 
         def seq(name, check, what, min_len=1):
@@ -204,18 +200,18 @@ class TokenFlowConfig:
         if self.n_tokens < 2 or self.phase_n < 2:
             raise ValueError(f"n_tokens={self.n_tokens} and phase_n={self.phase_n} must be >= 2 "
                              f"(clusters need pairs)")
-        seq("dims", lambda e: _is_int(e) and e >= 2, "integers >= 2")
-        seq("betas", lambda e: _is_real(e) and e > 0, "finite numbers > 0")
-        seq("phase_betas", lambda e: _is_real(e) and e > 0, "finite numbers > 0")
-        seq("kernel_m", lambda e: _is_int(e) and e >= 1, "integers >= 1")
+        seq("dims", lambda e: is_int(e) and e >= 2, "integers >= 2")
+        seq("betas", lambda e: is_real(e) and e > 0, "finite numbers > 0")
+        seq("phase_betas", lambda e: is_real(e) and e > 0, "finite numbers > 0")
+        seq("kernel_m", lambda e: is_int(e) and e >= 1, "integers >= 1")
         seq("kernel_features", lambda e: e in _FEATURES, f"names in {_FEATURES}")
-        seq("mf_n", lambda e: _is_int(e) and e >= 2, "integers >= 2")
-        seq("mf_times", lambda e: _is_real(e) and e >= 0, "finite numbers >= 0")
+        seq("mf_n", lambda e: is_int(e) and e >= 2, "integers >= 2")
+        seq("mf_times", lambda e: is_real(e) and e >= 0, "finite numbers >= 0")
         wc = self.wendel_cases
         if isinstance(wc, list):
             object.__setattr__(self, "wendel_cases", tuple(tuple(c) for c in wc))
         seq("wendel_cases", lambda c: isinstance(c, (tuple, list)) and len(c) == 2
-            and all(_is_int(e) and e >= 1 for e in c), "(n, d) pairs of integers >= 1", min_len=0)
+            and all(is_int(e) and e >= 1 for e in c), "(n, d) pairs of integers >= 1", min_len=0)
         object.__setattr__(self, "wendel_cases", tuple(tuple(c) for c in self.wendel_cases))
         if len(set(self.mf_n)) != len(self.mf_n):
             fail("mf_n", "distinct sizes")
