@@ -21,14 +21,38 @@ record written so far. The root attribute ``status`` is ``"running"`` until
 ``"running"`` was interrupted and can be reopened with ``resume=True``.
 
 An existing file is never overwritten unless ``overwrite=True`` is passed.
+
+One writer per path
+-------------------
+A writer holds ``<file>.lock`` (owner pid, host, start time) from before it touches the
+path until it has closed and verified the file. A second writer of the same path, with or
+without ``overwrite``, is refused while the lock is held; a lock left by a dead process
+on this host is stale and taken over (with a warning). A fresh file is written under a
+temporary name in the same directory and renamed onto the path right after its header
+is written and flushed (the *first flush*): a run killed at any later point leaves a
+valid, resumable file at the path, and an ``overwrite`` never truncates the old file in
+place (the rename swaps it atomically). At close the writer re-opens its file and checks
+it (:func:`open_run`, status, every variable readable) before reporting success.
+
+Live reading
+------------
+The writer opens the file without HDF5's own file lock (our lock file takes its place),
+and flushes after every record, so ``xarray.open_dataset(path, engine="h5netcdf")`` (or
+:func:`open_run`, ``rieszflow status``) reads a running file; a reader sees the records
+flushed so far. This is not HDF5 SWMR: a reader that opens the file in the middle of a
+write can, rarely, see an inconsistent state and should simply retry.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import platform
+import signal
+import socket
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -37,7 +61,7 @@ import numpy as np
 from rieszflow.engine.backend import to_numpy
 
 __all__ = ["FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
-           "check_resumable"]
+           "check_resumable", "RunInterrupted", "interruptible", "RunLock"]
 
 #: Value of the root attribute ``rieszflow_format`` of every file rieszflow writes.
 FORMAT = "rieszflow/1"
@@ -51,6 +75,134 @@ def _string_dtype():
 
 class RunFileError(ValueError):
     """A file is not a readable rieszflow run (foreign, corrupt, or of another kind)."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by a signal (SIGINT or SIGTERM).
+
+    A ``KeyboardInterrupt``, so every ``except KeyboardInterrupt`` (and the writers'
+    ``status = "interrupted"``) handles SIGTERM exactly like Ctrl-C.
+
+    Parameters
+    ----------
+    signum : int
+        The signal number.
+
+    Attributes
+    ----------
+    signum : int
+    exit_code : int
+        128 + signum (130 for SIGINT, 143 for SIGTERM), the shell convention.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = int(signum)
+        self.exit_code = 128 + int(signum)
+
+
+@contextlib.contextmanager
+def interruptible():
+    """Turn SIGTERM and SIGINT into :class:`RunInterrupted` inside the block.
+
+    The previous handlers are restored on exit. Outside the main thread (where Python
+    cannot install handlers) the block runs unchanged.
+
+    Yields
+    ------
+    None
+    """
+    def handler(signum, frame):
+        raise RunInterrupted(signum)
+
+    try:
+        old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    except ValueError:              # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunLock:
+    """The exclusive writer lock of one output path: the file ``<path>.lock``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output file the lock protects.
+
+    Raises
+    ------
+    RunFileError
+        On :meth:`acquire`, if another live process (or a process on another host) holds it;
+        the message names its pid, host and start time.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.held = False
+
+    def owner(self) -> dict | None:
+        """The holder recorded in the lock file (``pid``, ``host``, ``started``), or None."""
+        try:
+            return json.loads(self.lock_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def acquire(self) -> None:
+        """Create the lock file atomically, taking over a stale lock of a dead local process."""
+        me = {"pid": os.getpid(), "host": socket.gethostname(),
+              "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        for _ in range(3):
+            try:
+                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                other = self.owner()
+                if other is None:            # being written right now, or unreadable: look again
+                    import time
+
+                    time.sleep(0.05)
+                    other = self.owner() or {}
+                same_host = other.get("host") == me["host"]
+                pid = other.get("pid")
+                if same_host and isinstance(pid, int) and pid != me["pid"] and not _pid_alive(pid):
+                    warnings.warn(f"{self.lock_path}: taking over the stale lock of process {pid} "
+                                  f"(no longer running)", RuntimeWarning, stacklevel=3)
+                    with contextlib.suppress(FileNotFoundError):
+                        self.lock_path.unlink()
+                    continue
+                raise RunFileError(
+                    f"{self.path} is being written by process {pid} on host {other.get('host')} "
+                    f"(since {other.get('started')}); refusing to touch it. Wait for that run to end, "
+                    f"or choose another output path (if that process is gone, delete "
+                    f"{self.lock_path}).") from None
+            with os.fdopen(fd, "w") as f:
+                json.dump(me, f)
+            self.held = True
+            return
+        raise RunFileError(f"could not acquire {self.lock_path}")
+
+    def release(self) -> None:
+        """Remove the lock file if this process holds it (idempotent)."""
+        if self.held:
+            with contextlib.suppress(FileNotFoundError):
+                self.lock_path.unlink()
+            self.held = False
 
 
 def _git_commit() -> str:
@@ -147,38 +299,59 @@ class TrajectoryWriter:
 
         self.path = Path(path)
         self.kind = kind
+        self._f = None
+        self._tmp = None
         if overwrite and resume:
             raise ValueError("TrajectoryWriter: overwrite=True and resume=True exclude each other")
+        if self.path.is_dir():
+            raise RunFileError(f"{self.path} is a directory; give the path of an HDF5 file (e.g. "
+                               f"{self.path / 'run.h5'})")
+        if not self.path.parent.is_dir():
+            raise FileNotFoundError(f"the directory {self.path.parent} of {self.path} does not exist; "
+                                    f"create it first")
         exists = self.path.exists()
         if exists and not (overwrite or resume):
             raise FileExistsError(
-                f"{self.path} already exists; refusing to overwrite a run. Pass overwrite=True "
+                f"{self.path} already exists; refusing to overwrite it. Pass overwrite=True "
                 f"(CLI: --overwrite) to replace it or choose another output path (studies that "
                 f"support it continue an interrupted file with --resume).")
-        if resume:
-            if not exists:
-                raise FileNotFoundError(f"resume=True but {self.path} does not exist")
-            check_run_file(self.path, kind)
-            self._f = h5netcdf.File(self.path, "a")
-            self._f.attrs["status"] = "running"
-            self._f.attrs["resumed"] = int(self._f.attrs.get("resumed", 0)) + 1
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._f = h5netcdf.File(self.path, "w")
-            root = self._f.attrs
-            root["rieszflow_format"] = FORMAT
-            root["kind"] = kind
-            root["status"] = "running"
-            for k, v in provenance().items():
-                root[k] = v
-            if config is not None:
-                root["config"] = json.dumps(dict(config), sort_keys=True, default=str)
-                for k, v in config.items():
-                    if isinstance(v, (int, float, str, bool, np.integer, np.floating)):
-                        root[f"config_{k}"] = _attr_value(v)
-            for k, v in (attrs or {}).items():
-                root[k] = _attr_value(v)
-        self.flush()
+        if resume and not exists:
+            raise FileNotFoundError(f"resume=True but {self.path} does not exist")
+        self._lock = RunLock(self.path)
+        self._lock.acquire()           # before the file is touched in any way
+        try:
+            if resume:
+                check_run_file(self.path, kind)
+                self._f = h5netcdf.File(self.path, "a", locking=False)
+                self._f.attrs["status"] = "running"
+                self._f.attrs["resumed"] = int(self._f.attrs.get("resumed", 0)) + 1
+            else:
+                self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+                self._f = h5netcdf.File(self._tmp, "w", locking=False)
+                root = self._f.attrs
+                root["rieszflow_format"] = FORMAT
+                root["kind"] = kind
+                root["status"] = "running"
+                for k, v in provenance().items():
+                    root[k] = v
+                if config is not None:
+                    root["config"] = json.dumps(dict(config), sort_keys=True, default=str)
+                    for k, v in config.items():
+                        if isinstance(v, (int, float, str, bool, np.integer, np.floating)):
+                            root[f"config_{k}"] = _attr_value(v)
+                for k, v in (attrs or {}).items():
+                    root[k] = _attr_value(v)
+            self.flush()
+        except BaseException:
+            if self._f is not None:
+                with contextlib.suppress(Exception):
+                    self._f.close()
+                self._f = None
+            if self._tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    self._tmp.unlink()
+            self._lock.release()
+            raise
         self.resumed = bool(resume)
 
     # -- structure ---------------------------------------------------------------------------
@@ -285,6 +458,9 @@ class TrajectoryWriter:
         """
         self._f.flush()
         self._f._h5file.flush()
+        if self._tmp is not None:     # first flush of a fresh file: move it onto the path
+            os.replace(self._tmp, self.path)
+            self._tmp = None
 
     def length(self, dim: str) -> int:
         """Current length of a dimension (number of records appended along it)."""
@@ -378,19 +554,51 @@ class TrajectoryWriter:
         """Root attribute ``key`` or ``default``."""
         return self._f.attrs.get(key, default)
 
-    def close(self, status: str = "complete") -> None:
-        """Set the root attribute ``status`` and close the file (idempotent)."""
+    def close(self, status: str = "complete", verify: bool = True) -> None:
+        """Set the root attribute ``status``, close, verify the file and release the lock.
+
+        Parameters
+        ----------
+        status : {"complete", "interrupted", "failed"}, default "complete"
+        verify : bool, default True
+            Re-open the closed file and check it (:func:`open_run` of this kind, the status
+            written, every variable readable).
+
+        Raises
+        ------
+        RunFileError
+            If the verification fails: the run must not report success.
+        """
         if getattr(self, "_f", None) is None:
             return
-        self._f.attrs["status"] = status
-        self._f.close()
-        self._f = None
+        try:
+            self._f.attrs["status"] = status
+            self.flush()
+            self._f.close()
+            self._f = None
+            if verify:
+                self._verify(status)
+        finally:
+            if self._f is not None:
+                with contextlib.suppress(Exception):
+                    self._f.close()
+                self._f = None
+            self._lock.release()
+
+    def _verify(self, status: str) -> None:
+        try:
+            ds = open_run(self.path, kind=self.kind)
+        except (OSError, RunFileError, ValueError) as e:
+            raise RunFileError(f"{self.path} failed verification after closing: {e}") from e
+        got = ds.attrs.get("status")
+        if got != status:
+            raise RunFileError(f"{self.path} failed verification: status {got!r}, expected {status!r}")
 
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is KeyboardInterrupt:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self.close("interrupted")
         elif exc_type is not None:
             self.close("failed")
@@ -462,8 +670,14 @@ def open_run(path, kind: str | None = None):
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
     check_run_file(path, kind)
-    with xr.open_dataset(os.fspath(path), engine="h5netcdf") as ds:
-        return ds.load()
+    try:
+        with xr.open_dataset(os.fspath(path), engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, RuntimeError, KeyError, ValueError) as e:
+        if isinstance(e, RunFileError):
+            raise
+        raise RunFileError(f"{path} is a rieszflow file but cannot be read ({type(e).__name__}: {e}); "
+                           f"it may be truncated or corrupt") from e
 
 
 def _config_diff(stored, given, prefix=""):

@@ -113,22 +113,39 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
+        With ``--version`` and one subparser per entry of :data:`SUBCOMMANDS`; the
+        subparsers are kept in ``parser.subcommand_parsers`` (name -> parser).
     """
+    from rieszflow import __version__
+
     parser = argparse.ArgumentParser(
         prog="rieszflow",
         description="Particle and mean-field simulation engine for learned attention kernels.",
+        epilog="Exit codes: 0 success, 1 run failure, 2 usage or bad input, 130 interrupted "
+               "(SIGINT), 143 terminated (SIGTERM). 'rieszflow COMMAND --help' for a command.",
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=f"rieszflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for _name, module in SUBCOMMANDS:
-        importlib.import_module(module).register(sub)
+    parser.subcommand_parsers = {}
+    for name, module in SUBCOMMANDS:
+        parser.subcommand_parsers[name] = importlib.import_module(module).register(sub)
     return parser
 
 
-def main(argv=None) -> int:
-    """Entry point of the ``rieszflow`` console script.
+#: Exit codes of every subcommand (docs/cli.md).
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
-    ``rieszflow`` with no subcommand runs the main job (``rieszflow run``).
+
+def main(argv=None) -> int:
+    """Entry point of the ``rieszflow`` console script (and ``python -m rieszflow``).
+
+    Bare ``rieszflow`` prints the help and exits with 2 (no command given). Unknown
+    options are reported with the usage of the subcommand they were given to. SIGINT
+    and SIGTERM end a run cleanly: its file is marked ``interrupted`` (and can be
+    resumed), one line is printed, and the exit code is 130 or 143. Bad input exits
+    with 2, a failed run with 1, each with a one-line message (set
+    ``RIESZFLOW_DEBUG=1`` for the traceback).
 
     Parameters
     ----------
@@ -138,14 +155,49 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        Process exit code (0 on success).
+        Process exit code: 0 success, 1 run failure, 2 usage or bad input, 130/143
+        interrupted by SIGINT/SIGTERM.
     """
+    import os
+    from pathlib import Path
+
+    from rieszflow.engine.storage import RunFileError, interruptible
+
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        argv = ["run", *argv]
-    args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    if not argv:
+        parser.print_help()
+        return EXIT_USAGE
+    args, extra = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.error("a command is required")
+    if extra:
+        parser.subcommand_parsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    out = getattr(args, "out", "")
+    if out is None or (out and Path(out).parent == Path("runs")):
+        Path("runs").mkdir(exist_ok=True)        # the documented default output directory
+    debug = bool(os.environ.get("RIESZFLOW_DEBUG"))
+    try:
+        with interruptible():
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt as e:
+        code = getattr(e, "exit_code", 130)
+        print(f"rieszflow {args.command}: interrupted ({e or 'SIGINT'}); the output file is marked "
+              f"'interrupted' and can be continued with --resume where the command supports it",
+              file=sys.stderr)
+        return code
+    except (RunFileError, FileExistsError, FileNotFoundError, IsADirectoryError, ValueError,
+            TypeError) as e:
+        if debug:
+            raise
+        print(f"rieszflow {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as e:  # noqa: BLE001 - one line instead of a traceback; RIESZFLOW_DEBUG shows it
+        if debug:
+            raise
+        print(f"rieszflow {args.command}: run failed: {type(e).__name__}: {e} (set RIESZFLOW_DEBUG=1 "
+              f"for the traceback)", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":  # pragma: no cover
