@@ -6,7 +6,7 @@ import pytest
 import xarray as xr
 
 from rieszflow.studies.cli import main as cli_main
-from rieszflow.studies.main_job.alignment import centered_kta, onehot_alignment
+from rieszflow.engine.energy.alignment import kernel_target_alignment, onehot_alignment
 from rieszflow.studies.main_job.config import MainJobConfig
 
 
@@ -19,7 +19,7 @@ def _num_grad(f, P, h=1e-6):
     return g
 
 
-@pytest.mark.parametrize("objective", [onehot_alignment, centered_kta])
+@pytest.mark.parametrize("objective", [onehot_alignment, kernel_target_alignment])
 def test_alignment_gradients(objective, rng):
     P = rng.standard_normal((7, 3))
     y = np.array([0, 1, 1, 0, 1, 0, 0])
@@ -40,9 +40,9 @@ def test_onehot_alignment_closed_form(rng):
 def test_kta_bounds_and_perfect_alignment():
     y = np.array([0, 0, 1, 1])
     P = np.array([[1.0, 0], [1, 0], [0, 1], [0, 1]])     # K = Y exactly: alignment 1
-    assert centered_kta(P, y)[0] == pytest.approx(1.0)
+    assert kernel_target_alignment(P, y)[0] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="shape"):
-        centered_kta(P, y[:3])
+        kernel_target_alignment(P, y[:3])
     with pytest.raises(ValueError, match="NaN"):
         onehot_alignment(np.full((4, 2), np.nan), y)
 
@@ -221,7 +221,7 @@ def test_phase_a_gradient_matches_finite_differences():
     mask[2, 5:] = False
     y = np.array([0, 1, 1, 0, 1, 0])
     names = model.particle_names()
-    for objective in (onehot_alignment, centered_kta):
+    for objective in (onehot_alignment, kernel_target_alignment):
         _, grads = alignment_gradients(model, ids, mask, y, objective, names)
         for name in names:
             om = model.params[name]

@@ -177,7 +177,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="save_times must hold at least one time"):
         solve_mckean_vlasov(prob, np.ones(6), t_end=1.0, dt=0.1, save_times=[])
     with pytest.raises(ValueError, match="mass"):
-        solve_mckean_vlasov(prob, 2 * np.ones(6), t_end=1.0, dt=0.1, normalize=False)
+        solve_mckean_vlasov(prob, 2 * np.ones(6), t_end=1.0, dt=0.1, unit_mass=False)
     with pytest.raises(ValueError, match="V"):
         MeanFieldProblem.create(dom, np.zeros(5), s=0.0, lam=1.0, beta=1.0)
     with pytest.raises(ValueError, match="lam"):

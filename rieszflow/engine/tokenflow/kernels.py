@@ -877,7 +877,7 @@ def sinkhorn_matrix(gram, *, max_iter=10000, tol=1e-13):
     return p, res
 
 
-def dense_attention(gram, v, normalisation="row"):
+def dense_attention(gram, v, normalization="row"):
     """Attention from an explicit kernel matrix (the O(n^2) reference of every kernel).
 
     Parameters
@@ -885,7 +885,7 @@ def dense_attention(gram, v, normalisation="row"):
     gram : array, shape (..., n_q, n_k)
         Kernel matrix ``G_ij > 0`` (any sign allowed for ``"mean"``).
     v : array, shape (..., n_k, d_v)
-    normalisation : {"row", "mean", "sinkhorn"}
+    normalization : {"row", "mean", "sinkhorn"}
         ``"row"``: ``G v / G 1`` (SA); ``"mean"``: ``G v / n_k`` (USA);
         ``"sinkhorn"``: ``P v`` with ``P`` from :func:`sinkhorn_matrix`.
 
@@ -896,22 +896,22 @@ def dense_attention(gram, v, normalisation="row"):
     Raises
     ------
     ValueError
-        On an unknown ``normalisation`` or mismatched shapes.
+        On an unknown ``normalization`` or mismatched shapes.
 
     References
     ----------
     paper 004, Prop. 9 (matrix route); spec section 6.1.
     """
     xp = namespace(gram, v)
-    if normalisation not in ("row", "mean", "sinkhorn"):
-        raise ValueError(f"normalisation={normalisation!r} is not supported; allowed: 'row', "
+    if normalization not in ("row", "mean", "sinkhorn"):
+        raise ValueError(f"normalization={normalization!r} is not supported; allowed: 'row', "
                          f"'mean', 'sinkhorn'")
     if gram.shape[-1] != v.shape[-2]:
         raise ValueError(f"gram (..., n_q, n_k) {tuple(gram.shape)} and v (..., n_k, d_v) "
                          f"{tuple(v.shape)} disagree on n_k")
-    if normalisation == "row":
+    if normalization == "row":
         return xp.matmul(gram, v) / xp.sum(gram, axis=-1)[..., None]
-    if normalisation == "mean":
+    if normalization == "mean":
         return xp.matmul(gram, v) / gram.shape[-1]
     p, _ = sinkhorn_matrix(gram)
     return xp.matmul(p, v)

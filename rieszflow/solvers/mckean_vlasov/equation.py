@@ -704,7 +704,7 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
                         dt_growth: float = 1.0, save_times=None, max_sweeps: int = 12,
                         sweep_tol: float = 1e-8, anderson_memory: int = 5, max_retries: int = 6,
                         tolerance: float = 1e-12,
-                        max_steps: int = 100_000, normalize: bool = True,
+                        max_steps: int = 100_000, unit_mass: bool = True,
                         progress: bool = False) -> MeanFieldResult:
     """Integrate the McKean-Vlasov equation (4.4)-(4.5) with FiPy (implicit Euler, lagged drift).
 
@@ -740,7 +740,7 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
         Tolerance of the LU solver (FiPy "RHS" criterion).
     max_steps : int, default 100000
         Cap on accepted steps; the run stops early (``completed=False``) when reached.
-    normalize : bool, default True
+    unit_mass : bool, default True
         Rescale ``rho0`` to unit mass (its original mass is stored as ``config['rho0_mass']``).
         With False, the mass must already be 1 within 1e-10.
     progress : bool, default False
@@ -793,10 +793,10 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
     m0 = problem.mass(r0)
     if not m0 > 0:
         raise ValueError(f"rho0 must have positive mass, got {m0}")
-    if normalize:
+    if unit_mass:
         r0 = r0 / m0
     elif abs(m0 - 1.0) > 1e-10:
-        raise ValueError(f"rho0 has mass {m0!r}; pass normalize=True or a unit-mass density")
+        raise ValueError(f"rho0 has mass {m0!r}; pass unit_mass=True or a unit-mass density")
 
     beta = problem.beta
     nonlinear = problem.lam > 0
@@ -907,7 +907,7 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
     config = {**problem.config(), "t_end": t_end, "dt": dt, "dt_max": dt_max, "dt_growth": dt_growth,
               "max_sweeps": max_sweeps, "sweep_tol": sweep_tol, "anderson_memory": anderson_memory,
               "max_retries": max_retries,
-              "max_steps": max_steps, "rho0_mass": m0, "normalize": normalize,
+              "max_steps": max_steps, "rho0_mass": m0, "unit_mass": unit_mass,
               "linear_solver": "fipy.solvers.scipy.LinearLUSolver", "linear_tolerance": tolerance,
               "linear_criterion": "RHS", "scheme": "implicit Euler, ExponentialConvectionTerm "
               "(Scharfetter-Gummel), Veff lagged, Anderson-mixed sweeps", "fipy_version": fipy.__version__}
