@@ -31,6 +31,7 @@ dropout masks: the matched pair of the paper's tables.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import uuid
@@ -283,14 +284,38 @@ class MainJob:
         return meta, best, adam
 
     # -- Phase A -----------------------------------------------------------------------------
-    def _phase_a_epoch(self, w, epoch):
-        from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+    def _phase_a_steppers(self):
+        """One projected-Langevin step function per head, built once per run.
+
+        Each head's drift is ``grad_k(-V) + lam grad_k W_{N,s}`` at the current particles,
+        computed once per step by :meth:`_phase_a_epoch` and handed to the step function
+        through ``self._drift`` (the step functions are pure in the state and the noise).
+        """
         from rieszflow.engine.simulate import projected_langevin
         from rieszflow.engine.space import Ball
 
-        cfg, xp, model = self.cfg, self.backend.xp, self.model
-        align = ALIGNMENTS[cfg.alignment]
+        cfg = self.cfg
         space = Ball(cfg.radius)
+        self._drift = {}
+        steppers = {}
+        for name in self.omega_names:
+            for h in range(self.model.params[name].shape[0]):
+                def grad_fn(_omega, key=(name, h)):
+                    return self._drift[key]
+
+                _, step_fn = projected_langevin(grad_fn, space, eta=cfg.eta, beta=cfg.beta,
+                                                clip_norm=cfg.clip_norm)
+                steppers[(name, h)] = step_fn
+        return steppers
+
+    def _phase_a_epoch(self, w, epoch):
+        from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+        from rieszflow.engine.simulate import LangevinState
+
+        cfg, xp, model = self.cfg, self.backend.xp, self.model
+        if getattr(self, "_steppers", None) is None:
+            self._steppers = self._phase_a_steppers()
+        align = ALIGNMENTS[cfg.alignment]
         n_batches = -(-len(self.train) // cfg.batch_size)
         # min_last=2: the pair objectives need at least two sequences in every batch
         it = batches(self.train, cfg.batch_size, rng=self.rng_a, pad_id=self.tok.pad_id, min_last=2)
@@ -298,7 +323,10 @@ class MainJob:
             value, grads = alignment_gradients(
                 model, self.backend.asarray(ids, dtype=np.int64), self.backend.asarray(mask, dtype=bool),
                 self.backend.asarray(labels, dtype=np.int64), align, self.omega_names)
-            repulsion, max_disp, drift = 0.0, 0.0, 0.0
+            # per-step diagnostics stay on the device: one transfer per step (below), not 3 per head
+            repulsion = xp.zeros((), dtype=xp.float64)
+            max_disp = xp.zeros((), dtype=xp.float64)
+            drift = xp.zeros((), dtype=xp.float64)
             for name in self.omega_names:
                 om_all = model.params[name]                 # (H, m, d_k)
                 g_all = grads[name]
@@ -306,20 +334,22 @@ class MainJob:
                 for h in range(om_all.shape[0]):
                     om = om_all[h]
                     w_val, w_grad = riesz_energy_and_grad(om, cfg.s)
-                    repulsion += float(w_val)
+                    repulsion = repulsion + w_val
                     g = g_all[h] + cfg.lam * w_grad
-
-                    def grad_fn(_x, _g=g):
-                        return _g
-
-                    init_fn, step_fn = projected_langevin(grad_fn, space, eta=cfg.eta, beta=cfg.beta,
-                                                          clip_norm=cfg.clip_norm)
+                    self._drift[(name, h)] = g
                     noise = self.backend.normal(self.rng_a, om.shape)
-                    st = step_fn(init_fn(om), noise)
+                    st = self._steppers[(name, h)](
+                        LangevinState(omega=om, step=0, max_displacement=xp.asarray(np.inf)), noise)
                     new[h] = st.omega
-                    max_disp = max(max_disp, float(st.max_displacement))
-                    drift = max(drift, float(to_numpy(xp.linalg.norm(om.shape[0] * g))))
+                    max_disp = xp.maximum(max_disp, st.max_displacement)
+                    drift = xp.maximum(drift, xp.linalg.norm(om.shape[0] * g))
                 model.params[name] = new
+            repulsion, max_disp, drift = (float(v) for v in to_numpy(xp.stack([repulsion, max_disp,
+                                                                                   drift])))
+            if not math.isfinite(repulsion + max_disp + drift):
+                raise FloatingPointError(f"Phase A step {self.step_a + 1}: non-finite particles or drift "
+                                         f"(repulsion {repulsion}, max move {max_disp}); reduce eta or "
+                                         f"set a smaller clip_norm")
             self.step_a += 1
             H = -value + cfg.lam * repulsion
             w.append("step", {"alignment_energy": -value, "repulsion_energy": repulsion,
