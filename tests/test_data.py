@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from rieszflow.engine.data import WordPieceTokenizer, batches, encode, load_split
+from rieszflow.engine.attention.data import WordPieceTokenizer, batches, encode, load_split
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from rieszflow.engine.metrics import METRIC_NAMES, classification_metrics, expected_calibration_error
+from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metrics, expected_calibration_error
 
 
 def test_ece_closed_forms():

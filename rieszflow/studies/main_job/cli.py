@@ -57,7 +57,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def format_metrics(name: str, metrics: dict) -> str:
     """The final metrics table as printed by ``rieszflow run``."""
-    from rieszflow.engine.metrics import METRIC_NAMES
+    from rieszflow.engine.attention.metrics import METRIC_NAMES
 
     rows = [f"{'metric':<20}{name:>24}", "-" * 44]
     rows += [f"{k:<20}{metrics[k]:>24.4f}" for k in METRIC_NAMES]

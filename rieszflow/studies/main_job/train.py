@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine.backend import get_backend, to_numpy
-from rieszflow.engine.data import WordPieceTokenizer, batches, encode, load_split
-from rieszflow.engine.metrics import METRIC_NAMES, classification_metrics
+from rieszflow.engine.attention.data import WordPieceTokenizer, batches, encode, load_split
+from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metrics
 from rieszflow.engine.storage import TrajectoryWriter
 from rieszflow.studies.main_job.alignment import ALIGNMENTS
 from rieszflow.studies.main_job.config import MainJobConfig
@@ -411,7 +411,7 @@ class MainJob:
         Returns
         -------
         dict
-            :data:`engine.metrics.METRIC_NAMES` plus ``train_seconds``,
+            :data:`rieszflow.engine.attention.metrics.METRIC_NAMES` plus ``train_seconds``,
             ``phase_a_seconds``, ``phase_b_seconds``, ``best_epoch``.
         """
         from rieszflow.engine.attention.optim import Adam

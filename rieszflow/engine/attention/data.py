@@ -28,7 +28,7 @@ __all__ = ["DATA_DIR", "DATASETS", "TextSplit", "load_split", "WordPieceTokenize
            "EncodedSplit", "batches"]
 
 #: Root of the bundled data (``<repo>/data``).
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 #: dataset -> split -> (relative path, text column, sha256, rows)
 DATASETS = {
