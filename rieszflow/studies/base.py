@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from rieszflow.engine._checks import check_int, check_real
 
 __all__ = ["from_mapping", "unwrap_config", "load_config_mapping", "config_real", "config_int",
-           "is_int", "is_real"]
+           "is_int", "is_real", "add_output_arguments"]
 
 
 def is_int(v) -> bool:
@@ -176,3 +176,31 @@ def load_config_mapping(path) -> dict:
     if not isinstance(data, Mapping):
         raise ValueError(f"--config {str(path)!r}: expected a JSON object, got {type(data).__name__}")
     return dict(unwrap_config(data))
+
+
+def add_output_arguments(parser, default_out: str, *, resume_help: str | None = None,
+                         plots: bool = True) -> None:
+    """Add the output options every study shares: ``--out``, ``--overwrite``, ``--resume``,
+    ``--no-plots``, ``--quiet``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+    default_out : str
+        The default output path, as shown in the help (e.g. ``runs/ldp[-quick]-seed<seed>.h5``).
+    resume_help : str, optional
+        Help of ``--resume`` (what a resumed run keeps); None when the study cannot resume.
+    plots : bool, default True
+        Whether the study draws figures (adds ``--no-plots``).
+    """
+    from pathlib import Path as _Path
+
+    parser.add_argument("--out", type=_Path, default=None,
+                        help=f"output HDF5 file (default {default_out})")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    if resume_help is not None:
+        parser.add_argument("--resume", action="store_true", help=resume_help)
+    if plots:
+        parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or stage lines")

@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from rieszflow.studies.base import add_output_arguments
 from rieszflow.studies.cli import non_negative_int
 
 __all__ = ["register", "run_from_args"]
@@ -38,13 +39,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="particle backend (default: the --config file's, else numpy)")
     p.add_argument("--seed", type=non_negative_int, default=None,
                    help="root seed (default: the --config file's, else 0)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output HDF5 file (default runs/mean_field[-quick]-seed<seed>.h5)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted study in --out (finished runs are kept)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
-    p.add_argument("--quiet", action="store_true", help="no progress bars or stage lines")
+    add_output_arguments(p, "runs/mean_field[-quick]-seed<seed>.h5",
+                         resume_help="continue an interrupted study in --out (finished runs are kept)")
     p.set_defaults(func=run_from_args)
     return p
 
