@@ -21,4 +21,22 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "open_runs"]
+
+
+def open_runs(paths, dim: str = "run"):
+    """Several rieszflow files as one dataset along ``dim``; see
+    :func:`rieszflow.studies.runs.inspect.open_runs`.
+
+    Parameters
+    ----------
+    paths : sequence of str or os.PathLike
+    dim : str, default "run"
+
+    Returns
+    -------
+    xarray.Dataset
+    """
+    from rieszflow.studies.runs.inspect import open_runs as _open_runs
+
+    return _open_runs(paths, dim=dim)

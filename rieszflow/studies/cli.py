@@ -23,6 +23,8 @@ SUBCOMMANDS = (
     ("ldp", "rieszflow.studies.ldp.cli"),
     ("attention-theory", "rieszflow.studies.attention_theory.cli"),
     ("token-flow", "rieszflow.studies.token_flow.cli"),
+    ("status", "rieszflow.studies.runs.cli:register_status"),
+    ("compare", "rieszflow.studies.runs.cli:register_compare"),
 )
 
 
@@ -128,8 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rieszflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parser.subcommand_parsers = {}
-    for name, module in SUBCOMMANDS:
-        parser.subcommand_parsers[name] = importlib.import_module(module).register(sub)
+    for name, target in SUBCOMMANDS:
+        module, _, func = target.partition(":")
+        parser.subcommand_parsers[name] = getattr(importlib.import_module(module), func or "register")(sub)
     return parser
 
 

@@ -1,0 +1,57 @@
+"""Comparing runs and watching them: open_runs, rieszflow status, rieszflow compare, McNemar."""
+import numpy as np
+import pytest
+import xarray as xr
+
+import rieszflow
+from rieszflow.studies.cli import main as cli_main
+from rieszflow.studies.runs.inspect import mcnemar
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runs")
+    a, b = d / "kernel.h5", d / "vanilla.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--out", str(a)]) == 0
+    assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--out", str(b)]) == 0
+    return a, b
+
+
+def test_mcnemar_exact_closed_form():
+    """8 vs 4 discordant pairs: p = 2 * P(Bin(12, 1/2) <= 4) = 0.3877 (exact)."""
+    a = np.array([1] * 8 + [0] * 4 + [1] * 10, dtype=bool)
+    b = np.array([0] * 8 + [1] * 4 + [1] * 10, dtype=bool)
+    t = mcnemar(a, b)
+    assert (t["a_only"], t["b_only"], t["n"]) == (8, 4, 22)
+    assert t["p_value"] == pytest.approx(2 * sum(__import__("math").comb(12, k) for k in range(5)) / 2**12,
+                                         rel=1e-12)
+    assert mcnemar(a, a)["p_value"] == 1.0
+    with pytest.raises(ValueError, match="one length"):
+        mcnemar(a, a[:3])
+
+
+def test_open_runs_stacks_with_provenance_and_mfdataset_works(two_runs):
+    ds = rieszflow.open_runs(two_runs)
+    assert ds.sizes["run"] == 2 and list(ds.run.values) == ["kernel.h5", "vanilla.h5"]
+    assert list(ds.run_status.values) == ["complete", "complete"]
+    assert ds.test_metrics.dims == ("run", "metric")
+    with xr.open_mfdataset([str(p) for p in two_runs], concat_dim="run", combine="nested",
+                           engine="h5netcdf", join="outer") as mf:      # needs dask (installed)
+        assert mf.sizes["run"] == 2
+
+
+def test_status_and_compare_commands(two_runs, capsys, tmp_path):
+    assert cli_main(["status", str(two_runs[0])]) == 0
+    out = capsys.readouterr().out
+    assert "kind main_job, status complete" in out and "hamiltonian[step] last:" in out
+    assert cli_main(["compare", *map(str, two_runs)]) == 0
+    out = capsys.readouterr().out
+    assert "accuracy" in out and "McNemar kernel.h5 vs vanilla.h5" in out
+    foreign = tmp_path / "foreign.h5"
+    import h5py
+
+    with h5py.File(foreign, "w") as f:
+        f["x"] = [1.0]
+    assert cli_main(["status", str(foreign)]) == 2
+    assert "not a rieszflow run" in capsys.readouterr().err
+    assert cli_main(["compare", str(two_runs[0])]) == 2
