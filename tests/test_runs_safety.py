@@ -99,7 +99,7 @@ def test_signals_mark_the_file_interrupted_and_a_live_file_can_be_read(tmp_path,
     assert not (tmp_path / "live.h5.lock").exists()
 
 
-def test_cli_sigterm_exits_143_with_one_line_and_resumes(tmp_path):
+def test_cli_sigterm_exits_143_with_one_line_and_resumes(tmp_path, capsys):
     """A SIGTERM'd main job: exit 143, one 'interrupted' line, no traceback, status interrupted."""
     out = tmp_path / "run.h5"
     proc = subprocess.Popen([sys.executable, "-m", "rieszflow", "run", "--smoke", "--epochs", "40",
@@ -117,7 +117,10 @@ def test_cli_sigterm_exits_143_with_one_line_and_resumes(tmp_path):
     assert proc.returncode == 143, err
     assert "Traceback" not in err and "interrupted" in err
     assert open_run(out).attrs["status"] == "interrupted"
-    assert cli_main(["run", "--smoke", "--quiet", "--epochs", "40", "--resume", "--out", str(out)]) == 0
+    # --resume needs no other option: the stored configuration is the default; a differing one is named
+    assert cli_main(["run", "--quiet", "--epochs", "7", "--resume", "--out", str(out)]) == 2
+    assert "epochs: stored 40, given 7" in capsys.readouterr().err
+    assert cli_main(["run", "--quiet", "--resume", "--out", str(out)]) == 0
     assert open_run(out).attrs["status"] == "complete"
 
 

@@ -22,7 +22,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "projected Langevin dynamics on alignment + lam * Riesz repulsion; Phase B "
                     "freezes them and trains the rest with cross-entropy. Writes one HDF5 file "
                     "(xarray.open_dataset(path, engine='h5netcdf')) and prints the test metrics.")
-    p.add_argument("--dataset", choices=("rt", "sst2"), default="rt",
+    p.add_argument("--dataset", choices=("rt", "sst2"), default=None,
                    help="rt = Rotten Tomatoes (default), sst2 = GLUE SST-2")
     p.add_argument("--feature-map", choices=_FEATURE_MAPS, default=None,
                    help="positive random-feature map of paper 000 App. D (default: softplus)")
@@ -39,13 +39,19 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=non_negative_int, default=None, help="Phase B epochs (default 10)")
     p.add_argument("--phase-a-epochs", type=non_negative_int, default=None,
                    help="Phase A epochs (default 2; the paper allows up to 10)")
-    p.add_argument("--seed", type=non_negative_int, default=0)
-    p.add_argument("--backend", choices=("numpy", "cupy"), default="numpy")
+    p.add_argument("--seed", type=non_negative_int, default=None,
+                   help="seed of every random draw: data order, initial particles, weights, dropout "
+                        "(default 0; with --resume, the file's)")
+    p.add_argument("--backend", choices=("numpy", "cupy"), default=None,
+                   help="array backend: numpy (CPU) or cupy (GPU, the 'gpu' extra) (default numpy; "
+                        "with --resume, the file's)")
     p.add_argument("--out", type=Path, default=None,
                    help="output HDF5 file (default runs/<dataset>-<run>-seed<seed>-<timestamp>.h5)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run from its last completed epoch")
+                   help="continue an interrupted run from its last checkpoint; the configuration "
+                        "stored in --out is the default, and options given that differ from it "
+                        "are an error")
     p.add_argument("--smoke", action="store_true",
                    help="a seconds-long run through every code path (tiny model, 256 examples)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -69,6 +75,28 @@ def format_metrics(name: str, metrics: dict) -> str:
     return "\n".join(rows)
 
 
+def _config_for_resume(path: Path, changes: dict):
+    """The configuration stored in ``path``; options given on the command line must agree with it.
+
+    Raises
+    ------
+    ValueError
+        Listing every given option that differs from the stored value (key, stored, given), or
+        if the file stores no readable main-job configuration.
+    """
+    from rieszflow.studies.base import load_config_mapping
+    from rieszflow.studies.main_job.config import MainJobConfig
+
+    stored = MainJobConfig.from_dict(load_config_mapping(path))
+    diff = [(k, getattr(stored, k), v) for k, v in changes.items() if getattr(stored, k) != v]
+    if diff:
+        listed = "; ".join(f"{k}: stored {a!r}, given {b!r}" for k, a, b in diff)
+        raise ValueError(f"--resume: {path} was written with another configuration ({listed}); "
+                         f"drop these options (the file's configuration is the default) or start again "
+                         f"with --overwrite")
+    return stored
+
+
 def run_from_args(args) -> int:
     """Resolve the configuration from ``args``, run the main job, print the table."""
     from rieszflow.studies.cli import parse_overrides
@@ -81,8 +109,8 @@ def run_from_args(args) -> int:
                              f"not apply")
         if args.softmax and args.feature_map is not None:
             raise ValueError("--softmax uses exact softmax attention: --feature-map does not apply")
-        changes = {"dataset": args.dataset, "seed": args.seed, "backend": args.backend}
-        for key in ("feature_map", "qk", "alignment"):
+        changes = {}
+        for key in ("dataset", "seed", "backend", "feature_map", "qk", "alignment"):
             if getattr(args, key) is not None:
                 changes[key] = getattr(args, key)
         if args.smoke:
@@ -97,7 +125,10 @@ def run_from_args(args) -> int:
         if args.phase_a_epochs is not None:
             changes["phase_a_epochs"] = args.phase_a_epochs
         changes.update(parse_overrides(args.set, MainJobConfig))
-        cfg = MainJobConfig().replace(**changes)
+        if args.resume and args.out is not None and Path(args.out).is_file():
+            cfg = _config_for_resume(Path(args.out), changes)
+        else:
+            cfg = MainJobConfig().replace(**changes)
     except ValueError as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)
         return 2
