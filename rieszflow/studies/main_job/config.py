@@ -66,6 +66,11 @@ class MainJobConfig:
     record_every : int
         Phase A steps between stored particle snapshots (energies are stored
         at every step).
+    checkpoint_seconds : float
+        Phase A writes a resumable checkpoint at the first step at least this many
+        seconds after the previous one (and at every epoch end), so an interrupted
+        first epoch resumes; 0 checkpoints after every step. Resume is bit-identical
+        wherever the checkpoint falls.
     epochs : int
         Phase B epochs, >= 1 (paper: 10).
     lr : float
@@ -106,6 +111,7 @@ class MainJobConfig:
     delta: float = 1e-6
     alignment: str = "onehot"
     record_every: int = 5
+    checkpoint_seconds: float = 30.0
     epochs: int = 10
     lr: float = 2e-4
     seed: int = 0
@@ -151,7 +157,7 @@ class MainJobConfig:
             v = getattr(self, name)
             if not is_real(v) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name}={v!r} must be a finite positive number")
-        for name in ("lam", "floor"):
+        for name in ("lam", "floor", "checkpoint_seconds"):
             v = getattr(self, name)
             if not is_real(v) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name}={v!r} must be a finite non-negative number")

@@ -240,7 +240,7 @@ class MainJob:
                                     f"the run cannot be resumed (start it again with --overwrite)")
 
     def _save_ckpt(self, w, phase, epoch, best_state, best_acc, best_epoch, opt=None,
-                   stopped_early=False):
+                   stopped_early=False, partial=None):
         state = {f"model/{k}": v for k, v in self.model.state_dict().items()}
         if best_state is not None:
             state.update({f"best/{k}": v for k, v in best_state.items()})
@@ -251,7 +251,9 @@ class MainJob:
                 "phase_a_steps": self.step_a,
                 "lengths": {d: w.length(d) for d in ("time", "step", "epoch", "batch")},
                 "rng_a": self.rng_a.bit_generator.state, "rng_b": self.rng_b.bit_generator.state,
-                "elapsed": self.elapsed}
+                "elapsed": self.elapsed,
+                # inside a Phase A epoch: batches done and the generator state at the epoch start
+                "partial": partial}
         tmp = self.ckpt_path.with_name(self.ckpt_path.name + ".tmp.npz")
         with open(tmp, "wb") as f:
             np.savez(f, meta=np.array(json.dumps(meta)), **state)
@@ -308,7 +310,14 @@ class MainJob:
                 steppers[(name, h)] = step_fn
         return steppers
 
-    def _phase_a_epoch(self, w, epoch):
+    def _phase_a_epoch(self, w, epoch, partial=None):
+        """One Phase A epoch; with ``partial`` (from a mid-epoch checkpoint) it continues one.
+
+        The batch order is drawn from ``rng_a`` when the epoch starts; a mid-epoch checkpoint
+        stores that generator state, the number of batches done and the current state, so a
+        resumed epoch redraws the same order, skips the batches done and continues the noise
+        stream exactly (bit-identical to an uninterrupted run).
+        """
         from rieszflow.engine.energy.riesz import riesz_energy_and_grad
         from rieszflow.engine.simulate import LangevinState
 
@@ -317,9 +326,20 @@ class MainJob:
             self._steppers = self._phase_a_steppers()
         align = ALIGNMENTS[cfg.alignment]
         n_batches = -(-len(self.train) // cfg.batch_size)
+        now_state = self.rng_a.bit_generator.state
+        if partial is not None:
+            self.rng_a.bit_generator.state = partial["rng_epoch_start"]
+        epoch_start = self.rng_a.bit_generator.state
         # min_last=2: the pair objectives need at least two sequences in every batch
         it = batches(self.train, cfg.batch_size, rng=self.rng_a, pad_id=self.tok.pad_id, min_last=2)
-        for ids, mask, labels, _ in _progress(it, n_batches, f"Phase A epoch {epoch}", self.quiet):
+        done = 0
+        if partial is not None:
+            for _ in range(partial["batches_done"]):
+                next(it)                            # the order is drawn here; nothing is computed
+            done = partial["batches_done"]
+            self.rng_a.bit_generator.state = now_state
+        last_ckpt = time.perf_counter()
+        for ids, mask, labels, _ in _progress(it, n_batches - done, f"Phase A epoch {epoch}", self.quiet):
             value, grads = alignment_gradients(
                 model, self.backend.asarray(ids, dtype=np.int64), self.backend.asarray(mask, dtype=bool),
                 self.backend.asarray(labels, dtype=np.int64), align, self.omega_names)
@@ -357,8 +377,13 @@ class MainJob:
                      coord=self.step_a)
             if self.step_a % cfg.record_every == 0:
                 self._record_omega(w)
+            done += 1
             if max_disp < cfg.delta:
                 return True
+            if time.perf_counter() - last_ckpt >= cfg.checkpoint_seconds and done < n_batches:
+                self._save_ckpt(w, "A", epoch, None, -1.0, 0,
+                                partial={"batches_done": done, "rng_epoch_start": epoch_start})
+                last_ckpt = time.perf_counter()
         return False
 
     def _record_omega(self, w):
@@ -428,14 +453,15 @@ class MainJob:
             self.trainable = [k for k in self.model.params if k not in set(self.omega_names)]
             opt = Adam(self.model.params, self.trainable, lr=cfg.lr)
             start_a, start_b, best_state, best_acc, best_epoch = 1, 1, None, -1.0, 0
-            stopped_early = False
+            stopped_early, partial_a = False, None
             if self.resume:
                 meta, best_state, adam = self._load_ckpt(w)
                 best_acc, best_epoch = meta["best_acc"], meta["best_epoch"]
                 stopped_early = meta["stopped_early"]
                 self.step_a = meta["phase_a_steps"]
+                partial_a = meta.get("partial")
                 if meta["phase"] == "A" and not stopped_early:
-                    start_a = meta["epoch"] + 1
+                    start_a = meta["epoch"] + (0 if partial_a else 1)
                 else:                                      # Phase A is over (finished or stopped)
                     start_a = cfg.phase_a_epochs + 1
                     start_b = meta["epoch"] + 1 if meta["phase"] == "B" else 1
@@ -447,7 +473,7 @@ class MainJob:
             if cfg.kernel:
                 for epoch in range(start_a, cfg.phase_a_epochs + 1):
                     t0 = time.perf_counter()
-                    stopped_early = self._phase_a_epoch(w, epoch)
+                    stopped_early = self._phase_a_epoch(w, epoch, partial_a if epoch == start_a else None)
                     self.elapsed["phase_a"] += time.perf_counter() - t0
                     if self.step_a % cfg.record_every:
                         self._record_omega(w)               # always keep the final particles
