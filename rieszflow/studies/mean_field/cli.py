@@ -30,7 +30,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "--backend cupy) and the FiPy PDE from the same rho_0 on an interval and a "
                     "rectangle, measures W1(mu_N(t), rho_t), fits the decay exponent in N, and "
                     "refines eta and the grid. Writes one HDF5 file, a table and PNG plots beside it.")
-    p.add_argument("--quick", action="store_true", help="the quick preset (a few minutes on 2 cores)")
+    p.add_argument("--quick", action="store_true", help="the quick preset (3-7 minutes on 2 cores, docs/studies_mean_field.md)")
     p.add_argument("--config", type=Path, default=None,
                    help="JSON file with a full MeanFieldConfig (strict; overrides the presets)")
     p.add_argument("--problem", action="append", choices=("interval", "rectangle"), default=None,
