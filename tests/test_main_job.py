@@ -308,3 +308,18 @@ def test_interrupt_inside_the_first_phase_a_epoch_resumes_bit_identically(tmp_pa
         assert b.attrs["status"] == "complete"
         for name in ("omega", "hamiltonian", "batch_loss", "test_metrics", "test_proba"):
             np.testing.assert_array_equal(a[name].values, b[name].values)
+
+
+def test_main_job_file_describes_itself(tmp_path):
+    """CF conventions: every variable and coordinate has long_name and units, step/epoch/batch are
+    integer indices, the class axis is labelled and the label codes carry flag_values/flag_meanings."""
+    from rieszflow.engine.storage import missing_cf_attributes
+
+    out = tmp_path / "cf.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--out", str(out)]) == 0
+    assert missing_cf_attributes(out) == []
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert all(ds[d].dtype.kind == "i" for d in ("time", "step", "epoch", "batch"))
+        assert list(ds["class"].values) == ["negative", "positive"]
+        assert ds.test_label.attrs["flag_meanings"] == "negative positive"
+        np.testing.assert_array_equal(ds.test_label.attrs["flag_values"], [0, 1])

@@ -61,7 +61,7 @@ import numpy as np
 from rieszflow.engine.backend import to_numpy
 
 __all__ = ["FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
-           "check_resumable", "RunInterrupted", "interruptible", "RunLock"]
+           "check_resumable", "RunInterrupted", "interruptible", "RunLock", "missing_cf_attributes"]
 
 #: Value of the root attribute ``rieszflow_format`` of every file rieszflow writes.
 FORMAT = "rieszflow/1"
@@ -249,6 +249,8 @@ def _attr_value(v: Any):
         return int(v)
     if isinstance(v, (int, float, str, np.integer, np.floating)):
         return v
+    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "iuf":
+        return v                                   # e.g. CF flag_values
     return json.dumps(v, sort_keys=True, default=str)
 
 
@@ -355,7 +357,8 @@ class TrajectoryWriter:
         self.resumed = bool(resume)
 
     # -- structure ---------------------------------------------------------------------------
-    def dimension(self, name: str, size: int | None, coords=None, attrs: Mapping | None = None):
+    def dimension(self, name: str, size: int | None, coords=None, attrs: Mapping | None = None,
+                  dtype="f8"):
         """Create a dimension (idempotent when resuming).
 
         Parameters
@@ -370,6 +373,9 @@ class TrajectoryWriter:
             :meth:`append` instead.
         attrs : mapping, optional
             Attributes of the coordinate variable (``units``, ``long_name``).
+        dtype : str, default "f8"
+            Type of the coordinate of an unlimited dimension (``"i8"`` for step and epoch
+            indices).
         """
         f = self._f
         if name in f.dimensions:                      # resuming: the dimension must agree
@@ -391,7 +397,7 @@ class TrajectoryWriter:
             for k, val in (attrs or {}).items():
                 v.attrs[k] = _attr_value(val)
         elif size is None:
-            v = f.create_variable(name, (name,), dtype="f8", chunks=(1024,))
+            v = f.create_variable(name, (name,), dtype=dtype, chunks=(1024,))
             for k, val in (attrs or {}).items():
                 v.attrs[k] = _attr_value(val)
 
@@ -748,3 +754,36 @@ def check_resumable(path, kind: str, config, *, allow_complete: bool = True) -> 
         raise ValueError(f"resume: {path} was written with another configuration ({lines}); resume "
                          f"with the same options, or start again with --overwrite")
     return stored
+
+
+def missing_cf_attributes(path) -> list[str]:
+    """Variables of a file (coordinates included) that lack ``long_name`` or ``units``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        An HDF5/netCDF file.
+
+    Returns
+    -------
+    list of str
+        ``"name (missing long_name, units)"`` entries; empty when every variable describes
+        itself as the CF conventions ask.
+
+    Raises
+    ------
+    RunFileError
+        If the file cannot be read.
+    """
+    import xarray as xr
+
+    try:
+        with xr.open_dataset(os.fspath(path), engine="h5netcdf") as ds:
+            out = []
+            for name in ds.variables:
+                miss = [a for a in ("long_name", "units") if a not in ds[name].attrs]
+                if miss:
+                    out.append(f"{name} (missing {', '.join(miss)})")
+            return out
+    except (OSError, ValueError) as e:
+        raise RunFileError(f"{path} cannot be read ({e})") from e

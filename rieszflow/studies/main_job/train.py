@@ -46,6 +46,9 @@ from rieszflow.engine.storage import TrajectoryWriter
 from rieszflow.studies.main_job.alignment import ALIGNMENTS
 from rieszflow.studies.main_job.config import MainJobConfig
 
+#: Labels of the two classes of Rotten Tomatoes and SST-2 (label 0 and 1).
+CLASS_NAMES = ("negative", "positive")
+
 __all__ = ["MainJob", "run_main_job", "load_data", "alignment_gradients"]
 
 KIND = "main_job"
@@ -199,34 +202,43 @@ class MainJob:
         L, H = cfg.n_layers, cfg.n_heads
         dk = cfg.d_model // cfg.n_heads
         m = cfg.m if cfg.attention == "linear" else 1
-        w.dimension("layer", L, coords=np.arange(L))
-        w.dimension("head", H, coords=np.arange(H))
-        w.dimension("particle", m, coords=np.arange(m))
-        w.dimension("coord", dk, coords=np.arange(dk))
-        w.dimension("time", None, attrs={"long_name": "Phase A Langevin step of the snapshot",
-                                          "units": "step"})
-        w.dimension("step", None, attrs={"long_name": "Phase A Langevin step", "units": "step"})
-        w.dimension("epoch", None, attrs={"long_name": "Phase B epoch (1-based)"})
-        w.dimension("batch", None, attrs={"long_name": "Phase B optimiser step"})
+        idx = {"units": "1"}
+        w.dimension("layer", L, coords=np.arange(L), attrs={"long_name": "encoder layer index", **idx})
+        w.dimension("head", H, coords=np.arange(H), attrs={"long_name": "attention head index", **idx})
+        w.dimension("particle", m, coords=np.arange(m),
+                    attrs={"long_name": "feature particle (random feature) index k", **idx})
+        w.dimension("coord", dk, coords=np.arange(dk),
+                    attrs={"long_name": "coordinate of a particle in R^{d_head}", **idx})
+        w.dimension("time", None, dtype="i8",
+                    attrs={"long_name": "Phase A Langevin step of the snapshot", "units": "1"})
+        w.dimension("step", None, dtype="i8", attrs={"long_name": "Phase A Langevin step", "units": "1"})
+        w.dimension("epoch", None, dtype="i8", attrs={"long_name": "Phase B epoch (1-based)", "units": "1"})
+        w.dimension("batch", None, dtype="i8", attrs={"long_name": "Phase B optimiser step", "units": "1"})
         w.variable("omega", ("time", "layer", "head", "particle", "coord"), dtype="f4",
                    attrs={"long_name": "feature particles Omega (rows omega_k)",
+                          "units": "1 (frequency of the feature map acting on x / tau)",
                           "source": "paper 000, eq. (4.3)"})
         for name, ln in (("alignment_energy", align_text.split(": ", 1)[1]),
                          ("repulsion_energy", "sum over layers, heads of W_{m,s}, eq. (2.3)"),
                          ("hamiltonian", "alignment_energy + lam * repulsion_energy, eq. (2.2)"),
                          ("max_displacement", "max_k |delta omega_k| of the step"),
                          ("drift_norm", "largest per-head norm of m * grad H before clipping")):
-            w.variable(name, ("step",), attrs={"long_name": ln})
+            w.variable(name, ("step",), attrs={"long_name": ln, "units": "1"})
         fixed = [fm for fm in getattr(self.model, "feature_maps", []) if "b" in getattr(fm, "fixed_names", ())]
         if fixed and len(fixed) == L:
             # Fixed (non-learned) phases/biases of the feature maps, drawn once from the seed:
             # needed to rebuild the learned kernel from this file (e.g. rieszflow token-flow).
             w.variable("feature_bias", ("layer", "particle"),
                        data=np.stack([np.asarray(fm.b, dtype=np.float64) for fm in fixed]),
-                       attrs={"long_name": "fixed phases/biases b of each layer's feature map"})
-        w.variable("batch_loss", ("batch",), attrs={"long_name": "Phase B cross-entropy (nats)"})
-        for name in ("train_loss", "train_accuracy", "val_loss", "val_accuracy"):
-            w.variable(name, ("epoch",))
+                       attrs={"long_name": "fixed phases/biases b of each layer's feature map",
+                              "units": "1"})
+        w.variable("batch_loss", ("batch",),
+                   attrs={"long_name": "Phase B cross-entropy of the mini-batch", "units": "nat"})
+        for name, ln, unit in (("train_loss", "Phase B training cross-entropy (epoch mean)", "nat"),
+                               ("train_accuracy", "Phase B training accuracy (epoch)", "1"),
+                               ("val_loss", "validation cross-entropy", "nat"),
+                               ("val_accuracy", "validation accuracy", "1")):
+            w.variable(name, ("epoch",), attrs={"long_name": ln, "units": unit})
         return w
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -502,14 +514,24 @@ class MainJob:
             # Test, once, with the checkpoint chosen on validation accuracy.
             te_loss, te_acc, P = self._evaluate(self.test)
             # predictions first: if a metric cannot be computed, they are still in the file
-            w.dimension("example", len(self.test), coords=np.arange(len(self.test)))
-            w.dimension("class", 2, coords=np.arange(2))
-            w.variable("test_proba", ("example", "class"), data=P)
-            w.variable("test_label", ("example",), dtype="i8", data=self.test.labels)
+            w.dimension("example", len(self.test), coords=np.arange(len(self.test)),
+                        attrs={"long_name": "test example (row of the test split)", "units": "1"})
+            w.dimension("class", 2, coords=np.array(CLASS_NAMES),
+                        attrs={"long_name": "sentiment class (label 0 = negative, 1 = positive)",
+                               "units": "1"})
+            w.variable("test_proba", ("example", "class"), data=P,
+                       attrs={"long_name": "predicted class probability on the test split",
+                              "units": "1"})
+            w.variable("test_label", ("example",), dtype="i8", data=self.test.labels,
+                       attrs={"long_name": "true test label", "units": "1",
+                              "flag_values": np.arange(2, dtype=np.int64),
+                              "flag_meanings": " ".join(CLASS_NAMES)})
             metrics = classification_metrics(self.test.labels, P)
-            w.dimension("metric", len(METRIC_NAMES), coords=np.array(METRIC_NAMES))
+            w.dimension("metric", len(METRIC_NAMES), coords=np.array(METRIC_NAMES),
+                        attrs={"long_name": "test metric name", "units": "1"})
             w.variable("test_metrics", ("metric",), data=[metrics[k] for k in METRIC_NAMES],
-                       attrs={"long_name": "test-split metrics of the validation-selected checkpoint"})
+                       attrs={"long_name": "test-split metrics of the validation-selected checkpoint",
+                              "units": "1 (log_loss in nats)"})
             train_seconds = self.elapsed["phase_a"] + self.elapsed["phase_b"]
             extra = {"train_seconds": train_seconds, "phase_a_seconds": self.elapsed["phase_a"],
                      "phase_b_seconds": self.elapsed["phase_b"], "best_epoch": best_epoch,
