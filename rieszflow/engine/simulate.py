@@ -44,6 +44,7 @@ __all__ = [
     "gibbs_weights",
     "mala",
     "projected_langevin",
+    "run",
     "run_langevin",
 ]
 
@@ -351,6 +352,84 @@ def mala(value_and_grad_fn: Callable, space: Space, eta: float, beta: float, gra
 
 # --------------------------------------------------------------------------- the loop
 
+def run(step_fn: Callable, state, n_steps: int, *, rng=None, backend=None, record=None,
+        record_every=None, record_steps=None, record_initial: bool = True, record_final: bool = True,
+        after_step: Callable | None = None, stop: Callable | None = None, progress: bool = True,
+        desc: str = "run", leave: bool = True):
+    """The one loop of rieszflow: step a state, draw its noise, record, stop.
+
+    Every integrator follows one step protocol, ``step_fn(state, noise) -> state`` (pure, no
+    host synchronisation), and every state says what noise a step needs through
+    ``state.draw_noise(rng, backend)`` (``None`` for deterministic flows). Langevin chains
+    (:func:`run_langevin`), the mean-field particle systems and the token flows
+    (:func:`rieszflow.engine.tokenflow.integrate.run_flow`) all run through this loop.
+
+    Parameters
+    ----------
+    step_fn : callable
+        ``step_fn(state, noise) -> state``.
+    state : object
+        Initial state with ``step`` (int) and ``draw_noise(rng, backend)``.
+    n_steps : int
+        Number of steps, >= 0.
+    rng : numpy.random.Generator, optional
+        Source of the noise (needed when the state draws noise).
+    backend : rieszflow.engine.backend.Backend, optional
+        Where the noise is placed.
+    record : callable, optional
+        ``record(state)``, called at step 0 (``record_initial``), at every multiple of
+        ``record_every``, at every step listed in ``record_steps``, and after the last step
+        (``record_final``) unless that step was just recorded. The only place where a
+        caller should synchronise with the device.
+    record_every : int, optional
+    record_steps : iterable of int, optional
+    record_initial, record_final : bool, default True
+    after_step : callable, optional
+        ``after_step(state)`` after every step (device-side bookkeeping only).
+    stop : callable, optional
+        ``stop(state) -> bool`` after every step; True ends the loop early.
+    progress : bool, default True
+        Show a tqdm bar.
+    desc : str, default "run"
+        Label of the bar.
+    leave : bool, default True
+        Keep the bar on screen when done.
+
+    Returns
+    -------
+    state
+        The final state.
+
+    Raises
+    ------
+    ValueError
+        If ``n_steps`` or ``record_every`` is invalid.
+    """
+    n_steps = check_int("n_steps", n_steps, minimum=0)
+    if record_every is not None:
+        record_every = check_int("record_every", record_every, minimum=1)
+    wanted = set() if record_steps is None else {int(k) for k in record_steps}
+    last_recorded = None
+    if record is not None and record_initial:
+        record(state)
+        last_recorded = state.step
+    with tqdm(total=n_steps, disable=not progress, desc=desc, unit="step", leave=leave) as bar:
+        for _ in range(n_steps):
+            state = step_fn(state, state.draw_noise(rng, backend))
+            bar.update(1)
+            if after_step is not None:
+                after_step(state)
+            if record is not None and ((record_every is not None and state.step % record_every == 0)
+                                       or state.step in wanted):
+                record(state)
+                last_recorded = state.step
+            if stop is not None and stop(state):
+                break
+    if record is not None and record_final and last_recorded != state.step:
+        record(state)
+    return state
+
+
 def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, record_every=None,
                  callback: Callable | None = None, record_initial: bool = True, backend=None,
                  progress: bool = True, stall_steps: int | None = 1000):
@@ -432,11 +511,11 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
     def check_stall(st):
         if stall_steps is None or warned or not isinstance(st, MALAState):
             return
-        run = st.step - int(to_numpy(st.last_accept))
-        if run >= stall_steps:
+        streak = st.step - int(to_numpy(st.last_accept))
+        if streak >= stall_steps:
             warned.append(True)
-            warnings.warn(f"MALA chain accepted no proposal in its last {run} steps (steps "
-                          f"{st.step - run + 1}-{st.step}; acceptance rate so far "
+            warnings.warn(f"MALA chain accepted no proposal in its last {streak} steps (steps "
+                          f"{st.step - streak + 1}-{st.step}; acceptance rate so far "
                           f"{st.acceptance_rate:.3g}): it has stopped sampling; reduce eta",
                           RuntimeWarning, stacklevel=3)
 
@@ -448,22 +527,14 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
         if callback is not None:
             callback(st)
 
-    last_recorded = None
-    if callback is not None and record_initial:
-        record(state)
-        last_recorded = state.step
-    for _ in tqdm(range(n_steps), disable=not progress, desc="langevin", unit="step"):
-        state = step_fn(state, state.draw_noise(rng, backend))
-        if record_every is not None and state.step % record_every == 0:
-            record(state)
-            last_recorded = state.step
-        if delta is not None and float(state.max_displacement) < delta:
-            break
-    if last_recorded != state.step:
-        record(state)
-    else:
-        check_stall(state)
-    return state
+    def stop(st):
+        return delta is not None and float(st.max_displacement) < delta
+
+    final = run(step_fn, state, n_steps, rng=rng, backend=backend, record=record,
+                record_every=record_every, record_initial=callback is not None and record_initial,
+                stop=stop, progress=progress, desc="langevin")
+    check_stall(final)          # also when the last state was recorded before the final step
+    return final
 
 
 # --------------------------------------------------------------------------- Gibbs resampling

@@ -7,7 +7,7 @@ returns a pair of pure functions over the immutable :class:`FlowState`::
     init_fn, step_fn = rk4(field, dt, retract=True)
     state = init_fn(x0)
     for _ in range(n_steps):
-        state = step_fn(state)
+        state = step_fn(state, None)
 
 Schemes
 -------
@@ -40,6 +40,7 @@ import numpy as np
 
 from rieszflow.engine._checks import check_choice, check_int, check_real
 from rieszflow.engine.backend import get_backend, namespace, to_numpy
+from rieszflow.engine.simulate import run
 from rieszflow.engine.tokenflow.dynamics import normalise
 
 __all__ = ["FlowState", "FlowResult", "INTEGRATORS", "euler", "rk4", "projected_euler", "make_integrator",
@@ -76,6 +77,11 @@ class FlowState:
     def replace(self, **changes) -> "FlowState":
         """Copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+    def draw_noise(self, rng, backend):
+        """Deterministic flows draw no noise: ``None`` (the one step protocol of
+        :func:`rieszflow.engine.simulate.run` is ``step_fn(state, noise)``)."""
+        return None
 
 
 def sphere_tolerance(dtype) -> float:
@@ -164,7 +170,7 @@ def euler(field, dt: float, *, retract: bool = False):
     def init_fn(x0, t0: float = 0.0) -> FlowState:
         return FlowState(x=x0, t=float(t0), step=0)
 
-    def step_fn(state: FlowState) -> FlowState:
+    def step_fn(state: FlowState, noise=None) -> FlowState:
         fv = field.evaluate(state.x, state.warm)
         x = state.x + dt * fv.velocity
         if retract:
@@ -208,7 +214,7 @@ def rk4(field, dt: float, *, retract: bool = False):
     def init_fn(x0, t0: float = 0.0) -> FlowState:
         return FlowState(x=x0, t=float(t0), step=0)
 
-    def step_fn(state: FlowState) -> FlowState:
+    def step_fn(state: FlowState, noise=None) -> FlowState:
         x = state.x
         xp = namespace(x)
         f1 = field.evaluate(x, state.warm)
@@ -261,7 +267,7 @@ def projected_euler(field, dt: float):
     def init_fn(x0, t0: float = 0.0) -> FlowState:
         return FlowState(x=x0, t=float(t0), step=0)
 
-    def step_fn(state: FlowState) -> FlowState:
+    def step_fn(state: FlowState, noise=None) -> FlowState:
         a, g, r = field.drift(state.x, state.warm)
         return state.replace(x=normalise(state.x + dt * a), t=state.t + dt, step=state.step + 1,
                              warm=g, residual=r)
@@ -414,7 +420,6 @@ def run_flow(field, x0, *, dt: float, t_end: float, method: str | None = None,
     ----------
     spec section 8 (T25-T34 protocols); STYLE.md (run owns loops and I/O).
     """
-    from tqdm.auto import tqdm
 
     _check_field(field)
     dt = check_real("dt", dt, positive=True)
@@ -512,18 +517,20 @@ def run_flow(field, x0, *, dt: float, t_end: float, method: str | None = None,
         if writer is not None:
             writer.append(f"{p}time", values, coord=t_rec)
 
+    acc = {"res": max_res}
+
+    def after_step(st):                    # device-side: the largest Sinkhorn residual since a record
+        if st.residual is not None:
+            acc["res"] = _maxres(xp, acc["res"], st.residual)
+
+    def record_state(st):
+        record(st, acc["res"] if st.step else None)
+        acc["res"] = None
+
     try:
-        if 0 in rec_set:
-            record(state, None)
-        with tqdm(total=n_steps, disable=quiet, desc=desc, leave=False) as bar:
-            for _ in range(n_steps):
-                state = step_fn(state)
-                if state.residual is not None:
-                    max_res = _maxres(xp, max_res, state.residual)
-                bar.update(1)
-                if state.step in rec_set:
-                    record(state, max_res)
-                    max_res = None
+        state = run(step_fn, state, n_steps, record=record_state, record_steps=rec_set,
+                    record_initial=0 in rec_set, record_final=False, after_step=after_step,
+                    progress=not quiet, desc=desc, leave=False)
     except BaseException as e:
         if own_writer is not None:
             own_writer.close("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")

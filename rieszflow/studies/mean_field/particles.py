@@ -71,7 +71,7 @@ from rieszflow.engine.backend import get_backend, namespace, to_numpy
 from rieszflow.engine.energy import ExternalPotential, RieszEnergy, SortedCoulomb1D, SumEnergy
 from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
 from rieszflow.engine.energy.interaction import check_s
-from rieszflow.engine.simulate import BOUNDARIES, projected_langevin
+from rieszflow.engine.simulate import BOUNDARIES, projected_langevin, run
 from rieszflow.engine.space import Box, Interval, Space
 
 __all__ = [
@@ -452,19 +452,17 @@ class MeanFieldParticles:
         init_fn, step_fn = self.integrator()
         state = init_fn(backend.asarray(omega0))
         xp = namespace(state.omega)
-        out = np.empty((steps.size,) + tuple(state.omega.shape), dtype=np.float64)
-        from tqdm.auto import tqdm
+        snaps = {}
 
-        bar = tqdm(total=int(steps[-1]), disable=not progress, desc="particles", unit="step", leave=False)
-        for k, target in enumerate(steps):
-            while state.step < target:
-                state = step_fn(state, backend.normal(rng, state.omega.shape))
-                bar.update(1)
-            if not bool(xp.all(xp.isfinite(state.omega))):
-                raise FloatingPointError(f"non-finite particle positions at step {state.step}")
-            out[k] = to_numpy(state.omega)
-        bar.close()
-        return out
+        def record(st):
+            if not bool(xp.all(xp.isfinite(st.omega))):
+                raise FloatingPointError(f"non-finite particle positions at step {st.step}")
+            snaps[st.step] = to_numpy(st.omega)
+
+        run(step_fn, state, int(steps[-1]), rng=rng, backend=backend, record=record,
+            record_steps=steps, record_initial=int(steps[0]) == 0, record_final=False,
+            progress=progress, desc="particles", leave=False)
+        return np.stack([np.asarray(snaps[int(k)], dtype=np.float64) for k in steps])
 
 
 def domain_space(lo, hi) -> Space:
