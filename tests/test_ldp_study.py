@@ -255,6 +255,9 @@ def test_ldp_cli_smoke_writes_readable_hdf5(tmp_path, capsys):
     assert ds["rate_is"].dims == ("regime", "N") and ds["rate_is"].shape == (2, 2)
     assert ds["Lambda"].shape == (2, 2, 5)
     assert np.isfinite(ds["rate_chernoff"].values).all()
+    from rieszflow.engine.storage import missing_cf_attributes
+
+    assert missing_cf_attributes(out) == []          # every variable has long_name and units
     # the solver's limit for speed_N2 matches the closed form for the semicircle family
     a = float(ds["a"][1])
     assert abs(float(ds["rate_limit"][1]) - ((a - 0.5) / 2 - 0.25 * math.log(2 * a))) < 2e-4

@@ -78,6 +78,30 @@ __all__ = ["KIND", "GibbsTarget", "batched_mala_step", "MALARun", "run_tilted_ch
 #: ``kind`` attribute of the study's HDF5 file.
 KIND = "ldp_study"
 
+#: long_name of every per-(regime, N) and per-node variable of the file.
+_LDP_LONG_NAMES = {
+    "speed": "speed r_N of the deviation",
+    "beta_N": "inverse temperature beta_N",
+    "p_direct": "P(A) by direct sampling",
+    "p_direct_se": "standard error of p_direct",
+    "rate_direct": "-(1/r_N) log P(A) from direct sampling",
+    "rate_direct_se": "standard error of rate_direct",
+    "rate_is": "-(1/r_N) log P(A) from tilted sampling (thermodynamic integration)",
+    "rate_is_se": "jackknife standard error of rate_is",
+    "rate_chernoff": "finite-N Chernoff exponent sup_theta [theta a - Lambda_N(theta)]",
+    "rate_chernoff_se": "standard error of rate_chernoff",
+    "theta_chernoff": "tilt attaining the Chernoff supremum",
+    "rate_bahadur_rao": "Bahadur-Rao prediction of -(1/r_N) log P(A)",
+    "chernoff_at_edge": "1 if the Chernoff supremum is at the last tilt node, else 0",
+    "wall": "wall-clock time of the (regime, N) cell",
+    "theta": "tilt theta at the node",
+    "mean_M": "mean of M_N under the tilted Gibbs law",
+    "mean_M_se": "standard error of mean_M (between chains)",
+    "Lambda": "scaled cumulant generating function Lambda_N(theta)",
+    "Lambda_se": "standard error of Lambda",
+    "acceptance": "MALA acceptance rate of the node's chains",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class GibbsTarget:
@@ -531,17 +555,27 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
     limits = [_limit_rates(cfg, reg) for reg in regs]  # before the file: a failed solve leaves no file
     with TrajectoryWriter(out, KIND, config={"json": cfg.to_dict()}, overwrite=overwrite, resume=resume,
                           attrs={"seed": cfg.seed}) as w:
-        w.dimension("regime", R, coords=np.array([r.name for r in regs]))
-        w.dimension("N", K, coords=np.asarray(ns, dtype=np.int64))
-        w.dimension("node", J, coords=np.arange(J))
-        for name, key in (("rate_limit", "value"), ("theta_limit", "theta"), ("m_star", "m_star")):
-            w.variable(name, ("regime",), data=np.array([lim[key] for lim in limits]))
-        w.variable("a", ("regime",), data=np.array([r.a for r in regs]))
-        w.variable("kappa", ("regime",), data=np.array([r.kappa for r in regs]))
+        one = {"units": "1"}
+        w.dimension("regime", R, coords=np.array([r.name for r in regs]),
+                    attrs={"long_name": "temperature regime beta_N = beta N^kappa", **one})
+        w.dimension("N", K, coords=np.asarray(ns, dtype=np.int64),
+                    attrs={"long_name": "number of particles N", **one})
+        w.dimension("node", J, coords=np.arange(J),
+                    attrs={"long_name": "tilt node of the thermodynamic integration", **one})
+        for name, key, ln in (("rate_limit", "value", "limit rate inf_A J (rate-function infimum)"),
+                              ("theta_limit", "theta", "optimal tilt of the limit problem"),
+                              ("m_star", "m_star", "equilibrium value m* of the observable M")):
+            w.variable(name, ("regime",), data=np.array([lim[key] for lim in limits]),
+                       attrs={"long_name": ln, **one})
+        w.variable("a", ("regime",), data=np.array([r.a for r in regs]),
+                   attrs={"long_name": "deviation level a of the event A = {M_N >= a}", **one})
+        w.variable("kappa", ("regime",), data=np.array([r.kappa for r in regs]),
+                   attrs={"long_name": "exponent kappa of beta_N = beta N^kappa", **one})
         for k in arrays:
-            w.variable(k, ("regime", "N"))
+            w.variable(k, ("regime", "N"), attrs={"long_name": _LDP_LONG_NAMES[k],
+                                                  "units": "s" if k == "wall" else "1"})
         for k in arrays3:
-            w.variable(k, ("regime", "N", "node"))
+            w.variable(k, ("regime", "N", "node"), attrs={"long_name": _LDP_LONG_NAMES[k], **one})
         if resume:
             arrays = {k: w.read(k) for k in arrays}
             arrays3 = {k: w.read(k) for k in arrays3}
