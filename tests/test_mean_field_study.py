@@ -179,6 +179,9 @@ def test_cli_smoke_writes_readable_hdf5(tmp_path, capsys):
     assert args.func(args) == 0
     text = capsys.readouterr().out
     assert "fitted exponent" in text and "interval" in text and "rectangle" in text
+    from rieszflow.engine.storage import missing_cf_attributes
+
+    assert missing_cf_attributes(out) == []          # every variable has long_name and units
     ds = open_run(out, "mean_field_study")
     assert ds.attrs["status"] == "complete"
     assert ds["interval_w1"].dims == ("interval_N", "interval_seed", "interval_time")

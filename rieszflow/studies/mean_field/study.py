@@ -317,16 +317,21 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
                 n_list += list(c.gpu_n_particles)
                 s_list += list(c.gpu_n_seeds)
             max_seeds = max(s_list)
-            w.dimension(f"{p}_cell", dom.n_cells, coords=np.arange(dom.n_cells))
-            w.dimension(f"{p}_time", times.size, coords=times, attrs={"units": "PDE time"})
-            w.dimension(f"{p}_N", len(n_list), coords=np.asarray(n_list, dtype=np.int64))
-            w.dimension(f"{p}_seed", max_seeds, coords=np.arange(max_seeds))
-            w.variable(f"{p}_volume", (f"{p}_cell",), data=dom.volumes)
+            w.dimension(f"{p}_cell", dom.n_cells, coords=np.arange(dom.n_cells),
+                        attrs={"long_name": "PDE mesh cell index", "units": "1"})
+            w.dimension(f"{p}_time", times.size, coords=times,
+                        attrs={"long_name": "time t of the snapshot (model time units)", "units": "1"})
+            w.dimension(f"{p}_N", len(n_list), coords=np.asarray(n_list, dtype=np.int64),
+                        attrs={"long_name": "number of particles N", "units": "1"})
+            w.dimension(f"{p}_seed", max_seeds, coords=np.arange(max_seeds),
+                        attrs={"long_name": "independent particle run (seed index)", "units": "1"})
+            w.variable(f"{p}_volume", (f"{p}_cell",), data=dom.volumes,
+                       attrs={"long_name": "cell volume (length in 1-D, area in 2-D)", "units": "1"})
             for k, ax in enumerate("xy"[: dom.d]):
                 w.variable(f"{p}_{ax}", (f"{p}_cell",), data=dom.centers[:, k],
-                           attrs={"long_name": f"cell centre {ax}"})
+                           attrs={"long_name": f"cell centre {ax}", "units": "1"})
             w.variable(f"{p}_rho0", (f"{p}_cell",), data=setup.rho0_cells,
-                       attrs={"long_name": "exact cell averages of rho_0"})
+                       attrs={"long_name": "exact cell averages of rho_0", "units": "1"})
 
             # --- PDE reference and its floors
             ref = solve_pde(setup, c.pde_dt, progress=progress)
@@ -340,14 +345,16 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
                           for r, m in zip(coarse_res.rho, ref_m)]
             snap_idx = [int(np.argmin(np.abs(ref.step_time - t))) for t in times]
             w.variable(f"{p}_rho", (f"{p}_time", f"{p}_cell"), data=ref.rho,
-                       attrs={"long_name": "PDE density (cell values)"})
+                       attrs={"long_name": "PDE density (cell values)", "units": "1"})
             w.variable(f"{p}_pde_dt_floor", (f"{p}_time",), data=np.asarray(dt_floor),
-                       attrs={"long_name": "W1(rho with 2*pde_dt, rho with pde_dt)"})
+                       attrs={"long_name": "W1(rho with 2*pde_dt, rho with pde_dt)", "units": "1"})
             w.variable(f"{p}_pde_grid_floor", (f"{p}_time",), data=np.asarray(grid_floor),
                        attrs={"long_name": "W1 on the half grid between the coarse-grid PDE and the "
-                                           "reference aggregated to it"})
-            w.variable(f"{p}_pde_free_energy", (f"{p}_time",), data=ref.free_energy[snap_idx])
-            w.variable(f"{p}_pde_mass", (f"{p}_time",), data=ref.mass[snap_idx])
+                                           "reference aggregated to it", "units": "1"})
+            w.variable(f"{p}_pde_free_energy", (f"{p}_time",), data=ref.free_energy[snap_idx],
+                       attrs={"long_name": "free energy of the PDE density, eq. (4.2)", "units": "1"})
+            w.variable(f"{p}_pde_mass", (f"{p}_time",), data=ref.mass[snap_idx],
+                       attrs={"long_name": "total mass of the PDE density (1 up to round-off)", "units": "1"})
             w.set_attrs(**{f"{p}_pde_wall_s": time.perf_counter() - t0,
                            f"{p}_quantisation_bound": quantisation_bound(dom.spacing),
                            f"{p}_metric": ("exact W1 of the CDFs (empirical vs piecewise-constant)"
@@ -360,11 +367,13 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
 
             # --- particle runs
             dims = (f"{p}_N", f"{p}_seed", f"{p}_time")
-            for name in ("w1", "w1_iid"):
-                w.variable(f"{p}_{name}", dims)
-            w.variable(f"{p}_wall", (f"{p}_N", f"{p}_seed"), attrs={"units": "s"})
+            for name, ln in (("w1", "W1 between the particles' empirical measure and rho_t"),
+                             ("w1_iid", "W1 between N iid draws from rho_t and rho_t")):
+                w.variable(f"{p}_{name}", dims, attrs={"long_name": ln, "units": "1"})
+            w.variable(f"{p}_wall", (f"{p}_N", f"{p}_seed"),
+                       attrs={"long_name": "wall-clock time of the particle run", "units": "s"})
             w.variable(f"{p}_hist", (f"{p}_N", f"{p}_time", f"{p}_cell"),
-                       attrs={"long_name": "particle mass per PDE cell, run 0"})
+                       attrs={"long_name": "particle mass per PDE cell, run 0", "units": "1"})
             w1 = w.read(f"{p}_w1")                  # all NaN in a new file: nothing done yet
             w1_iid = w.read(f"{p}_w1_iid")
             wall = w.read(f"{p}_wall")
@@ -400,13 +409,17 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
             # --- step refinement
             etas = c.eta_refinement
             if etas:
-                w.dimension(f"{p}_eta", len(etas), coords=np.asarray(etas))
-                w.dimension(f"{p}_rseed", c.refinement_seeds, coords=np.arange(c.refinement_seeds))
+                w.dimension(f"{p}_eta", len(etas), coords=np.asarray(etas),
+                            attrs={"long_name": "Langevin step eta of the refinement", "units": "1"})
+                w.dimension(f"{p}_rseed", c.refinement_seeds, coords=np.arange(c.refinement_seeds),
+                            attrs={"long_name": "refinement run (seed index)", "units": "1"})
                 w.variable(f"{p}_w1_eta", (f"{p}_eta", f"{p}_rseed", f"{p}_time"),
-                           attrs={"refinement_n": c.refinement_n})
-                w.variable(f"{p}_wall_eta", (f"{p}_eta", f"{p}_rseed"), attrs={"units": "s"})
+                           attrs={"long_name": "W1 between the particles and rho_t against eta",
+                                  "units": "1", "refinement_n": c.refinement_n})
+                w.variable(f"{p}_wall_eta", (f"{p}_eta", f"{p}_rseed"),
+                           attrs={"long_name": "wall-clock time of the refinement run", "units": "s"})
                 w.variable(f"{p}_w1_eta_iid", (f"{p}_rseed", f"{p}_time"),
-                           attrs={"long_name": "W1 of refinement_n iid draws from rho_t"})
+                           attrs={"long_name": "W1 of refinement_n iid draws from rho_t", "units": "1"})
                 w1e_iid = np.full((c.refinement_seeds, times.size), np.nan)
                 for r in range(c.refinement_seeds):
                     rng_iid = _rng(config.seed, ip, c.refinement_n, r, 3)
