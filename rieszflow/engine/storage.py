@@ -550,6 +550,33 @@ class TrajectoryWriter:
         """Read back a variable (used to resume a run from its last record)."""
         return np.asarray(self._f.variables[name][...])
 
+    def get_var_attr(self, name: str, attr: str):
+        """An attribute of an existing variable (KeyError if either is missing)."""
+        return self._f.variables[name].attrs[attr]
+
+    def describe(self, name: str, long_name: str, units: str = "1", **more) -> None:
+        """Set the CF description of an existing variable or coordinate.
+
+        Parameters
+        ----------
+        name : str
+            The variable (or the coordinate variable of a dimension).
+        long_name : str
+            What it is.
+        units : str, default "1"
+            Its units (``"1"`` for dimensionless quantities, CF convention).
+        **more
+            Further attributes (``flag_values``, ``flag_meanings``, ...).
+
+        Raises
+        ------
+        KeyError
+            If there is no variable ``name``.
+        """
+        var = self._f.variables[name]
+        for k, v in {"long_name": long_name, "units": units, **more}.items():
+            var.attrs[k] = _attr_value(v)
+
     def set_attrs(self, **attrs) -> None:
         """Set root attributes (numbers, strings; anything else stored as JSON) and flush."""
         for k, v in attrs.items():

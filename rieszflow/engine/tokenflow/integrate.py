@@ -474,19 +474,23 @@ def run_flow(field, x0, *, dt: float, t_end: float, method: str | None = None,
     if writer is not None:
         tdim, kdim, cdim, bdim = f"{p}time", f"{p}token", f"{p}coord", f"{p}batch"
         writer.dimension(tdim, None, attrs={"long_name": "flow time (depth)", "units": "1"})
-        writer.dimension(kdim, n, coords=np.arange(n))
-        writer.dimension(cdim, d, coords=np.arange(d))
+        writer.dimension(kdim, n, coords=np.arange(n), attrs={"long_name": "token index", "units": "1"})
+        writer.dimension(cdim, d, coords=np.arange(d),
+                         attrs={"long_name": "coordinate of a token", "units": "1"})
         bd = ()
         if lead:
-            writer.dimension(bdim, lead[0], coords=np.arange(lead[0]))
+            writer.dimension(bdim, lead[0], coords=np.arange(lead[0]),
+                             attrs={"long_name": "token cloud of the batch", "units": "1"})
             bd = (bdim,)
         writer.variable(f"{p}x", (tdim, *bd, kdim, cdim),
-                        attrs={"long_name": "token positions", "integrator": method, "dt": dt})
+                        attrs={"long_name": "token positions", "units": "1", "integrator": method,
+                               "dt": dt})
         for k in obs:
-            writer.variable(f"{p}{k}", (tdim, *bd), attrs={"long_name": k})
+            writer.variable(f"{p}{k}", (tdim, *bd), attrs={"long_name": k, "units": "1"})
         if is_sinkhorn:
             writer.variable(f"{p}sinkhorn_residual", (tdim,),
-                            attrs={"long_name": "max |row/column sum - 1| since the previous record"})
+                            attrs={"long_name": "max |row/column sum - 1| since the previous record",
+                                   "units": "1"})
 
     times, traj, obs_rec, res_rec = [], [], {k: [] for k in obs}, []
     state = init_fn(x0)

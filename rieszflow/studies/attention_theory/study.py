@@ -31,6 +31,64 @@ __all__ = ["KIND", "check_output", "run"]
 KIND = "attention_theory"
 
 
+#: long_name of every variable and coordinate of the file (all dimensionless: units "1").
+_DESCRIPTIONS = {
+    "bound": "bound or statement of paper 004 under test",
+    "trial": "trial (token-set instance) index",
+    "statement": "the inequality as printed in paper 004",
+    "token_sets": "how the token sets of the trials were drawn",
+    "reference": "where the statement is in paper 004 / the spec",
+    "note": "remark on the row",
+    "counterexample": "the worst trial found, described",
+    "paper_constant": "constant of the bound as printed (largest over trials)",
+    "corrected_constant": "corrected constant of the bound (largest over trials)",
+    "sharpened_constant": "sharpened constant of the bound (largest over trials)",
+    "ratio_at_worst": "measured ratio at the worst trial",
+    "max_ratio": "largest measured W1 ratio over the trials",
+    "max_ratio_over_paper": "largest measured ratio divided by the printed bound",
+    "max_ratio_over_corrected": "largest measured ratio divided by the corrected bound",
+    "max_ratio_over_sharpened": "largest measured ratio divided by the sharpened bound",
+    "paper_violations": "trials in which the printed bound is violated",
+    "corrected_violations": "trials in which the corrected bound is violated",
+    "sharpened_violations": "trials in which the sharpened bound is violated",
+    "paper_checked": "trials checked against the printed bound",
+    "corrected_checked": "trials checked against the corrected bound",
+    "sharpened_checked": "trials checked against the sharpened bound",
+    "paper_holds": "whether the printed bound held in every trial",
+    "corrected_holds": "whether the corrected bound held in every trial",
+    "n_trials": "number of trials of the row",
+    "trial_ratio": "measured W1 ratio of the trial",
+    "paper_bound": "printed bound at the trial",
+    "corrected_bound": "corrected bound at the trial",
+    "sharpened_bound": "sharpened bound at the trial",
+    "beta": "inverse temperature beta of the trial",
+    "dim": "token dimension d of the trial",
+    "n_tokens": "number of tokens of the trial",
+    "k_ell": "Lipschitz constant K_l of the lookup at the trial",
+    "N": "number of tokens N of the Cor. 30 family",
+    "cor30_log_n": "ln N",
+    "cor30_ratio_particles": "Lipschitz ratio of the particle family (finite differences)",
+    "cor30_ratio_decimal": "Lipschitz ratio of the two-atom family (60-digit decimal arithmetic)",
+    "cor30_ratio_jacobian": "Lipschitz ratio of the two-atom family (closed-form Jacobian)",
+    "cor30_prediction": "(1 + ln(N - 1)) / 2 prediction of the ratio",
+    "cor30_c30": "Cor. 30 constant as printed",
+    "case": "Prop. 26 case (weights and beta)",
+    "iteration": "layer (iteration of the weight-shared layer)",
+    "max_deviation": "largest distance of a token to the fixed point",
+    "w1_to_fixed_point": "W1 between the layer's measure and the fixed point",
+    "w1_between_inputs": "W1 between the images of two input measures",
+    "envelope": "contraction envelope predicted by the bound",
+    "case_beta": "inverse temperature beta of the case",
+    "case_kappa": "contraction constant kappa of the case",
+    "case_paper_tau": "contraction factor tau as printed",
+    "case_corrected_tau": "corrected contraction factor tau",
+    "case_max_step_ratio": "largest ratio of successive steps",
+    "case_measured_rate": "measured geometric rate of convergence",
+    "case_predicted_rate": "predicted rate of convergence",
+    "case_limit_gap": "distance of the last iterate to the limit",
+}
+
+
 def _write(path: Path, config: AttentionTheoryConfig, rows, fam, fp, model, table: str,
            overwrite: bool):
     from rieszflow.engine.storage import TrajectoryWriter
@@ -39,7 +97,7 @@ def _write(path: Path, config: AttentionTheoryConfig, rows, fam, fp, model, tabl
     n_trial = max(r.n_trials for r in rows)
     summaries = [r.summary() for r in rows]
     with TrajectoryWriter(path, KIND, config=config.to_dict(), overwrite=overwrite,
-                          attrs={"seed": config.seed, "rtol_violation": RTOL,
+                          attrs={"seed": config.seed, "backend": "numpy", "rtol_violation": RTOL,
                                  "source": "paper 004 sections 5-6, appendices C-D; spec "
                                            "paper004_attention_theory.md sections 4-5",
                                  "report": table}) as w:
@@ -89,6 +147,12 @@ def _write(path: Path, config: AttentionTheoryConfig, rows, fam, fp, model, tabl
         for key in ("beta", "kappa", "paper_tau", "corrected_tau", "max_step_ratio",
                     "measured_rate", "predicted_rate", "limit_gap"):
             w.variable(f"case_{key}", ("case",), data=np.array([fp[c][key] for c in cases]))
+        for name, long_name in _DESCRIPTIONS.items():      # CF: every variable says what it is
+            extra = {}
+            if name.endswith("_holds"):
+                extra = {"flag_values": np.array([-1, 0, 1], dtype=np.int64),
+                         "flag_meanings": "no_constant fails holds"}
+            w.describe(name, long_name, **extra)
 
 
 def check_output(out, overwrite: bool = False) -> Path:

@@ -554,7 +554,7 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
                                                      "acceptance")}
     limits = [_limit_rates(cfg, reg) for reg in regs]  # before the file: a failed solve leaves no file
     with TrajectoryWriter(out, KIND, config={"json": cfg.to_dict()}, overwrite=overwrite, resume=resume,
-                          attrs={"seed": cfg.seed}) as w:
+                          attrs={"seed": cfg.seed, "backend": cfg.backend}) as w:
         one = {"units": "1"}
         w.dimension("regime", R, coords=np.array([r.name for r in regs]),
                     attrs={"long_name": "temperature regime beta_N = beta N^kappa", **one})

@@ -374,6 +374,37 @@ def mean_field(cfg: TokenFlowConfig, backend, rng, *, quiet=True) -> dict:
             "offset": float(cfg.mf_offset), "seeds": ns, "variant": cfg.variant}
 
 
+#: long_name of every variable and coordinate of the token-flow file (all dimensionless: units "1").
+_DESCRIPTIONS = {
+    "grid_beta": "inverse temperature beta of the clustering grid",
+    "grid_dim": "token dimension d of the clustering grid",
+    "seed": "independent token cloud (seed index)",
+    "grid_time": "flow time t of the clustering grid",
+    "energy": "", "clusters": "", "hemisphere0": "",
+    "min_inner_product": "min_{i,j} <x_i, x_j> of the cloud",
+    "wendel_case": "Wendel check case",
+    "wendel_n": "number of points n", "wendel_d": "dimension d",
+    "wendel_p": "Wendel probability that n uniform points lie in an open hemisphere",
+    "wendel_p_mc": "Monte Carlo estimate of the hemisphere probability",
+    "wendel_se": "standard error of wendel_p_mc",
+    "phase_beta": "inverse temperature beta of the phase-boundary check",
+    "phase_time": "flow time t of the phase-boundary check",
+    "phase_fraction": "",
+    "phase_crossing": "measured time at which the clustered fraction crosses its threshold",
+    "phase_ode": "crossing time predicted by the gamma_beta ODE",
+    "kernel": "attention kernel of the flow",
+    "kernel_time": "flow time t of the kernel comparison",
+    "kernel_w1": "",
+    "kernel_coupled_mean": "mean distance of matched tokens to the softmax flow (identity coupling)",
+    "kernel_dim": "token dimension d of the kernel comparison",
+    "mf_n": "number of tokens N", "mf_seed": "independent cloud (seed index)",
+    "mf_time": "flow time t of the mean-field check",
+    "mf_w1_exact": "", "mf_w1_sliced": "",
+    "mf_alpha_exact": "fitted exponent alpha of W1 ~ C N^-alpha (exact W1)",
+    "mf_alpha_sliced": "fitted exponent alpha of W1 ~ C N^-alpha (sliced W1)",
+}
+
+
 def _write(writer: TrajectoryWriter, results: dict) -> None:
     """Store every section's arrays with named dimensions."""
     g = results["grid"]
@@ -417,6 +448,11 @@ def _write(writer: TrajectoryWriter, results: dict) -> None:
                     attrs={"long_name": "sliced W1 (256 directions) between mu_N(t) and mu_4N(t)"})
     writer.variable("mf_alpha_exact", ("mf_time",), data=[f.alpha for f in m["fit_exact"]])
     writer.variable("mf_alpha_sliced", ("mf_time",), data=[f.alpha for f in m["fit_sliced"]])
+    for name, long_name in _DESCRIPTIONS.items():          # CF: every variable says what it is
+        if name in ("energy", "clusters", "hemisphere0", "phase_fraction", "kernel_w1", "mf_w1_exact",
+                    "mf_w1_sliced"):
+            long_name = writer.get_var_attr(name, "long_name")
+        writer.describe(name, long_name)
 
 
 def run_token_flow_study(cfg: TokenFlowConfig, out, *, kernel_from=None, overwrite: bool = False,
