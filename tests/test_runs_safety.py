@@ -140,6 +140,8 @@ def test_cli_contract_basics(tmp_path, capsys):
     assert "is a directory" in capsys.readouterr().err
     assert cli_main(["run", "--smoke", "--quiet", "--out", str(tmp_path / "no" / "x.h5")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    assert cli_main(["run", "--smoke", "--quiet", "--out", str(tmp_path / "x.txt")]) == 2
+    assert "name ending in .h5" in capsys.readouterr().err
     bad = tmp_path / "corrupt.h5"
     TrajectoryWriter(bad, "demo").close()
     data = bad.read_bytes()

@@ -45,7 +45,7 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def parse_overrides(items, cfg_cls, special=None) -> dict:
+def parse_overrides(items, cfg_cls, special=None, defaults=None) -> dict:
     """Typed config overrides from ``--set KEY=VALUE`` strings.
 
     The type of each value follows the field's default in ``cfg_cls()``: bool
@@ -60,6 +60,9 @@ def parse_overrides(items, cfg_cls, special=None) -> dict:
         The study's configuration class (instantiable without arguments).
     special : dict of str to callable, optional
         Parsers for fields that need their own syntax (``text -> value``).
+    defaults : instance of ``cfg_cls``, optional
+        Where the field types are read from (default ``cfg_cls()``; pass the current
+        configuration for classes with required fields).
 
     Returns
     -------
@@ -76,7 +79,7 @@ def parse_overrides(items, cfg_cls, special=None) -> dict:
 
     special = special or {}
     names = {f.name for f in dataclasses.fields(cfg_cls)}
-    defaults = cfg_cls()
+    defaults = cfg_cls() if defaults is None else defaults
     out = {}
     for item in items:
         if "=" not in item:
@@ -177,6 +180,10 @@ def main(argv=None) -> int:
     if extra:
         parser.subcommand_parsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     out = getattr(args, "out", "")
+    if out and Path(out).suffix.lower() not in (".h5", ".hdf5", ".nc") and not Path(out).is_dir():
+        print(f"rieszflow {args.command}: error: --out {str(out)!r}: rieszflow writes HDF5 files; use a "
+              f"name ending in .h5, .hdf5 or .nc", file=sys.stderr)
+        return EXIT_USAGE
     if out is None or (out and Path(out).parent == Path("runs")):
         Path("runs").mkdir(exist_ok=True)        # the documented default output directory
     debug = bool(os.environ.get("RIESZFLOW_DEBUG"))

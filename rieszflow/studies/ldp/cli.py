@@ -41,6 +41,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="root seed (default: the --config file's, else 0)")
     add_output_arguments(p, "runs/ldp[-quick]-seed<seed>.h5",
                          resume_help="continue an interrupted study in --out (finished (regime, N) cells are kept)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a top-level config field (repeatable; nested entries via --config)")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -65,8 +67,14 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         if args.config is not None:
             cfg = load_config(args.config).replace(**given)  # only the options given override the file
+        elif args.resume and args.out is not None and Path(args.out).is_file():
+            cfg = load_config(args.out).replace(**given)     # --resume: the file's configuration
         else:
             cfg = (quick_config if args.quick else full_config)().replace(**given)
+        if args.set:
+            from rieszflow.studies.cli import parse_overrides
+
+            cfg = cfg.replace(**parse_overrides(args.set, type(cfg), defaults=cfg))
     except (OSError, ValueError) as e:
         print(f"rieszflow ldp: error: {e}", file=sys.stderr)
         return 2

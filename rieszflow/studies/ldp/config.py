@@ -28,7 +28,6 @@ paper 000, Thm 2 and Thm 6, eq. (4.6)-(4.7), (E.7).
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any, Mapping
 
 from rieszflow.studies.base import config_int, config_real, from_mapping
@@ -221,10 +220,8 @@ def full_config(seed: int = 0) -> LDPConfig:
 
 
 def load_config(path) -> LDPConfig:
-    """Read an :class:`LDPConfig` from JSON (strict: unknown keys raise ValueError)."""
-    with open(path) as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
-    return LDPConfig.from_dict(data)
+    """Read an :class:`LDPConfig` from a JSON file or any rieszflow file that stores one
+    (strict: unknown keys raise ValueError)."""
+    from rieszflow.studies.base import load_config_mapping
+
+    return LDPConfig.from_dict(load_config_mapping(path))

@@ -41,6 +41,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="root seed (default: the --config file's, else 0)")
     add_output_arguments(p, "runs/mean_field[-quick]-seed<seed>.h5",
                          resume_help="continue an interrupted study in --out (finished runs are kept)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a top-level config field (repeatable; nested entries via --config)")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -67,6 +69,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         if args.config is not None:
             cfg = load_config(args.config).replace(**given)  # only the options given override the file
+        elif args.resume and args.out is not None and Path(args.out).is_file():
+            cfg = load_config(args.out).replace(**given)     # --resume: the file's configuration
         else:
             cfg = (quick_config if args.quick else full_config)().replace(**given)
         if args.problem:
@@ -75,6 +79,10 @@ def run_from_args(args: argparse.Namespace) -> int:
                 raise ValueError(f"--problem {' '.join(args.problem)} selects none of the configured problems "
                                  f"{[q.name for q in cfg.problems]}")
             cfg = cfg.replace(problems=kept)
+        if args.set:
+            from rieszflow.studies.cli import parse_overrides
+
+            cfg = cfg.replace(**parse_overrides(args.set, type(cfg), defaults=cfg))
     except (OSError, ValueError) as e:
         print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
         return 2

@@ -26,7 +26,6 @@ paper 000, Thm 1 and Thm 4, eq. (4.3)-(4.5), (E.2)-(E.5).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from typing import Any, Mapping
 
@@ -309,7 +308,8 @@ def full_config(seed: int = 0, backend: str = "numpy") -> MeanFieldConfig:
 
 
 def load_config(path) -> MeanFieldConfig:
-    """Read a :class:`MeanFieldConfig` from a JSON file (strict: unknown keys raise).
+    """Read a :class:`MeanFieldConfig` from a JSON file or any rieszflow file that stores one
+    (strict: unknown keys raise).
 
     Parameters
     ----------
@@ -324,9 +324,6 @@ def load_config(path) -> MeanFieldConfig:
     ValueError
         On invalid JSON or invalid/unknown fields.
     """
-    with open(path) as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
-    return MeanFieldConfig.from_dict(data)
+    from rieszflow.studies.base import load_config_mapping
+
+    return MeanFieldConfig.from_dict(load_config_mapping(path))
