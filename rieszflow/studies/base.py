@@ -102,35 +102,35 @@ def unwrap_config(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return d
 
 
-def from_mapping(cls, d: Mapping[str, Any]):
-    """Build the dataclass ``cls`` from a mapping, strictly.
+def from_mapping(cfg_cls, d: Mapping[str, Any]):
+    """Build the dataclass ``cfg_cls`` from a mapping, strictly.
 
     Parameters
     ----------
-    cls : dataclass type
+    cfg_cls : dataclass type
         The configuration class.
     d : Mapping
         Its fields (or the ``{"json": ...}`` wrapper of a stored configuration).
 
     Returns
     -------
-    instance of ``cls``
+    instance of ``cfg_cls``
 
     Raises
     ------
     TypeError
         If ``d`` is not a mapping.
     ValueError
-        On unknown keys (the message lists the allowed ones), or as ``cls`` validates.
+        On unknown keys (the message lists the allowed ones), or as ``cfg_cls`` validates.
     """
     if not isinstance(d, Mapping):
-        raise TypeError(f"{cls.__name__} needs a mapping, got {type(d).__name__}")
+        raise TypeError(f"{cfg_cls.__name__} needs a mapping, got {type(d).__name__}")
     d = unwrap_config(d)
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = {f.name for f in dataclasses.fields(cfg_cls)}
     unknown = sorted(set(d) - known)
     if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys {unknown}; allowed: {sorted(known)}")
-    return cls(**dict(d))
+        raise ValueError(f"unknown {cfg_cls.__name__} keys {unknown}; allowed: {sorted(known)}")
+    return cfg_cls(**dict(d))
 
 
 def load_config_mapping(path) -> dict:

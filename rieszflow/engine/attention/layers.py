@@ -584,9 +584,7 @@ class GELU:
     ``x Phi(x)`` by less than 1e-3 everywhere; the tanh form is used because
     it needs no ``erf`` (not in the NumPy namespace) and runs unchanged on CuPy.
 
-    Parameters
-    ----------
-    None (the layer has no parameters or options).
+    The layer has no parameters or options.
 
     References
     ----------

@@ -472,9 +472,6 @@ class TransformerClassifier:
     def state_dict(self) -> dict:
         """Host copies of the parameters and of the feature maps' fixed constants.
 
-        Parameters
-        ----------
-        None
 
         Returns
         -------

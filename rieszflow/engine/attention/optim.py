@@ -159,9 +159,6 @@ class Adam:
         ``numpy.savez`` (``allow_pickle=False``) or HDF5 beside the model's
         state dict.
 
-        Parameters
-        ----------
-        None
 
         Returns
         -------

@@ -79,8 +79,22 @@ class FlowState:
         return dataclasses.replace(self, **changes)
 
     def draw_noise(self, rng, backend):
-        """Deterministic flows draw no noise: ``None`` (the one step protocol of
-        :func:`rieszflow.engine.simulate.run` is ``step_fn(state, noise)``)."""
+        """Return ``None``: deterministic flows draw no noise.
+
+        The one step protocol of :func:`rieszflow.engine.simulate.run` is
+        ``step_fn(state, noise)``; flows ignore ``noise``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Not used.
+        backend : rieszflow.engine.backend.Backend
+            Not used.
+
+        Returns
+        -------
+        None
+        """
         return None
 
 

@@ -134,7 +134,8 @@ class MeanFieldProblem:
 
     Parameters
     ----------
-    See :meth:`create` (the constructor used in practice).
+    domain, V, s, lam, beta, convolution
+        As the attributes below; build with :meth:`create` (the constructor used in practice).
 
     Attributes
     ----------

@@ -220,8 +220,22 @@ def full_config(seed: int = 0) -> LDPConfig:
 
 
 def load_config(path) -> LDPConfig:
-    """Read an :class:`LDPConfig` from a JSON file or any rieszflow file that stores one
-    (strict: unknown keys raise ValueError)."""
+    """Read an :class:`LDPConfig` from a JSON file or any rieszflow file that stores one.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A JSON file, or an HDF5 file written by rieszflow (its stored configuration).
+
+    Returns
+    -------
+    LDPConfig
+
+    Raises
+    ------
+    ValueError
+        On a missing or unreadable file, invalid JSON, or unknown/invalid fields (strict).
+    """
     from rieszflow.studies.base import load_config_mapping
 
     return LDPConfig.from_dict(load_config_mapping(path))

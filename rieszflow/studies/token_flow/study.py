@@ -137,6 +137,8 @@ def wendel_table(cfg: TokenFlowConfig, rng) -> list:
     cfg : TokenFlowConfig
     rng : numpy.random.Generator
 
+    Notes
+    -----
     The hemisphere test is the extreme-ray enumeration when ``C(n, d-1) <= 5000``,
     otherwise SciPy's HiGHS LP (engine.tokenflow.observables.in_open_hemisphere).
 
@@ -171,6 +173,8 @@ def phase_boundary(cfg: TokenFlowConfig, backend, rng, *, quiet=True) -> dict:
     quiet : bool, default True
         No progress bars.
 
+    Notes
+    -----
     Each beta runs a batch of ``phase_batch`` clouds of ``phase_n`` uniform tokens on
     S^{phase_d - 1} with GLPR's scheme ``x <- normalise(x + dt a(x))`` (the authors'
     ``phase-diagrams.py``). Once every pair of every cloud is clustered the
@@ -244,6 +248,8 @@ def kernel_comparison(cfg: TokenFlowConfig, backend, rng, *, kernel_from=None, q
     kernel_from : str or os.PathLike, optional
         Main-job HDF5 file (``load_learned_kernel``).
 
+    Notes
+    -----
     Fixed maps: ``make_feature_map(name, d, m, rng, omega_scale=sqrt(d))`` (for FAVOR,
     ``omega ~ N(0, I)``, an unbiased estimate of ``exp(<q, k>)``) with inputs scaled
     by ``sqrt(kernel_beta)``, so that FAVOR estimates the softmax kernel
@@ -320,6 +326,8 @@ def mean_field(cfg: TokenFlowConfig, backend, rng, *, quiet=True) -> dict:
     quiet : bool, default True
         No progress bars.
 
+    Notes
+    -----
     Initial law: ``normalise(N(0, I_d) + mf_offset e_d)`` on S^{d-1} (spec T38). For each
     N and seed, the two clouds are independent samples. Exact W1 (POT emd2) where
     ``N * 4N <= mf_max_exact``, else NaN; sliced W1 (256 directions) always.
