@@ -11,7 +11,7 @@ import scipy.stats
 from rieszflow.engine.simulate import mala
 from rieszflow.engine.space import Interval
 from rieszflow.studies.ldp.config import LDPConfig, RegimeConfig, full_config, quick_config
-from rieszflow.studies.ldp.study import GibbsTarget, batched_mala_step, rate_estimates, run_tilted_chains
+from rieszflow.studies.ldp.study import GibbsTarget, rate_estimates, run_tilted_chains
 
 
 def _target(n=5, beta_N=6.0, s=0.0):
@@ -40,30 +40,36 @@ def test_gibbs_target_gradient_central_differences(rng, s):
 
 
 def test_batched_mala_equals_core_mala_step_for_step(rng):
-    """One chain of the batched sampler reproduces engine.simulate.mala on the same noise."""
+    """Chain 0 of the engine's MALA with a chain axis (3 chains, per-chain tilts and steps, as the ldp
+    sampler runs it) reproduces the single-chain engine MALA on the same noise, step for step."""
+    import dataclasses
+
     t = _target()
-    tau = np.array([0.2])
+    taus, hs = np.array([0.2, 0.0, -0.1]), np.array([0.05, 0.03, 0.08])
 
     def vg(omega):
-        U, g = t.value_and_grad(omega[:, 0][None, :], tau)
+        U, g = t.value_and_grad(omega[:, 0][None, :], taus[:1])
         return U[0], g[0][:, None]
 
-    h = 0.05
-    init_fn, step_fn = mala(vg, Interval(-3.0, 3.0), eta=h, beta=1.0, grad_scale=1.0)
-    x = np.sort(rng.uniform(-1, 1, size=5))
-    state = init_fn(x[:, None])
-    xb = x[None, :]
-    Ub, gb = t.value_and_grad(xb, tau)
-    n_acc = 0
+    def vg_chains(omega):
+        U, g = t.value_and_grad(omega[..., 0], taus)
+        return U, g[..., None]
+
+    init_fn, step_fn = mala(vg, Interval(-3.0, 3.0), eta=hs[0], beta=1.0, grad_scale=1.0)
+    init_c, step_c = mala(vg_chains, Interval(-3.0, 3.0), eta=1.0, beta=1.0, grad_scale=1.0)
+    x = np.sort(rng.uniform(-1, 1, size=(3, 5)), axis=1)
+    state = init_fn(x[0][:, None])
+    chains = dataclasses.replace(init_c(x[..., None]), eta=hs)
     for _ in range(200):
-        xi = rng.standard_normal(5)
-        log_u = math.log(rng.uniform())
-        state = step_fn(state, (xi[:, None], np.asarray(log_u)))
-        xb, Ub, gb, acc = batched_mala_step(t, xb, Ub, gb, tau, np.array([h]), xi[None, :], np.array([log_u]))
-        n_acc += int(acc[0])
-        np.testing.assert_allclose(xb[0], state.omega[:, 0], rtol=0, atol=1e-12)
+        xi = rng.standard_normal((3, 5))
+        log_u = np.log(rng.uniform(size=3))
+        state = step_fn(state, (xi[0][:, None], np.asarray(log_u[0])))
+        chains = step_c(chains, (xi[..., None], log_u))
+        np.testing.assert_allclose(chains.omega[0, :, 0], state.omega[:, 0], rtol=0, atol=1e-12)
+    n_acc = int(state.n_accepted)
     assert 20 < n_acc < 200  # both accepted and rejected moves were exercised
-    assert int(state.n_accepted) == n_acc
+    assert int(chains.n_accepted[0]) == n_acc and chains.n_accepted.shape == (3,)
+    assert chains.acceptance_rate.shape == (3,)
 
 
 def test_batched_mala_samples_the_two_particle_gibbs_law():

@@ -42,6 +42,7 @@ __all__ = [
     "MALAState",
     "gibbs_resample",
     "gibbs_weights",
+    "adapt_step_size",
     "mala",
     "projected_langevin",
     "run",
@@ -105,16 +106,27 @@ class MALAState:
     n_accepted: Any = 0
     max_displacement: Any = math.inf
     last_accept: Any = 0
+    eta: Any = None
 
     @property
-    def acceptance_rate(self) -> float:
-        """Accepted proposals per step so far (NaN before the first step); one host sync."""
-        return float(to_numpy(self.n_accepted)) / self.step if self.step else math.nan
+    def acceptance_rate(self):
+        """Accepted proposals per step so far (NaN before the first step); one host sync.
+
+        A float for one chain, an array of shape (C,) with a chain axis.
+        """
+        n = to_numpy(self.n_accepted)
+        if not self.step:
+            return math.nan if np.ndim(n) == 0 else np.full(np.shape(n), np.nan)
+        return float(n) / self.step if np.ndim(n) == 0 else n / self.step
 
     def draw_noise(self, rng: np.random.Generator, backend):
-        """``(xi, log_u)``: normal proposal noise of shape ``omega.shape`` and ``log U``, U ~ Unif(0, 1)."""
+        """``(xi, log_u)``: normal proposal noise of shape ``omega.shape`` and ``log U``, U ~ Unif(0, 1)
+        (one per chain when ``omega`` has a chain axis, shape (C, N, d))."""
         xi = backend.normal(rng, self.omega.shape)
-        log_u = backend.asarray(np.log(rng.uniform()), dtype=np.float64)
+        if self.omega.ndim == 3:
+            log_u = backend.asarray(np.log(rng.uniform(size=self.omega.shape[0])), dtype=np.float64)
+        else:
+            log_u = backend.asarray(np.log(rng.uniform()), dtype=np.float64)
         return xi, log_u
 
 
@@ -268,11 +280,15 @@ def mala(value_and_grad_fn: Callable, space: Space, eta: float, beta: float, gra
     ----------
     value_and_grad_fn : callable
         ``omega -> (H, grad H)`` with ``H`` a float64 scalar and ``grad H`` of
-        shape (N, d) (e.g. ``energy.value_and_grad``).
+        shape (N, d) (e.g. ``energy.value_and_grad``). With a chain axis
+        (``omega`` of shape (C, N, d): C independent chains advanced together)
+        ``H`` has shape (C,) and ``grad H`` shape (C, N, d).
     space : engine.space.Space
         Domain (``Free()`` for :math:`\\mathbb{R}^d`).
     eta : float
-        Step size, > 0.
+        Step size, > 0. The state's ``eta`` (a scalar or, with chains, an array of
+        shape (C,)) overrides it when set: that is how an adaptive step size (see
+        :func:`adapt_step_size`) changes it between steps.
     beta : float
         Inverse temperature, finite and > 0.
     grad_scale : float, optional
@@ -317,13 +333,18 @@ def mala(value_and_grad_fn: Callable, space: Space, eta: float, beta: float, gra
         return xp.asarray(value, dtype=xp.float64), grad
 
     def init_fn(omega) -> MALAState:
-        omega = check_points("omega", omega)
-        _check_inside(space, omega)
         xp = namespace(omega)
+        if getattr(omega, "ndim", 2) == 3:              # chain axis (C, N, d)
+            for c in range(omega.shape[0]):
+                _check_inside(space, check_points(f"omega[{c}]", omega[c]))
+            zero = xp.zeros(omega.shape[0], dtype=xp.int64)
+        else:
+            omega = check_points("omega", omega)
+            _check_inside(space, omega)
+            zero = xp.asarray(0, dtype=xp.int64)
         value, grad = _evaluate(omega)
-        return MALAState(omega=omega, energy=value, grad=grad, step=0,
-                         n_accepted=xp.asarray(0, dtype=xp.int64), max_displacement=xp.asarray(math.inf),
-                         last_accept=xp.asarray(0, dtype=xp.int64))
+        return MALAState(omega=omega, energy=value, grad=grad, step=0, n_accepted=zero,
+                         max_displacement=xp.asarray(math.inf), last_accept=zero)
 
     def step_fn(state: MALAState, noise) -> MALAState:
         xi, log_u = noise
@@ -331,23 +352,81 @@ def mala(value_and_grad_fn: Callable, space: Space, eta: float, beta: float, gra
         xp = namespace(x, xi)
         if tuple(xi.shape) != tuple(x.shape):
             raise ValueError(f"noise[0] must have the shape of omega {tuple(x.shape)}, got {tuple(xi.shape)}")
-        c = x.shape[0] if grad_scale is None else grad_scale
-        y = xp.asarray(x - eta * c * state.grad + noise_scale * xi, dtype=x.dtype)
+        chains = x.ndim == 3
+        c = x.shape[-2] if grad_scale is None else grad_scale
+        h = eta if state.eta is None else state.eta
+        axes = (-2, -1) if chains else None
+        if chains:
+            h_b = xp.reshape(xp.asarray(h, dtype=xp.float64), (-1, 1, 1)) if xp.ndim(h) else h
+            noise = xp.sqrt(2.0 * h_b / beta)
+        else:
+            h_b, noise = h, (noise_scale if state.eta is None else math.sqrt(2.0 * h / beta))
+        y = xp.asarray(x - h_b * c * state.grad + noise * xi, dtype=x.dtype)
         hy, gy = _evaluate(y)
-        back = x - (y - eta * c * gy)  # x minus the mean of the reverse proposal
-        log_q_ratio = (beta / (4.0 * eta)) * (xp.sum(xi * xi, dtype=xp.float64) * noise_scale ** 2
-                                              - xp.sum(back * back, dtype=xp.float64))
+        back = x - (y - h_b * c * gy)  # x minus the mean of the reverse proposal
+        noise_sq = xp.reshape(noise, (-1,)) ** 2 if chains else noise ** 2
+        fwd2 = xp.sum(xi * xi, axis=axes, dtype=xp.float64) * noise_sq
+        h_c = xp.reshape(xp.asarray(h, dtype=xp.float64), (-1,)) if chains and xp.ndim(h) else h
+        log_q_ratio = (beta / (4.0 * h_c)) * (fwd2 - xp.sum(back * back, axis=axes, dtype=xp.float64))
         log_alpha = -beta * c * (hy - state.energy) + log_q_ratio
-        accept = xp.all(space.contains(y)) & (log_u < log_alpha)  # NaN log_alpha rejects
-        new = xp.where(accept, y, x)
+        if chains:
+            inside = xp.all(xp.reshape(space.contains(xp.reshape(y, (-1, y.shape[-1]))), y.shape[:2]),
+                            axis=1)
+        else:
+            inside = xp.all(space.contains(y))
+        accept = inside & (log_u < log_alpha)  # NaN log_alpha rejects
+        acc_b = xp.reshape(accept, (-1, 1, 1)) if chains else accept
+        new = xp.where(acc_b, y, x)
         return dataclasses.replace(
             state, omega=new, energy=xp.where(accept, hy, state.energy),
-            grad=xp.where(accept, gy, state.grad), step=state.step + 1,
+            grad=xp.where(acc_b, gy, state.grad), step=state.step + 1,
             n_accepted=state.n_accepted + accept.astype(xp.int64),
-            max_displacement=_max_move(xp, new, x),
+            max_displacement=_max_move(xp, new.reshape(-1, new.shape[-1]), x.reshape(-1, x.shape[-1])),
             last_accept=xp.where(accept, state.step + 1, state.last_accept))
 
     return init_fn, step_fn
+
+
+def adapt_step_size(state: MALAState, accepted_in_block, block: int, target_acceptance: float = 0.574,
+                    eta=None) -> MALAState:
+    """Robbins-Monro adaptation of MALA's step size, per chain: ``log eta += rate - target``.
+
+    Use during burn-in only (every ``block`` steps); the kept steps must run with a frozen
+    step so the chain is an exact MALA chain.
+
+    Parameters
+    ----------
+    state : MALAState
+        The chain (or chains).
+    accepted_in_block : array, shape () or (C,)
+        Proposals accepted in the block just finished.
+    block : int
+        Steps in the block, >= 1.
+    target_acceptance : float, default 0.574
+        The optimal MALA acceptance rate (Roberts and Rosenthal 1998).
+    eta : float or array, optional
+        The step before adaptation when ``state.eta`` is unset (the factory's ``eta``).
+
+    Returns
+    -------
+    MALAState
+        With ``eta`` multiplied by ``exp(accepted_in_block / block - target_acceptance)``.
+
+    Raises
+    ------
+    ValueError
+        If neither ``state.eta`` nor ``eta`` is given, or ``block < 1``.
+
+    References
+    ----------
+    Roberts and Rosenthal, J. R. Stat. Soc. B 60 (1998) 255-268; Andrieu and Thoms, Stat.
+    Comput. 18 (2008) 343-373 (stochastic-approximation adaptation).
+    """
+    block = check_int("block", block, minimum=1)
+    current = state.eta if state.eta is not None else eta
+    if current is None:
+        raise ValueError("adapt_step_size needs the current step: set state.eta or pass eta")
+    return dataclasses.replace(state, eta=current * np.exp(accepted_in_block / block - target_acceptance))
 
 
 # --------------------------------------------------------------------------- the loop

@@ -49,9 +49,10 @@ RuntimeError before sampling. Each (regime, N) cell draws from its own seed
 ``(seed, regime index, N)``, so an interrupted study resumed with ``resume=True``
 (CLI ``--resume``) gives the arrays of an uninterrupted one.
 
-The sampler is a batched MALA (:func:`batched_mala_step`): the same algorithm as
-:func:`engine.simulate.mala` (tested step for step against it), vectorised over
-independent chains with a per-chain step size adapted during burn-in.
+The sampler is the engine's MALA (:func:`rieszflow.engine.simulate.mala`) with a chain
+axis: independent chains advanced together, each with its own tilt and its own step size,
+adapted during burn-in by :func:`rieszflow.engine.simulate.adapt_step_size` and frozen for the
+kept steps (so the kept chains are exact MALA chains).
 
 References
 ----------
@@ -72,7 +73,7 @@ import scipy.interpolate
 from rieszflow.engine.energy import riesz_pair
 from rieszflow.studies.ldp.config import LDPConfig, RegimeConfig
 
-__all__ = ["KIND", "GibbsTarget", "batched_mala_step", "MALARun", "run_tilted_chains",
+__all__ = ["KIND", "GibbsTarget", "MALARun", "run_tilted_chains",
            "rate_estimates", "run_ldp_study", "load_study", "format_table", "make_plot"]
 
 #: ``kind`` attribute of the study's HDF5 file.
@@ -160,52 +161,6 @@ class GibbsTarget:
         return U, grad
 
 
-def batched_mala_step(target: GibbsTarget, x, U, grad, tau, h, xi, log_u):
-    """One MALA step for C independent chains (pure function).
-
-    Proposal :math:`y = x - h\\nabla U(x) + \\sqrt{2h}\\,\\xi`, accepted with probability
-    :math:`\\min\\{1, e^{-U(y)+U(x)} q(x|y)/q(y|x)\\}`, :math:`q(y|x) \\propto e^{-|y - x + h\\nabla U(x)|^2/(4h)}`;
-    proposals with a particle outside ``[lo, hi]`` are rejected (the target is 0 there).
-    This is :func:`engine.simulate.mala` with ``beta = 1``, ``grad_scale = 1``, ``eta = h``,
-    applied chain by chain.
-
-    Parameters
-    ----------
-    target : GibbsTarget
-    x : ndarray, shape (C, N)
-        Current states (inside the domain).
-    U, grad : ndarray, shapes (C,), (C, N)
-        ``target.value_and_grad(x, tau)``.
-    tau : ndarray, shape (C,)
-        Tilts.
-    h : ndarray, shape (C,)
-        Step sizes, > 0.
-    xi : ndarray, shape (C, N)
-        Standard normal proposal noise.
-    log_u : ndarray, shape (C,)
-        Logs of Unif(0, 1) draws.
-
-    Returns
-    -------
-    x, U, grad : the new states (rejected chains keep theirs)
-    accepted : ndarray of bool, shape (C,)
-
-    References
-    ----------
-    Roberts and Tweedie, Bernoulli 2 (1996) 341-363.
-    """
-    hc = h[:, None]
-    y = x - hc * grad + np.sqrt(2.0 * hc) * xi
-    inside = np.all((y >= target.lo) & (y <= target.hi), axis=1)
-    y_eval = np.where(inside[:, None], y, x)  # keep the kernel finite for rejected proposals
-    Uy, gy = target.value_and_grad(y_eval, tau)
-    fwd = y - x + hc * grad
-    back = x - y + hc * gy
-    log_alpha = -(Uy - U) + (np.sum(fwd * fwd, axis=1) - np.sum(back * back, axis=1)) / (4.0 * h)
-    acc = inside & (log_u < log_alpha)
-    return (np.where(acc[:, None], y, x), np.where(acc, Uy, U), np.where(acc[:, None], gy, grad), acc)
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class MALARun:
     """Output of :func:`run_tilted_chains`.
@@ -256,6 +211,12 @@ def run_tilted_chains(target: GibbsTarget, x0, tau, rng: np.random.Generator, *,
     ValueError
         If ``x0`` has a particle outside the domain or shapes disagree.
     """
+    import dataclasses as _dc
+
+    from rieszflow.engine.backend import get_backend
+    from rieszflow.engine.simulate import adapt_step_size, mala, run
+    from rieszflow.engine.space import Interval
+
     x = np.array(x0, dtype=np.float64)
     C, n = x.shape
     tau = np.asarray(tau, dtype=np.float64)
@@ -263,28 +224,40 @@ def run_tilted_chains(target: GibbsTarget, x0, tau, rng: np.random.Generator, *,
         raise ValueError(f"tau must have shape ({C},), got {tau.shape}")
     if not ((x >= target.lo) & (x <= target.hi)).all():
         raise ValueError("x0 has particles outside the domain")
-    U, grad = target.value_and_grad(x, tau)
+
+    def value_and_grad(omega):                      # (C, N, 1) chains of the 1-D system
+        U, g = target.value_and_grad(omega[..., 0], tau)
+        return U, g[..., None]
+
+    # the engine's MALA with a chain axis: beta = 1 and grad_scale = 1 because U already holds beta_N
+    init_fn, step_fn = mala(value_and_grad, Interval(target.lo, target.hi), eta=1.0, beta=1.0,
+                            grad_scale=1.0)
     h = np.full(C, 0.5 / (target.beta_N * max(1.0, n ** (1.0 / 3.0))) * n)  # ~ 1/curvature
-    acc_block = np.zeros(C)
-    for k in range(burn_in):
-        x, U, grad, acc = batched_mala_step(target, x, U, grad, tau, h, rng.standard_normal((C, n)),
-                                            np.log(rng.uniform(size=C)))
-        acc_block += acc
-        if (k + 1) % adapt_every == 0:
-            h = h * np.exp(acc_block / adapt_every - target_acceptance)
-            acc_block[:] = 0.0
+    state = _dc.replace(init_fn(x[..., None]), eta=h)
+    backend = get_backend("numpy")
+    done = 0
+    while done < burn_in:                           # burn-in: adapt the steps block by block
+        k = min(adapt_every, burn_in - done)
+        before = state.n_accepted.copy()
+        state = run(step_fn, state, k, rng=rng, backend=backend, progress=False)
+        done += k
+        if k == adapt_every:
+            state = adapt_step_size(state, state.n_accepted - before, adapt_every, target_acceptance)
             if progress is not None:
                 progress(adapt_every)
     M = np.empty((C, n_steps))
-    n_acc = np.zeros(C)
-    for k in range(n_steps):
-        x, U, grad, acc = batched_mala_step(target, x, U, grad, tau, h, rng.standard_normal((C, n)),
-                                            np.log(rng.uniform(size=C)))
-        n_acc += acc
-        M[:, k] = np.mean(x * x, axis=1)
-        if progress is not None and (k + 1) % adapt_every == 0:
+    s0, acc0 = state.step, state.n_accepted.copy()
+
+    def record(st):                                 # kept steps: frozen steps, an exact MALA chain
+        M[:, st.step - s0 - 1] = np.mean(st.omega[..., 0] * st.omega[..., 0], axis=1)
+
+    def tick(st):
+        if progress is not None and (st.step - s0) % adapt_every == 0:
             progress(adapt_every)
-    return MALARun(M=M, acceptance=n_acc / n_steps, h=h)
+
+    state = run(step_fn, state, n_steps, rng=rng, backend=backend, record=record, record_every=1,
+                record_initial=False, record_final=False, after_step=tick, progress=False)
+    return MALARun(M=M, acceptance=(state.n_accepted - acc0) / n_steps, h=np.asarray(state.eta))
 
 
 def _mean_se_chains(per_chain):
