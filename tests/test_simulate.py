@@ -304,3 +304,22 @@ def test_mala_reports_acceptance_and_warns_when_a_chain_stops_accepting():
         ok = run_langevin(step_fn, init_fn(np.array([[-3.0], [-1.0], [1.0], [3.0]])), 300, seed=1,
                           progress=False, stall_steps=200)
     assert 0.5 < ok.acceptance_rate <= 1.0 and int(ok.last_accept) > 100
+
+
+def test_mala_chain_axis_names_the_chains_that_stopped_accepting():
+    """Two chains in one MALA: the one started with a near-collision stops accepting and is named."""
+    import dataclasses
+
+    energy = RieszEnergy(1.0, lam=1.0)
+
+    def vg(omega):
+        vals = [energy.value_and_grad(o) for o in omega]
+        return np.array([v for v, _ in vals]), np.stack([g for _, g in vals])
+
+    init_fn, step_fn = mala(vg, Interval(-5.0, 5.0), eta=1.0, beta=10.0)
+    x = np.array([[[-3.0], [-1.0], [1.0], [3.0]], [[0.0], [1e-7], [1.0], [-1.0]]])
+    state = dataclasses.replace(init_fn(x), eta=np.array([1e-4, 1e-2]))
+    with pytest.warns(RuntimeWarning, match=r"chain \(chains 1\) accepted no proposal"):
+        out = run_langevin(step_fn, state, 200, seed=0, progress=False, stall_steps=200)
+    rates = out.acceptance_rate
+    assert rates.shape == (2,) and rates[1] == 0.0 and rates[0] > 0.5

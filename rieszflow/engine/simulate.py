@@ -590,13 +590,17 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
     def check_stall(st):
         if stall_steps is None or warned or not isinstance(st, MALAState):
             return
-        streak = st.step - int(to_numpy(st.last_accept))
-        if streak >= stall_steps:
+        streaks = st.step - np.atleast_1d(to_numpy(st.last_accept))
+        stuck = np.flatnonzero(streaks >= stall_steps)
+        if stuck.size:
             warned.append(True)
-            warnings.warn(f"MALA chain accepted no proposal in its last {streak} steps (steps "
-                          f"{st.step - streak + 1}-{st.step}; acceptance rate so far "
-                          f"{st.acceptance_rate:.3g}): it has stopped sampling; reduce eta",
-                          RuntimeWarning, stacklevel=3)
+            streak = int(streaks[stuck[0]])
+            which = "" if np.ndim(to_numpy(st.last_accept)) == 0 else \
+                f" (chains {', '.join(map(str, stuck[:10]))}{', ...' if stuck.size > 10 else ''})"
+            rate = np.atleast_1d(st.acceptance_rate)[stuck[0]]
+            warnings.warn(f"MALA chain{which} accepted no proposal in its last {streak} steps (steps "
+                          f"{st.step - streak + 1}-{st.step}; acceptance rate so far {rate:.3g}): it "
+                          f"has stopped sampling; reduce eta", RuntimeWarning, stacklevel=3)
 
     def record(st):
         if not bool(xp.all(xp.isfinite(st.omega))):
