@@ -224,3 +224,23 @@ def test_cube_is_the_centred_box():
         Cube(0.0, 2)
     with pytest.raises(ValueError, match="dim must be >= 1"):
         Cube(1.0, 0)
+
+
+def test_sphere_joins_the_spaces():
+    """Sphere: retraction idempotent and unit-norm, tangent projection orthogonal to x, uniform
+    samples on the sphere, surface areas 2 pi (S^1) and 4 pi (S^2); the token flows use it."""
+    from rieszflow.engine.space import Sphere
+    from rieszflow.engine.tokenflow.dynamics import normalise, tangent_projection
+
+    sph = Sphere()
+    x = np.random.default_rng(0).normal(size=(30, 4))
+    p = sph.project(x)
+    np.testing.assert_allclose(np.linalg.norm(p, axis=1), 1.0, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(sph.project(p), normalise(p))
+    assert sph.contains(p).all() and not sph.contains(2 * p).any()
+    v = np.random.default_rng(1).normal(size=(30, 4))
+    t = sph.tangent(p, v)
+    np.testing.assert_allclose(np.sum(t * p, axis=1), 0.0, atol=1e-14)
+    np.testing.assert_array_equal(t, tangent_projection(p, v))
+    assert sph.contains(sph.sample_uniform(np.random.default_rng(2), 50, 3)).all()
+    assert sph.volume(2) == pytest.approx(2 * np.pi) and sph.volume(3) == pytest.approx(4 * np.pi)

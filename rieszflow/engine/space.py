@@ -39,7 +39,7 @@ import numpy as np
 from rieszflow.engine._checks import check_choice, check_int, check_points, check_real
 from rieszflow.engine.backend import namespace
 
-__all__ = ["Space", "Free", "Ball", "Box", "Interval", "Cube"]
+__all__ = ["Space", "Free", "Ball", "Box", "Interval", "Cube", "Sphere"]
 
 
 def _rtol(xp, x) -> float:
@@ -651,3 +651,114 @@ class Cube(Box):
 
     def __repr__(self) -> str:
         return f"Cube(radius={self.radius!r}, dim={len(self.lo)})"
+
+
+class Sphere(Space):
+    """The unit sphere :math:`S^{d-1} = \\{x \\in \\mathbb{R}^d : |x| = 1\\}` (token space of the flows).
+
+    ``project`` is the retraction :math:`x / |x|` (the idealised LayerNorm of attention
+    dynamics); the sphere has no boundary, so ``reflect`` is the same retraction.
+    :meth:`tangent` projects a vector field onto the tangent space. The token-flow
+    dynamics (:mod:`rieszflow.engine.tokenflow.dynamics`) use these.
+
+    References
+    ----------
+    Geshkovski, Letrouit, Polyanskiy, Rigollet, "A mathematical perspective on Transformers",
+    arXiv:2312.10794, section 2.
+    """
+
+    def project(self, x):
+        """Retraction ``x / |x|`` along the last axis.
+
+        Parameters
+        ----------
+        x : array, shape (..., d)
+            Non-zero vectors (a zero row gives NaN, which the flow drivers report).
+
+        Returns
+        -------
+        array, shape (..., d)
+            Unit vectors.
+        """
+        xp = namespace(x)
+        return x / xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))
+
+    def reflect(self, x):
+        """The retraction :meth:`project` (a sphere has no boundary to reflect at).
+
+        Parameters
+        ----------
+        x : array, shape (..., d)
+
+        Returns
+        -------
+        array, shape (..., d)
+        """
+        return self.project(x)
+
+    def tangent(self, x, y):
+        """Project ``y`` onto the tangent space at ``x``: ``y - <x, y> x``.
+
+        Parameters
+        ----------
+        x : array, shape (..., d)
+            Points (unit vectors; off the sphere the same formula is the smooth extension
+            under which ``|x| = 1`` is an attracting invariant set).
+        y : array, shape (..., d)
+
+        Returns
+        -------
+        array, shape (..., d)
+        """
+        xp = namespace(x, y)
+        return y - xp.sum(x * y, axis=-1, keepdims=True) * x
+
+    def contains(self, x):
+        """Mask ``| |x_k| - 1 | <= 8 eps`` for each row.
+
+        Parameters
+        ----------
+        x : array, shape (N, d)
+
+        Returns
+        -------
+        bool array, shape (N,)
+        """
+        x = check_points("x", x, finite=False)
+        xp = namespace(x)
+        r = xp.sqrt(xp.sum(x * x, axis=1))
+        return xp.abs(r - 1.0) <= 8.0 * float(xp.finfo(x.dtype).eps) * max(1, x.shape[1])
+
+    def sample_uniform(self, rng, n, d):
+        """Uniform points on :math:`S^{d-1}` (normalised Gaussians).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        n : int
+            Number of points, ``n >= 0``.
+        d : int
+            Ambient dimension, ``d >= 1``.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n, d), float64
+        """
+        n = check_int("n", n, minimum=0)
+        d = check_int("d", d, minimum=1)
+        return self.project(rng.standard_normal((n, d)))
+
+    def volume(self, d):
+        """Surface area :math:`2\\pi^{d/2}/\\Gamma(d/2)` of :math:`S^{d-1}`.
+
+        Parameters
+        ----------
+        d : int
+            Ambient dimension, ``d >= 1``.
+
+        Returns
+        -------
+        float
+        """
+        d = check_int("d", d, minimum=1)
+        return 2.0 * math.pi ** (d / 2.0) / math.gamma(d / 2.0)

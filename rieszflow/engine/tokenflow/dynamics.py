@@ -48,6 +48,7 @@ import numpy as np
 
 from rieszflow.engine._checks import check_choice, check_int, check_real
 from rieszflow.engine.backend import namespace, to_numpy
+from rieszflow.engine.space import Sphere
 
 __all__ = [
     "VARIANTS",
@@ -68,6 +69,9 @@ VARIANTS = ("SA", "USA", "sinkhorn")
 GEOMETRIES = ("sphere", "euclidean")
 
 
+#: The token space of the sphere flows: the one home of the retraction and the tangent projection.
+_SPHERE = Sphere()
+
 def tangent_projection(x, y):
     """Project ``y`` onto the tangent space of the sphere at ``x``: ``y - <x, y> x``.
 
@@ -87,8 +91,7 @@ def tangent_projection(x, y):
     ----------
     GLPR, arXiv:2312.10794, eq. (SA): ``P^perp_x y = y - <x, y> x``.
     """
-    xp = namespace(x, y)
-    return y - xp.sum(x * y, axis=-1, keepdims=True) * x
+    return _SPHERE.tangent(x, y)
 
 
 def normalise(x):
@@ -108,8 +111,7 @@ def normalise(x):
     ----------
     GLPR, arXiv:2312.10794, section 2 (LayerNorm idealised as projection onto S^{d-1}).
     """
-    xp = namespace(x)
-    return x / xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True))
+    return _SPHERE.project(x)
 
 
 def layer_norm(x, eps: float = 1e-5):
