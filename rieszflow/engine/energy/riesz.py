@@ -166,8 +166,33 @@ def _pair_sums(omega, s, softening, method, want_energy, chunk_size):
     return omega, _pair_sums_xp(omega, s, eps, want_energy, chunk_size)
 
 
+def _pair_sums_chains(omega, s, softening):
+    """Row sums and gradients for C independent configurations at once (chain axis).
+
+    ``omega`` of shape (C, N, d); returns ``(rows, grads)`` of shapes (C, N) and (C, N, d),
+    the ordered-pair sums of :func:`_pair_sums` for every chain, by dense (C, N, N, d)
+    differences (meant for the small N of sampling studies).
+    """
+    s = check_s(s)
+    eps = check_softening(softening)
+    omega = as_float_array("omega", omega)
+    xp = namespace(omega)
+    if omega.ndim != 3:
+        raise ValueError(f"omega must have shape (C, N, d) for chains, got {tuple(omega.shape)}")
+    if not bool(xp.all(xp.isfinite(omega))):
+        raise ValueError("omega contains NaN or inf")
+    n = omega.shape[1]
+    diff = omega[:, :, None, :] - omega[:, None, :, :]
+    off = ~xp.eye(n, dtype=bool)[None]
+    safe = xp.where(off[..., None], diff, 1.0)          # mask the diagonal before the kernel
+    g, dg = riesz_pair(safe, s, eps)
+    g = xp.where(off, g, 0.0)
+    dg = xp.where(off[..., None], dg, 0.0)
+    return omega, (xp.sum(g, axis=2), xp.sum(dg, axis=2))
+
+
 def _check_paper_n(omega):
-    if omega.shape[0] < 2:
+    if omega.shape[-2] < 2:
         raise ValueError(f"omega must hold N >= 2 particles for the 1/(2N(N-1)) normalisation, "
                          f"got shape {tuple(omega.shape)}")
 
@@ -373,9 +398,12 @@ class RieszEnergy(Energy):
             check_int("chunk_size", self.chunk_size, minimum=1)
 
     def _sums(self, omega, want_energy):
-        omega, (rows, grads) = _pair_sums(omega, self.s, self.softening, self.method,
-                                          want_energy, self.chunk_size)
-        n = omega.shape[0]
+        if getattr(omega, "ndim", 2) == 3:               # chain axis: C configurations at once
+            omega, (rows, grads) = _pair_sums_chains(omega, self.s, self.softening)
+        else:
+            omega, (rows, grads) = _pair_sums(omega, self.s, self.softening, self.method,
+                                              want_energy, self.chunk_size)
+        n = omega.shape[-2]
         if self.normalization == "paper":
             _check_paper_n(omega)
             pair_scale = self.lam / (n * (n - 1.0))  # (lam/(2N(N-1))) sum_{k!=l}, gradient twice that
@@ -384,10 +412,14 @@ class RieszEnergy(Energy):
         return omega, rows, grads, pair_scale
 
     def value_and_grad(self, omega):
-        """Energy (float64) and gradient (shape (N, d), dtype of ``omega``)."""
+        """Energy (float64) and gradient (shape (N, d), dtype of ``omega``).
+
+        With a chain axis (``omega`` of shape (C, N, d)) the energies have shape (C,) and the
+        gradients shape (C, N, d).
+        """
         omega, rows, grads, scale = self._sums(omega, True)
         xp = namespace(omega)
-        return 0.5 * scale * xp.sum(rows), xp.asarray(scale * grads, dtype=omega.dtype)
+        return 0.5 * scale * xp.sum(rows, axis=-1), xp.asarray(scale * grads, dtype=omega.dtype)
 
     def __call__(self, omega):
         """Energy value, float64 (see class docstring for the normalisation)."""
@@ -406,5 +438,5 @@ class RieszEnergy(Energy):
         ``"mean_field"``: :math:`\\frac{\\lambda}{N}\\sum_{l\\ne k} g_s(\\omega_k-\\omega_l)`.
         """
         omega, rows, _, _ = self._sums(omega, True)
-        n = omega.shape[0]
+        n = omega.shape[-2]
         return (self.lam / (n - 1.0) if self.normalization == "paper" else self.lam / n) * rows

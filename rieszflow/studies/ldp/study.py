@@ -70,7 +70,7 @@ from pathlib import Path
 import numpy as np
 import scipy.interpolate
 
-from rieszflow.engine.energy import riesz_pair
+from rieszflow.engine.energy import RieszEnergy
 from rieszflow.studies.ldp.config import LDPConfig, RegimeConfig
 
 __all__ = ["KIND", "GibbsTarget", "MALARun", "run_tilted_chains",
@@ -147,17 +147,13 @@ class GibbsTarget:
         U : ndarray, shape (C,), float64
         grad : ndarray, shape (C, N), float64
         """
-        C, n = x.shape
-        diff = x[:, :, None] - x[:, None, :]
-        off = ~np.eye(n, dtype=bool)[None]
-        safe = np.where(off, diff, 1.0)  # mask the diagonal before the kernel
-        g, dg = riesz_pair(safe[..., None], self.s)
-        g = np.where(off, g, 0.0)
-        dg = np.where(off, dg[..., 0], 0.0)
+        n = x.shape[1]
+        # H_N = (1/N) sum_k (V - tau f)(x_k) + lam W_{N,s}: the pair part is the engine's Riesz energy
+        # (paper normalisation, ordered pairs, 1/(2N(N-1))), one chain per row
+        W, gW = RieszEnergy(self.s, self.lam).value_and_grad(x[..., None])
         one = (0.5 * self.gamma - tau[:, None]) * x * x
-        pair = self.lam / (n * (n - 1.0))
-        U = self.beta_N * (one.sum(axis=1) / n + 0.5 * pair * g.sum(axis=(1, 2)))
-        grad = self.beta_N * ((self.gamma - 2.0 * tau[:, None]) * x / n + pair * dg.sum(axis=2))
+        U = self.beta_N * (one.sum(axis=1) / n + W)
+        grad = self.beta_N * ((self.gamma - 2.0 * tau[:, None]) * x / n + gW[..., 0])
         return U, grad
 
 
