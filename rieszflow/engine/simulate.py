@@ -120,8 +120,22 @@ class MALAState:
         return float(n) / self.step if np.ndim(n) == 0 else n / self.step
 
     def draw_noise(self, rng: np.random.Generator, backend):
-        """``(xi, log_u)``: normal proposal noise of shape ``omega.shape`` and ``log U``, U ~ Unif(0, 1)
-        (one per chain when ``omega`` has a chain axis, shape (C, N, d))."""
+        """Draw ``(xi, log_u)``: proposal noise of shape ``omega.shape`` and ``log U``, U ~ Unif(0, 1).
+
+        With a chain axis (``omega`` of shape (C, N, d)) ``log_u`` has one entry per chain.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The source of the draws (normals first, then the uniforms).
+        backend : rieszflow.engine.backend.Backend
+            Where the noise is placed.
+
+        Returns
+        -------
+        tuple of arrays
+            ``xi`` of shape ``omega.shape`` and ``log_u`` of shape () or (C,).
+        """
         xi = backend.normal(rng, self.omega.shape)
         if self.omega.ndim == 3:
             log_u = backend.asarray(np.log(rng.uniform(size=self.omega.shape[0])), dtype=np.float64)
