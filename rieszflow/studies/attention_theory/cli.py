@@ -50,6 +50,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, metavar="JSON",
                    help="JSON file of config overrides (strict: unknown keys are an error); "
                         "applied on top of --quick when both are given")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field (repeatable; typed like the field's default)")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -77,12 +80,17 @@ def run_from_args(args: argparse.Namespace) -> int:
             config = AttentionTheoryConfig.from_json(args.config, base=config)
         if args.seed is not None:
             config = AttentionTheoryConfig.from_mapping({"seed": args.seed}, base=config)
+        if args.set:
+            from rieszflow.studies.cli import parse_overrides
+
+            config = AttentionTheoryConfig.from_mapping(
+                parse_overrides(args.set, AttentionTheoryConfig, defaults=config), base=config)
         check_output(args.out, args.overwrite)
     except (ValueError, TypeError, FileExistsError, FileNotFoundError) as e:
         print(f"rieszflow attention-theory: error: {e}", file=sys.stderr)
         return 2
-    result = run(config, args.out, overwrite=args.overwrite, quiet=args.quiet)
+    result = run(config, args.out, overwrite=args.overwrite, quiet=args.quiet, plots=not args.no_plots)
     if not args.quiet:
         print(result["table"])
-        print(f"\nwrote {result['path']} and " + ", ".join(str(p) for p in result["plots"]))
+        print(f"\nwrote {result['path']}" + "".join(f", {p}" for p in result["plots"]))
     return 0

@@ -184,7 +184,8 @@ def check_output(out, overwrite: bool = False) -> Path:
     return path
 
 
-def run(config: AttentionTheoryConfig, out, overwrite: bool = False, quiet: bool = False) -> dict:
+def run(config: AttentionTheoryConfig, out, overwrite: bool = False, quiet: bool = False,
+        plots: bool = True) -> dict:
     """Run the study, write the HDF5 file and the plots, return the report.
 
     Parameters
@@ -196,6 +197,8 @@ def run(config: AttentionTheoryConfig, out, overwrite: bool = False, quiet: bool
         Replace an existing file (otherwise FileExistsError).
     quiet : bool, default False
         Suppress progress messages (on stderr).
+    plots : bool, default True
+        Draw the PNG figures beside the file (``--no-plots`` turns them off).
 
     Returns
     -------
@@ -228,7 +231,7 @@ def run(config: AttentionTheoryConfig, out, overwrite: bool = False, quiet: bool
     rows, fam, fp, model = experiments(config, log)
     table = format_table(rows, model)
     _write(path, config, rows, fam, fp, model, table, overwrite)
-    plots = make_plots(path, rows, fam, fp)
+    plots = make_plots(path, rows, fam, fp) if plots else []
     log(f"done in {time.perf_counter() - t0:.1f} s -> {path}")
     return {"table": table, "rows": rows, "cor30": fam, "fixed_point": fp, "model": model,
             "path": path, "plots": plots}
