@@ -1,4 +1,4 @@
-"""Tests of engine.max_entropy: paper 004's maximum-entropy characterisations (section 4).
+"""Tests of rieszflow.theory.max_entropy: paper 004's maximum-entropy characterisations (section 4).
 
 Each acceptance test of the spec (``paper004_attention_theory.md`` section 8) is named in the
 docstring of the test implementing it: T06 (Theorem 14 dual), T07 (Theorem 14 boundary case),

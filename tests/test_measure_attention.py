@@ -1,4 +1,4 @@
-"""Tests of engine.measure_attention: paper 004's measure-theoretic attention and its bounds.
+"""Tests of rieszflow.theory (formerly engine.measure_attention): paper 004's measure-theoretic attention and its bounds.
 
 Each acceptance test of the spec (``paper004_attention_theory.md`` section 8) that belongs to
 the engine is named in the docstring of the test implementing it (T01-T05, T10-T14, T16, T17,

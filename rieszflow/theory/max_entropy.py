@@ -378,7 +378,7 @@ def maxent_dual(features, target, base=None, *, gtol: float = 1e-12, max_iter: i
        the round-off floor): near the optimum the decrease of D falls below float64
        resolution and the trust-region ratio test can stall at ||grad D|| ~ 1e-10.
     4. mu* = Psi_{exp<lam, k>}(nu restricted to J*) via
-       :func:`engine.measure_attention.boltzmann_gibbs` (log-sum-exp); zero off J*.
+       :func:`rieszflow.theory.boltzmann_gibbs` (log-sum-exp); zero off J*.
 
     Parameters
     ----------
@@ -594,7 +594,7 @@ class SoftmaxIProjection:
     result : MaxEntResult
         The dual solve with features k_j = W^K y_j and target f = sum_j P_j W^K y_j.
     softmax_weights : array, shape (N,), float64
-        P_j = Psi_{G(x, .)}(nu)_j from :func:`engine.measure_attention.softmatch_measure`.
+        P_j = Psi_{G(x, .)}(nu)_j from :func:`rieszflow.theory.softmatch_measure`.
     lam_expected : array, shape (d',), float64
         beta W^Q x / sqrt(d').
     tv : float
@@ -808,7 +808,7 @@ def gaussian_m_projection(mu, method: str = "moments", *, gtol: float = 1e-8,
         The measure (samples get uniform weights 1/n).
     method : {"moments", "nll"}, default "moments"
         "moments": moment matching (mean, population covariance) with
-        :func:`engine.measure_attention.gaussian_projection`. "nll": BFGS
+        :func:`rieszflow.theory.gaussian_projection`. "nll": BFGS
         (``scipy.optimize.minimize``) on the cross-entropy E_mu[-log N(y; m, P^{-1})], summed
         over the atoms, with analytic gradient, in the parameters (m, L) where P = L L^T is the
         precision and L is lower triangular with log-parametrised diagonal; started from
@@ -916,7 +916,7 @@ def isotropic_gaussian_projection(mu, sigma: float):
     Returns
     -------
     mean : array, shape (d,)
-        mean(mu) = Pi(mu)'s atom (:func:`engine.measure_attention.dirac_projection`).
+        mean(mu) = Pi(mu)'s atom (:func:`rieszflow.theory.dirac_projection`).
     cov : array, shape (d, d)
         sigma^2 I.
 
