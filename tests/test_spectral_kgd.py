@@ -115,3 +115,59 @@ def test_riesz_zonal_jacobi():
     lam = sp.gegenbauer_normalised(0, d, t) @ (w * (2.0) ** (-sig / 2))
     q = sp.eigenvalues_quadrature(lambda x: sp.riesz_zonal(x, sig), d, 0, 400)
     assert abs(lam[0] - q[0]) < 1e-2 * lam[0]
+
+
+def test_at10_consistent_variants():
+    ref = {8: (0.297065, 0.208596), 16: (0.219149, 0.170673), 32: (0.160789, 0.134736),
+           64: (0.116920, 0.103182), 128: (0.084350, 0.077215), 512: (0.043195, 0.041328),
+           2048: (0.021850, 0.021372)}
+    for d, (c1, c2) in ref.items():
+        # spec values are printed to 6 decimals: 1e-5 relative or half a unit of the last digit
+        assert abs(sp.kgd_closed_form(d, "C1") - c1) <= max(1e-5 * c1, 5e-7)
+        assert abs(sp.kgd_closed_form(d, "C2") - c2) <= max(1e-5 * c2, 5e-7)
+        assert sp.kgd_closed_form(d, "PERF") == 0.0
+
+
+def _pair(d, t):
+    x = np.zeros(d); x[0] = 1
+    y = np.zeros(d); y[0] = t; y[1] = np.sqrt(1 - t * t)
+    return np.stack([x, y])
+
+
+@pytest.mark.parametrize("kind", ["gs", "rhf_haar"])
+def test_at12_at13_mc_kernels_equal_kgs(kind):
+    d, nb = 32, 1000
+    rng = np.random.default_rng(12)
+    for t in (-0.9, 0.0, 0.5, 0.95):
+        X = _pair(d, t)
+        vals = []
+        for _ in range(nb):
+            W = sp.sample_gs_orf(d, d, rng) if kind == "gs" else sp.sample_rhf(d, d, rng, haar=True)
+            F = sp.positive_features(X, W)
+            vals.append(F[0] @ F[1])
+        vals = np.array(vals)
+        se = vals.std(ddof=1) / np.sqrt(nb)
+        assert abs(vals.mean() - sp.kernel_gs(t, d)) < 4 * se + 1e-12
+
+
+def test_at13_gaussian_rf_is_softmax_not_eq3():
+    d, m = 32, 400_000
+    rng = np.random.default_rng(13)
+    W = rng.standard_normal((m, d))
+    for t in (0.0, 0.5, 0.95):
+        F = sp.positive_features(_pair(d, t), W) * np.sqrt(m)
+        prod = F[0] * F[1]
+        se = prod.std(ddof=1) / np.sqrt(m)
+        assert abs(prod.mean() - sp.kernel_softmax(t, d)) < 4 * se
+    # eq. (3) differs from the Gaussian-RF expectation by far more than the MC error at t = 0.5
+    assert abs(sp.kernel_softmax(0.5, d) - sp.kernel_ind_paper(0.5, d)) > 20 * se
+
+
+def test_chi_orf_rows_gaussian_norms_and_bad_input():
+    W = sp.sample_gs_orf(64, 32, 0, orf_norm="chi")
+    assert W.shape == (64, 32)
+    assert abs(np.mean(np.sum(W ** 2, 1)) - 32) < 4 * np.sqrt(2 * 32 / 64)
+    with pytest.raises(ValueError, match="orf_norm"):
+        sp.sample_gs_orf(4, 32, 0, orf_norm="x")
+    with pytest.raises(ValueError, match="power of 2"):
+        sp.sample_rhf(4, 12, 0)

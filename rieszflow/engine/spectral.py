@@ -411,3 +411,112 @@ def fit_loglog(x, y):
     res = ly - (a + b * lx)
     r2 = 1 - np.sum(res ** 2) / np.sum((ly - ly.mean()) ** 2)
     return float(b), float(np.exp(a)), float(r2)
+
+
+def _rng(rng):
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def sample_gs_orf(m, d, rng=None, orf_norm="unit"):
+    """GS-ORF frequencies: stacked independent Haar-orthogonal d x d blocks, truncated to m rows.
+
+    Parameters
+    ----------
+    m, d : int
+        Number of features ``>= 1`` and dimension ``>= 3``.
+    rng : numpy.random.Generator or seed
+    orf_norm : {"unit", "chi"}
+        ``"unit"``: rows of norm 1 (the paper, eq. 4); ``"chi"``: rows rescaled to independent
+        chi_d norms (Performer; expected kernel is the softmax kernel).
+
+    Returns
+    -------
+    ndarray, shape (m, d), float64
+
+    Raises
+    ------
+    ValueError
+        For invalid ``m``, ``d`` or ``orf_norm``.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", section 5.2.
+    """
+    d = check_dim(d)
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
+    if orf_norm not in ("unit", "chi"):
+        raise ValueError(f"orf_norm must be 'unit' or 'chi', got {orf_norm!r}")
+    rng = _rng(rng)
+    blocks = []
+    for _ in range(-(-int(m) // d)):
+        Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+        blocks.append((Q * np.sign(np.diag(R))).T)
+    W = np.concatenate(blocks)[: int(m)]
+    if orf_norm == "chi":
+        W = W * np.sqrt(rng.chisquare(d, size=(W.shape[0], 1)))
+    return W
+
+
+def sample_rhf(m, d, rng=None, haar=False):
+    """Random Hadamard frequencies: rows of ``H_d D / sqrt d`` (fresh sign diagonal per block).
+
+    Parameters
+    ----------
+    m, d : int
+        Features and dimension (``d`` a power of 2).
+    rng : numpy.random.Generator or seed
+    haar : bool, default False
+        Apply one Haar rotation ``omega -> Q^T omega`` (paper eq. 5).
+
+    Returns
+    -------
+    ndarray, shape (m, d)
+
+    Raises
+    ------
+    ValueError
+        If ``d`` is not a power of 2 or ``m < 1``.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", section 5.3, eq. (5).
+    """
+    from scipy.linalg import hadamard
+
+    d = check_dim(d)
+    if d & (d - 1):
+        raise ValueError(f"d must be a power of 2 for Sylvester Hadamard blocks, got {d}")
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
+    rng = _rng(rng)
+    H = hadamard(d).astype(float) / np.sqrt(d)
+    W = np.concatenate([H * rng.choice([-1.0, 1.0], size=d) for _ in range(-(-int(m) // d))])[: int(m)]
+    if haar:
+        W = W @ sample_gs_orf(d, d, rng)
+    return W
+
+
+def positive_features(X, W):
+    """Positive random features of eq. (1): ``m^{-1/2} exp(r W x - s |x|^2 / 2)``.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+    W : ndarray, shape (m, d)
+
+    Returns
+    -------
+    ndarray, shape (n, m)
+
+    Raises
+    ------
+    ValueError
+        If the dimensions disagree.
+    """
+    X, W = np.asarray(X, float), np.asarray(W, float)
+    if X.ndim != 2 or W.ndim != 2 or X.shape[1] != W.shape[1]:
+        raise ValueError(f"X (n, d) and W (m, d) must share d, got {X.shape}, {W.shape}")
+    d = X.shape[1]
+    s = d ** -0.5
+    return np.exp(d ** -0.25 * X @ W.T - s * np.sum(X * X, 1, keepdims=True) / 2) / np.sqrt(W.shape[0])
