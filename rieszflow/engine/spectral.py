@@ -1,0 +1,522 @@
+"""Funk-Hecke spectra of zonal kernels on the sphere and the Kernel Geometry Divergence (KGD).
+
+Implements the machinery of ``docs/specs/paper003_kgd.md`` (sections 1-4, 10): normalised
+Gegenbauer polynomials by the three-term recurrence, multiplicities ``N_{d,l}``, eigenvalues
+by Gauss-Jacobi quadrature and by closed forms (0F1 series), the paper's kernel variants,
+and KGD by the spectral series and by Parseval.
+
+References
+----------
+Z. Peng & Z. Yi, "Kernel Geometry Divergence: A Spectral Theory of Random-Feature
+Attention Kernels", doi:10.20944/preprints202606.0665.v1, Thm 3.1 (eq. 2), Def. 4.1,
+eqs. (3)-(5).
+"""
+from __future__ import annotations
+
+from math import comb
+
+import numpy as np
+from scipy import integrate
+from scipy.special import gammaln, roots_jacobi
+
+from rieszflow.engine.energy.riesz import riesz_kernel
+
+__all__ = [
+    "check_dim", "multiplicity", "gegenbauer_normalised", "c_d", "jacobi_nodes",
+    "eigenvalues_quadrature", "hyp0f1_series", "a_exp", "lam_ind", "lam_soft", "lam_gs",
+    "kernel_ind_paper", "kernel_softmax", "kernel_gs", "kernel_rhf_table2", "riesz_zonal",
+    "VARIANTS", "kgd_series", "kgd_parseval", "kgd_closed_form", "kgd_listing", "fit_loglog",
+]
+
+
+def check_dim(d):
+    """Validate the ambient dimension.
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension, ``d >= 3``.
+
+    Returns
+    -------
+    int
+        ``d``.
+
+    Raises
+    ------
+    ValueError
+        If ``d`` is not an integer ``>= 3``.
+    """
+    if int(d) != d or d < 3:
+        raise ValueError(f"d must be an integer >= 3, got {d!r}")
+    return int(d)
+
+
+def multiplicity(d, l):
+    """Dimension ``N_{d,l}`` of degree-``l`` spherical harmonics on S^{d-1} (exact integer).
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension ``>= 3``.
+    l : int
+        Degree ``>= 0``.
+
+    Returns
+    -------
+    int
+        ``N_{d,0} = 1``, ``N_{d,l} = (2l+d-2) binom(l+d-3, l-1) / l``.
+
+    Raises
+    ------
+    ValueError
+        For invalid ``d`` or negative ``l``.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", Thm 3.1.
+    """
+    d = check_dim(d)
+    if int(l) != l or l < 0:
+        raise ValueError(f"l must be an integer >= 0, got {l!r}")
+    l = int(l)
+    return 1 if l == 0 else (2 * l + d - 2) * comb(l + d - 3, l - 1) // l
+
+
+def gegenbauer_normalised(L, d, t):
+    """Normalised Gegenbauer polynomials ``P_l(t)``, ``P_l(1) = 1``, for ``l = 0..L``.
+
+    Parameters
+    ----------
+    L : int
+        Highest degree ``>= 0``.
+    d : int
+        Ambient dimension ``>= 3``.
+    t : array_like, float
+        Points in [-1, 1], any shape.
+
+    Returns
+    -------
+    ndarray, shape (L+1,) + t.shape
+        Values from the stable recurrence
+        ``P_{l+1} = [(2l+d-2) t P_l - l P_{l-1}] / (l+d-2)``.
+
+    Raises
+    ------
+    ValueError
+        For invalid ``d`` or ``L``.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", eq. (2).
+    """
+    d = check_dim(d)
+    if int(L) != L or L < 0:
+        raise ValueError(f"L must be an integer >= 0, got {L!r}")
+    t = np.asarray(t, dtype=float)
+    P = np.empty((int(L) + 1,) + t.shape)
+    P[0] = 1.0
+    if L >= 1:
+        P[1] = t
+    for l in range(1, int(L)):
+        P[l + 1] = ((2 * l + d - 2) * t * P[l] - l * P[l - 1]) / (l + d - 2)
+    return P
+
+
+def c_d(d):
+    """Normaliser ``c_d = Gamma(d/2) / (sqrt(pi) Gamma((d-1)/2))`` of the law of ``t = <x,y>``.
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension ``>= 3``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        For invalid ``d``.
+    """
+    d = check_dim(d)
+    return float(np.exp(gammaln(d / 2) - 0.5 * np.log(np.pi) - gammaln((d - 1) / 2)))
+
+
+def jacobi_nodes(d, n, sigma=0.0):
+    """Gauss-Jacobi nodes and probability weights for ``E_t[.]`` on S^{d-1}.
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension ``>= 3``.
+    n : int
+        Number of nodes ``>= 1``.
+    sigma : float, default 0
+        Extra endpoint factor ``(1-t)^{-sigma/2}`` absorbed into the weight (Riesz kernels),
+        ``0 <= sigma < d-1``.
+
+    Returns
+    -------
+    t, w : ndarray, shape (n,)
+        Nodes and weights with ``sum w f(t) ~ E_t[(1-t)^{-sigma/2} f(t)]``.
+
+    Raises
+    ------
+    ValueError
+        For invalid ``d``, ``n`` or ``sigma``.
+    """
+    d = check_dim(d)
+    if int(n) != n or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if not 0 <= sigma < d - 1:
+        raise ValueError(f"sigma must satisfy 0 <= sigma < d-1 = {d - 1}, got {sigma!r}")
+    a = (d - 3) / 2
+    t, w = roots_jacobi(int(n), a - sigma / 2, a)
+    return t, c_d(d) * w
+
+
+def eigenvalues_quadrature(kernel, d, L, n_nodes=80):
+    """Funk-Hecke eigenvalues ``lambda_l = E_t[K(t) P_l(t)]`` by Gauss-Jacobi quadrature.
+
+    Parameters
+    ----------
+    kernel : callable
+        Zonal profile ``K(t)``, vectorised over float arrays.
+    d : int
+        Ambient dimension ``>= 3``.
+    L : int
+        Highest degree.
+    n_nodes : int, default 80
+        Quadrature nodes.
+
+    Returns
+    -------
+    ndarray, shape (L+1,)
+
+    Raises
+    ------
+    ValueError
+        For invalid ``d``, ``L``, ``n_nodes``.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", Thm 3.1.
+    """
+    t, w = jacobi_nodes(d, n_nodes)
+    return gegenbauer_normalised(L, d, t) @ (w * kernel(t))
+
+
+def hyp0f1_series(b, z, terms=30):
+    """``0F1(; b; z)`` by its power series (for small ``|z|``).
+
+    Parameters
+    ----------
+    b : float
+        Parameter ``> 0``.
+    z : array_like
+        Argument, ``|z| <= 1`` recommended.
+    terms : int, default 30
+
+    Returns
+    -------
+    ndarray, shape of ``z``
+
+    Raises
+    ------
+    ValueError
+        If ``b <= 0``.
+    """
+    if not b > 0:
+        raise ValueError(f"b must be > 0, got {b!r}")
+    z = np.asarray(z, dtype=float)
+    term = np.ones_like(z)
+    out = np.ones_like(z)
+    for k in range(terms):
+        term = term * z / ((b + k) * (k + 1))
+        out = out + term
+    return out
+
+
+def a_exp(l, d, c):
+    """Closed-form Funk-Hecke eigenvalue of ``exp(c t)``.
+
+    Parameters
+    ----------
+    l : int or ndarray of int
+        Degree(s).
+    d : int
+        Ambient dimension ``>= 3``.
+    c : float
+        Rate ``> 0``.
+
+    Returns
+    -------
+    ndarray
+        ``(c/2)^l Gamma(d/2)/Gamma(d/2+l) 0F1(d/2+l; c^2/4)``.
+
+    Raises
+    ------
+    ValueError
+        For invalid ``d`` or ``c <= 0``.
+
+    References
+    ----------
+    docs/specs/paper003_kgd.md section 3 (closed forms).
+    """
+    d = check_dim(d)
+    if not c > 0:
+        raise ValueError(f"c must be > 0, got {c!r}")
+    l = np.atleast_1d(np.asarray(l))
+    pref = np.exp(l * np.log(c / 2) + gammaln(d / 2) - gammaln(d / 2 + l))
+    return pref * np.array([hyp0f1_series(d / 2 + li, c * c / 4) for li in l])
+
+
+def lam_ind(l, d):
+    """Eigenvalues of the paper's eq. (3) kernel ``exp((t-1)/sqrt d)``; see :func:`a_exp`."""
+    return np.exp(-d ** -0.5) * a_exp(l, d, d ** -0.5)
+
+
+def lam_soft(l, d):
+    """Eigenvalues of the softmax kernel ``exp(t/sqrt d)``; see :func:`a_exp`."""
+    return a_exp(l, d, d ** -0.5)
+
+
+def lam_gs(l, d, extra=1.0):
+    """Eigenvalues of the GS-ORF kernel (eq. 4): ``extra * e^{-s} a_l(r)^2``; see :func:`a_exp`."""
+    return extra * np.exp(-d ** -0.5) * a_exp(l, d, d ** -0.25) ** 2
+
+
+def kernel_ind_paper(t, d):
+    """Paper eq. (3): ``exp((t-1)/sqrt d)`` (Gaussian RBF, unit diagonal)."""
+    return np.exp((np.asarray(t, float) - 1) / np.sqrt(d))
+
+
+def kernel_softmax(t, d):
+    """Softmax kernel ``exp(t/sqrt d)``, the true expectation of feature map (1)."""
+    return np.exp(np.asarray(t, float) / np.sqrt(d))
+
+
+def kernel_gs(t, d, extra=1.0):
+    """Paper eq. (4): ``extra * e^{-s} 0F1(d/2; (1+t) s / 2)``, ``s = d^{-1/2}``."""
+    s = d ** -0.5
+    return extra * np.exp(-s) * hyp0f1_series(d / 2, (1 + np.asarray(t, float)) * s / 2)
+
+
+def kernel_rhf_table2(t, d, w=0.7):
+    """Reverse-engineered Table-2 RHF surrogate ``(1-w) K_ind + w K_GS`` (not in the paper)."""
+    if not 0 <= w <= 1:
+        raise ValueError(f"w must lie in [0, 1], got {w!r}")
+    return (1 - w) * kernel_ind_paper(t, d) + w * kernel_gs(t, d)
+
+
+def riesz_zonal(t, sigma):
+    """Riesz kernel on the sphere as a zonal profile, ``|x-y|^{-sigma}`` with ``|x-y|^2 = 2-2t``.
+
+    Uses the engine convention :func:`rieszflow.engine.energy.riesz.riesz_kernel`.
+    """
+    return riesz_kernel(np.sqrt(np.maximum(2 - 2 * np.asarray(t, float), 0.0)), sigma)
+
+
+#: Variant registry (spec section 2.4): id -> (K1 profile, K2 profile, lam1, lam2).
+VARIANTS = {
+    "P": (kernel_ind_paper, kernel_gs, lam_ind, lam_gs),
+    "C1": (kernel_softmax, kernel_gs, lam_soft, lam_gs),
+    "C2": (kernel_ind_paper, lambda t, d: kernel_gs(t, d, np.exp(-d ** -0.5)), lam_ind,
+           lambda l, d: lam_gs(l, d, np.exp(-d ** -0.5))),
+    "PERF": (kernel_softmax, kernel_softmax, lam_soft, lam_soft),
+}
+
+
+def _variant(v):
+    if v not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {v!r}")
+    return VARIANTS[v]
+
+
+def kgd_series(lam1, lam2, d):
+    """KGD from two eigenvalue sequences: ``sqrt(sum N_{d,l} (lam1_l - lam2_l)^2)``.
+
+    Parameters
+    ----------
+    lam1, lam2 : array_like, shape (L+1,)
+    d : int
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", Def. 4.1.
+    """
+    lam1, lam2 = np.asarray(lam1, float), np.asarray(lam2, float)
+    if lam1.shape != lam2.shape or lam1.ndim != 1:
+        raise ValueError(f"lam1, lam2 must be 1-D of equal shape, got {lam1.shape}, {lam2.shape}")
+    N = np.array([float(multiplicity(d, l)) for l in range(lam1.size)])
+    return float(np.sqrt(np.sum(N * (lam1 - lam2) ** 2)))
+
+
+def kgd_closed_form(d, variant="P", L=20):
+    """KGD of a registry variant by the series with closed-form eigenvalues."""
+    _, _, l1, l2 = _variant(variant)
+    ls = np.arange(L + 1)
+    return kgd_series(l1(ls, d), l2(ls, d), d)
+
+
+def kgd_parseval(k1, k2, d):
+    """KGD by Parseval, ``sqrt(E_t[(K1-K2)^2])``, adaptive 1-D quadrature of the t-density.
+
+    Parameters
+    ----------
+    k1, k2 : callable
+        Zonal profiles.
+    d : int
+
+    Returns
+    -------
+    float
+    """
+    d = check_dim(d)
+    cd = c_d(d)
+    f = lambda t: cd * (1 - t * t) ** ((d - 3) / 2) * (float(k1(t)) - float(k2(t))) ** 2
+    val, _ = integrate.quad(f, -1, 1, epsabs=0, epsrel=1e-13, limit=200)
+    return float(np.sqrt(val))
+
+
+def kgd_listing(d, k1, k2, L_max=40, n_quad=400):
+    """The paper's listing (App. D): Gauss-Legendre nodes times the Jacobi weight.
+
+    Reproduces its pitfall: with few nodes at large d the weight is under-resolved
+    (AT-14: d = 128, n_quad = 41 gives 0.0099786 instead of 0.0071217).
+    """
+    d = check_dim(d)
+    t, w = np.polynomial.legendre.leggauss(int(n_quad))
+    w = c_d(d) * w * (1 - t * t) ** ((d - 3) / 2)
+    P = gegenbauer_normalised(L_max, d, t)
+    lam1, lam2 = P @ (w * k1(t)), P @ (w * k2(t))
+    return kgd_series(lam1, lam2, d)
+
+
+def fit_loglog(x, y):
+    """Least-squares fit ``log y = a + b log x``; returns ``(slope, prefactor, R^2)``."""
+    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
+    b, a = np.polyfit(lx, ly, 1)
+    res = ly - (a + b * lx)
+    r2 = 1 - np.sum(res ** 2) / np.sum((ly - ly.mean()) ** 2)
+    return float(b), float(np.exp(a)), float(r2)
+
+
+def _rng(rng):
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def sample_gs_orf(m, d, rng=None, orf_norm="unit"):
+    """GS-ORF frequencies: stacked independent Haar-orthogonal d x d blocks, truncated to m rows.
+
+    Parameters
+    ----------
+    m, d : int
+        Number of features ``>= 1`` and dimension ``>= 3``.
+    rng : numpy.random.Generator or seed
+    orf_norm : {"unit", "chi"}
+        ``"unit"``: rows of norm 1 (the paper, eq. 4); ``"chi"``: rows rescaled to independent
+        chi_d norms (Performer; expected kernel is the softmax kernel).
+
+    Returns
+    -------
+    ndarray, shape (m, d), float64
+
+    Raises
+    ------
+    ValueError
+        For invalid ``m``, ``d`` or ``orf_norm``.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", section 5.2.
+    """
+    d = check_dim(d)
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
+    if orf_norm not in ("unit", "chi"):
+        raise ValueError(f"orf_norm must be 'unit' or 'chi', got {orf_norm!r}")
+    rng = _rng(rng)
+    blocks = []
+    for _ in range(-(-int(m) // d)):
+        Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+        blocks.append((Q * np.sign(np.diag(R))).T)
+    W = np.concatenate(blocks)[: int(m)]
+    if orf_norm == "chi":
+        W = W * np.sqrt(rng.chisquare(d, size=(W.shape[0], 1)))
+    return W
+
+
+def sample_rhf(m, d, rng=None, haar=False):
+    """Random Hadamard frequencies: rows of ``H_d D / sqrt d`` (fresh sign diagonal per block).
+
+    Parameters
+    ----------
+    m, d : int
+        Features and dimension (``d`` a power of 2).
+    rng : numpy.random.Generator or seed
+    haar : bool, default False
+        Apply one Haar rotation ``omega -> Q^T omega`` (paper eq. 5).
+
+    Returns
+    -------
+    ndarray, shape (m, d)
+
+    Raises
+    ------
+    ValueError
+        If ``d`` is not a power of 2 or ``m < 1``.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", section 5.3, eq. (5).
+    """
+    from scipy.linalg import hadamard
+
+    d = check_dim(d)
+    if d & (d - 1):
+        raise ValueError(f"d must be a power of 2 for Sylvester Hadamard blocks, got {d}")
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
+    rng = _rng(rng)
+    H = hadamard(d).astype(float) / np.sqrt(d)
+    W = np.concatenate([H * rng.choice([-1.0, 1.0], size=d) for _ in range(-(-int(m) // d))])[: int(m)]
+    if haar:
+        W = W @ sample_gs_orf(d, d, rng)
+    return W
+
+
+def positive_features(X, W):
+    """Positive random features of eq. (1): ``m^{-1/2} exp(r W x - s |x|^2 / 2)``.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+    W : ndarray, shape (m, d)
+
+    Returns
+    -------
+    ndarray, shape (n, m)
+
+    Raises
+    ------
+    ValueError
+        If the dimensions disagree.
+    """
+    X, W = np.asarray(X, float), np.asarray(W, float)
+    if X.ndim != 2 or W.ndim != 2 or X.shape[1] != W.shape[1]:
+        raise ValueError(f"X (n, d) and W (m, d) must share d, got {X.shape}, {W.shape}")
+    d = X.shape[1]
+    s = d ** -0.5
+    return np.exp(d ** -0.25 * X @ W.T - s * np.sum(X * X, 1, keepdims=True) / 2) / np.sqrt(W.shape[0])
