@@ -19,7 +19,7 @@ import numpy as np
 from scipy import integrate
 from scipy.special import gammaln, roots_jacobi
 
-from rieszflow.engine.energy.riesz import riesz_kernel
+from rieszflow.engine.energy.interaction import riesz_kernel
 
 __all__ = [
     "check_dim", "multiplicity", "gegenbauer_normalised", "c_d", "jacobi_nodes",
