@@ -496,3 +496,23 @@ def test_cupy_matches_numpy(name):
     np.testing.assert_allclose(cp.asnumpy(phi_g), phi, rtol=1e-12, atol=1e-14)
     for g, g_g in zip(fm.backward(w, cache), fm.backward(cp.asarray(w), cache_g)):
         np.testing.assert_allclose(cp.asnumpy(g_g), g, rtol=1e-11, atol=1e-13)
+
+
+def test_draws_constants_follows_the_registry():
+    """The registry, not a caller's list, says which maps need stored constants."""
+    from rieszflow.engine.features import FEATURE_MAPS
+    assert FEATURE_MAPS["elu"].draws_constants() is True
+    assert FEATURE_MAPS["elu"].draws_constants(bias_std=0.0) is False
+    assert FEATURE_MAPS["elu"].draws_constants(b=np.zeros(3)) is False
+    assert FEATURE_MAPS["cos2"].draws_constants() is True
+    assert FEATURE_MAPS["cos2"].draws_constants(b=np.zeros(3)) is False
+    assert FEATURE_MAPS["rff"].draws_constants() is True
+    for name in ("favor", "softplus", "sigmoid2", "softmaxfeat", "porf_softplus"):
+        assert FEATURE_MAPS[name].draws_constants() is False, name
+    # agreement with construction: a map that does not draw builds without an rng
+    for name, cls in FEATURE_MAPS.items():
+        if not cls.draws_constants():
+            make_feature_map(name, 3, 4)
+        else:
+            with pytest.raises(ValueError, match="rng=None"):
+                make_feature_map(name, 3, 4)

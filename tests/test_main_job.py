@@ -137,9 +137,13 @@ def test_refuses_overwrite_and_resumes(tmp_path, capsys):
     assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--out", str(out)]) == 0
     assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--out", str(out)]) == 2
     assert "already exists" in capsys.readouterr().err
-    # a finished run: --resume says there is nothing to resume (and touches nothing)
-    assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--resume", "--out", str(out)]) == 2
-    assert "complete run" in capsys.readouterr().err
+    # a finished run: --resume says there is nothing to resume, prints the stored metrics, exit 0
+    # (as every subcommand does), and touches nothing
+    before = out.read_bytes()
+    assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--resume", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "is complete: nothing to resume" in printed and "accuracy" in printed
+    assert out.read_bytes() == before
 
 
 def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):

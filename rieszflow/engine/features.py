@@ -170,6 +170,30 @@ class FeatureMap(abc.ABC):
         self.check_finite = bool(check_finite)
         self._init_fixed(rng, fixed)
 
+    @classmethod
+    def draws_constants(cls, **options):
+        """Whether a map built with ``options`` draws random fixed constants.
+
+        A learned kernel can be rebuilt from its particles alone only when this is
+        False, or when the constants (``fixed_names``) were stored with them.
+
+        Parameters
+        ----------
+        **options
+            The constructor's map-specific options (e.g. ``bias_std`` for elu);
+            unknown keys are ignored here (the constructor validates them).
+
+        Returns
+        -------
+        bool
+            True if the constructor would draw constants from ``rng``.
+
+        References
+        ----------
+        paper 000, App. D (fixed phases and biases of the feature maps).
+        """
+        return bool(cls.fixed_names) and all(options.get(n) is None for n in cls.fixed_names)
+
     # -- to be specialised ------------------------------------------------------------
     def _init_fixed(self, rng, fixed):
         """Draw or take the fixed constants; ``fixed`` holds the map-specific options."""
@@ -526,6 +550,25 @@ class EluFeatureMap(_L1FeatureMap):
     has_bias = True
     fixed_names = ("b",)
     options = FeatureMap.options + ("bias_std", "b")
+
+    @classmethod
+    def draws_constants(cls, **options):
+        """Whether a map built with ``options`` draws its biases (``bias_std > 0``, no ``b``).
+
+        Parameters
+        ----------
+        **options
+            ``bias_std`` (default 1.0) and ``b``; other keys are ignored.
+
+        Returns
+        -------
+        bool
+
+        References
+        ----------
+        paper 000, App. D.
+        """
+        return options.get("b") is None and float(options.get("bias_std", 1.0)) > 0.0
 
     def _init_fixed(self, rng, fixed):
         self.bias_std = check_real("bias_std", fixed.pop("bias_std", 1.0), nonnegative=True)

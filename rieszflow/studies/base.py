@@ -18,7 +18,8 @@ from typing import Any, Mapping
 from rieszflow.engine._checks import check_int, check_real
 
 __all__ = ["from_mapping", "unwrap_config", "load_config_mapping", "config_real", "config_int",
-           "is_int", "is_real", "add_output_arguments"]
+           "is_int", "is_real", "add_output_arguments", "add_study_arguments", "resolve_config",
+           "given_options", "build_config", "replace_config"]
 
 
 def is_int(v) -> bool:
@@ -204,3 +205,190 @@ def add_output_arguments(parser, default_out: str, *, resume_help: str | None = 
     if plots:
         parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or stage lines")
+
+
+def add_study_arguments(parser, *, default_out: str, backends=("numpy",), quick_help: str | None = None,
+                        resume_help: str | None = None, plots: bool = True,
+                        seed_help: str = "root seed (default: the --config file's, else 0)",
+                        set_help: str = "override a config field (typed like the field; tuples as "
+                                        "comma-separated values), repeatable") -> None:
+    """Add the one CLI contract every study shares (docs/cli.md).
+
+    ``--quick`` (where the study has sizes), ``--config FILE`` (JSON, or any HDF5 file rieszflow
+    wrote), ``--seed``, ``--backend``, ``--set KEY=VALUE``, and the output options of
+    :func:`add_output_arguments` (``--out``, ``--overwrite``, ``--resume``, ``--no-plots``,
+    ``--quiet``). Resolve them with :func:`resolve_config`.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+    default_out : str
+        The default output path as shown in the help.
+    backends : tuple of str, default ("numpy",)
+        Allowed ``--backend`` values.
+    quick_help : str, optional
+        Help of ``--quick``; None when the study has no sizes (no ``--quick``).
+    resume_help : str, optional
+        Help of ``--resume`` (default: the shared wording).
+    plots : bool, default True
+        Whether the study draws figures (adds ``--no-plots``).
+    seed_help, set_help : str
+        Help of ``--seed`` and ``--set``.
+    """
+    from rieszflow.studies.cli import non_negative_int
+
+    if quick_help is not None:
+        parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="configuration file: JSON, or any HDF5 file rieszflow wrote (its stored "
+                             "configuration); strict, unknown keys are an error; options given on "
+                             "the command line override it")
+    parser.add_argument("--seed", type=non_negative_int, default=None, help=seed_help)
+    parser.add_argument("--backend", choices=tuple(backends), default=None,
+                        help=f"array backend, one of {', '.join(backends)} (default: the --config "
+                             f"file's, else numpy)")
+    add_output_arguments(parser, default_out, plots=plots, resume_help=resume_help or (
+        "continue the run in --out: its stored configuration is the default, and options given "
+        "that differ from it are an error naming key, stored and given value"))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
+
+
+def given_options(**options) -> dict:
+    """The command-line options that were given: ``options`` without the None values.
+
+    Parameters
+    ----------
+    **options
+        Option name to parsed value (None when the option was not given).
+
+    Returns
+    -------
+    dict
+    """
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def build_config(cfg_cls, mapping: Mapping[str, Any]):
+    """Build a study configuration from a mapping with the class's own constructor.
+
+    Parameters
+    ----------
+    cfg_cls : dataclass type
+        A configuration class; its ``from_dict`` (or ``from_mapping``) classmethod is used when
+        it has one (nested or tuple fields), else :func:`from_mapping`.
+    mapping : Mapping
+        The fields.
+
+    Returns
+    -------
+    instance of ``cfg_cls``
+
+    Raises
+    ------
+    ValueError
+        On unknown keys or invalid values.
+    """
+    build = getattr(cfg_cls, "from_dict", None) or getattr(cfg_cls, "from_mapping", None)
+    try:
+        return build(dict(unwrap_config(mapping))) if build is not None else from_mapping(cfg_cls, mapping)
+    except TypeError as e:
+        raise ValueError(f"{cfg_cls.__name__}: {e}") from None
+
+
+def replace_config(cfg, changes: Mapping[str, Any]):
+    """``cfg`` with ``changes`` applied and validated (its ``replace`` method, else
+    :func:`dataclasses.replace`).
+
+    Parameters
+    ----------
+    cfg : dataclass instance
+    changes : Mapping
+
+    Returns
+    -------
+    same type as ``cfg``
+
+    Raises
+    ------
+    ValueError
+        On unknown keys (listing the allowed ones) or invalid values.
+    """
+    if not changes:
+        return cfg
+    known = {f.name for f in dataclasses.fields(cfg)}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise ValueError(f"unknown {type(cfg).__name__} keys {unknown}; allowed: {sorted(known)}")
+    try:
+        if hasattr(cfg, "replace"):
+            return cfg.replace(**changes)
+        return dataclasses.replace(cfg, **changes)
+    except TypeError as e:
+        raise ValueError(f"{type(cfg).__name__}: {e}") from None
+
+
+def resolve_config(cfg_cls, preset, *, config_file=None, given: Mapping[str, Any] | None = None,
+                   overrides=(), special=None, resume_from=None):
+    """The one configuration rule of every subcommand.
+
+    A fresh run starts from the preset (``--quick`` or the full sizes), whose keys the
+    ``--config FILE`` (if given) overrides, a full file replacing it entirely; then the options
+    given on the command line, then ``--set`` items. With
+    ``--resume`` and an existing ``--out`` file, the configuration stored in the file is the
+    default and is returned unchanged: every given option or ``--set`` item that differs from
+    it is an error naming the key, the stored and the given value.
+
+    Parameters
+    ----------
+    cfg_cls : dataclass type
+        The study's configuration class.
+    preset : instance of ``cfg_cls``
+        The configuration of the chosen size preset (with a ``to_dict`` method).
+    config_file : path-like, optional
+        ``--config``: a JSON file or an HDF5 file rieszflow wrote.
+    given : Mapping, optional
+        Options given on the command line (leave out the options not given; see
+        :func:`given_options`).
+    overrides : sequence of str
+        ``--set KEY=VALUE`` items (typed by :func:`studies.cli.parse_overrides`).
+    special : dict of str to callable, optional
+        ``--set`` parsers for fields with their own syntax.
+    resume_from : path-like, optional
+        ``--out`` when ``--resume`` is given.
+
+    Returns
+    -------
+    instance of ``cfg_cls``
+
+    Raises
+    ------
+    ValueError
+        On a bad file, unknown keys, invalid values, ``--config`` together with ``--resume`` of
+        an existing file, or given options that differ from a resumed file's configuration.
+    """
+    from rieszflow.studies.cli import parse_overrides
+
+    given = dict(given or {})
+    if resume_from is not None and Path(resume_from).is_file():
+        if config_file is not None:
+            raise ValueError(f"--resume continues {resume_from} with the configuration it stores; "
+                             f"--config does not apply")
+        stored = build_config(cfg_cls, load_config_mapping(resume_from))
+        changes = dict(given)
+        changes.update(parse_overrides(overrides, cfg_cls, special, defaults=stored))
+        diff = []
+        for key, value in changes.items():
+            new = getattr(replace_config(stored, {key: value}), key)
+            if new != getattr(stored, key):
+                diff.append(f"{key}: stored {getattr(stored, key)!r}, given {new!r}")
+        if diff:
+            raise ValueError(f"--resume: {resume_from} was written with another configuration "
+                             f"({'; '.join(diff)}); drop these options (the file's configuration is "
+                             f"the default) or start again with --overwrite")
+        return stored
+    cfg = preset
+    if config_file is not None:                 # the file's keys override the preset's
+        cfg = build_config(cfg_cls, {**preset.to_dict(), **load_config_mapping(config_file)})
+    cfg = replace_config(cfg, given)
+    return replace_config(cfg, parse_overrides(overrides, cfg_cls, special, defaults=cfg))

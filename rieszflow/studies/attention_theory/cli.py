@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rieszflow.studies.base import add_study_arguments
+
 __all__ = ["DEFAULT_OUT", "register", "run_from_args"]
 
 #: Default output file (relative to the working directory; ``runs/`` is git-ignored).
@@ -39,20 +41,11 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "it and prints the report table.",
         allow_abbrev=False,
     )
-    p.add_argument("--quick", action="store_true",
-                   help="about one minute or less: fewer instances, N <= 1000")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed of the host random generator (default: the config's, 0)")
-    p.add_argument("--out", default=DEFAULT_OUT, metavar="PATH",
-                   help=f"HDF5 output file, .h5/.hdf5/.nc (default: {DEFAULT_OUT})")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    p.add_argument("--quiet", action="store_true", help="print neither progress nor the table")
-    p.add_argument("--config", default=None, metavar="JSON",
-                   help="JSON file of config overrides (strict: unknown keys are an error); "
-                        "applied on top of --quick when both are given")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config field (repeatable; typed like the field's default)")
+    add_study_arguments(p, default_out=DEFAULT_OUT, backends=("numpy",),
+                        quick_help="about one minute or less: fewer instances, N <= 1000",
+                        resume_help="continue --out: a complete file is reported as stored; an "
+                                    "incomplete one is recomputed from its stored configuration "
+                                    "(the study writes once, at the end)")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -71,26 +64,28 @@ def run_from_args(args: argparse.Namespace) -> int:
         0 on success, 2 on bad input (invalid config, existing output without
         ``--overwrite``); the error is printed to stderr.
     """
+    from pathlib import Path
+
     from rieszflow.studies.attention_theory.config import AttentionTheoryConfig
     from rieszflow.studies.attention_theory.study import check_output, run
+    from rieszflow.studies.base import given_options, resolve_config
 
+    out = Path(args.out or DEFAULT_OUT)
     try:
-        config = AttentionTheoryConfig.quick() if args.quick else AttentionTheoryConfig()
-        if args.config is not None:
-            config = AttentionTheoryConfig.from_json(args.config, base=config)
-        if args.seed is not None:
-            config = AttentionTheoryConfig.from_mapping({"seed": args.seed}, base=config)
-        if args.set:
-            from rieszflow.studies.cli import parse_overrides
-
-            config = AttentionTheoryConfig.from_mapping(
-                parse_overrides(args.set, AttentionTheoryConfig, defaults=config), base=config)
-        check_output(args.out, args.overwrite)
+        config = resolve_config(AttentionTheoryConfig,
+                                AttentionTheoryConfig.quick() if args.quick else AttentionTheoryConfig(),
+                                config_file=args.config, given=given_options(seed=args.seed), overrides=args.set,
+                                resume_from=out if args.resume else None)
+        check_output(out, args.overwrite or args.resume)
     except (ValueError, TypeError, FileExistsError, FileNotFoundError) as e:
         print(f"rieszflow attention-theory: error: {e}", file=sys.stderr)
         return 2
-    result = run(config, args.out, overwrite=args.overwrite, quiet=args.quiet, plots=not args.no_plots)
+    result = run(config, out, overwrite=args.overwrite, quiet=args.quiet, plots=not args.no_plots,
+                 resume=args.resume)
     if not args.quiet:
         print(result["table"])
-        print(f"\nwrote {result['path']}" + "".join(f", {p}" for p in result["plots"]))
+        if result.get("resumed") == "complete":
+            print(f"\n{out} is complete: nothing to resume (the table above is the stored report)")
+        else:
+            print(f"\nwrote {result['path']}" + "".join(f", {p}" for p in result["plots"]))
     return 0

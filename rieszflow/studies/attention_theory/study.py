@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rieszflow.engine.storage import TrajectoryWriter, check_resumable, open_run
 from rieszflow.studies.attention_theory.config import AttentionTheoryConfig
 
 
@@ -89,70 +90,71 @@ _DESCRIPTIONS = {
 }
 
 
-def _write(path: Path, config: AttentionTheoryConfig, rows, fam, fp, model, table: str,
-           overwrite: bool):
-    from rieszflow.engine.storage import TrajectoryWriter
+def _attrs(config: AttentionTheoryConfig) -> dict:
+    """Root attributes of the study's file (besides kind, config, status, provenance)."""
+    return {"seed": config.seed, "backend": "numpy", "rtol_violation": RTOL,
+            "source": "paper 004 sections 5-6, appendices C-D; spec "
+                      "paper004_attention_theory.md sections 4-5"}
 
+
+def _write(w, rows, fam, fp, model, table: str) -> None:
+    """Store every row, the Cor. 30 family and the Prop. 26 iterations in the open writer ``w``."""
     ids = [r.bound_id for r in rows]
     n_trial = max(r.n_trials for r in rows)
     summaries = [r.summary() for r in rows]
-    with TrajectoryWriter(path, KIND, config=config.to_dict(), overwrite=overwrite,
-                          attrs={"seed": config.seed, "backend": "numpy", "rtol_violation": RTOL,
-                                 "source": "paper 004 sections 5-6, appendices C-D; spec "
-                                           "paper004_attention_theory.md sections 4-5",
-                                 "report": table}) as w:
-        w.set_attrs(**{f"model_{k}": v for k, v in model.items()})
-        w.dimension("bound", len(ids), coords=np.array(ids))
-        w.dimension("trial", n_trial, coords=np.arange(n_trial))
-        for name, vals in (("statement", [r.statement for r in rows]),
-                           ("token_sets", [r.token_sets for r in rows]),
-                           ("reference", [r.reference for r in rows]),
-                           ("note", [r.note for r in rows]),
-                           ("counterexample", [r.counterexample() for r in rows])):
-            w.variable(name, ("bound",), dtype=str, data=np.array(vals, dtype=object).astype(str))
-        float_summary = ["paper_constant", "corrected_constant", "sharpened_constant",
-                         "ratio_at_worst", "max_ratio", "max_ratio_over_paper",
-                         "max_ratio_over_corrected", "max_ratio_over_sharpened"]
-        for key in float_summary:
-            w.variable(key, ("bound",), data=np.array([s[key] for s in summaries]))
-        for key in ("paper_violations", "corrected_violations", "sharpened_violations",
-                    "paper_checked", "corrected_checked", "sharpened_checked", "paper_holds",
-                    "corrected_holds"):
-            w.variable(key, ("bound",), dtype="i8", data=np.array([s[key] for s in summaries]),
-                       attrs={"long_name": "1 holds, 0 fails, -1 no constant"}
-                       if key.endswith("holds") else None)
-        w.variable("n_trials", ("bound",), dtype="i8", data=np.array([r.n_trials for r in rows]))
-        for key in ("ratio", "paper", "corrected", "sharpened", "beta", "dim", "n_tokens", "k_ell"):
-            data = np.full((len(rows), n_trial), np.nan)
-            for i, r in enumerate(rows):
-                data[i, :r.n_trials] = getattr(r, key)
-            name = key if key in ("ratio", "beta", "dim", "n_tokens", "k_ell") else f"{key}_bound"
-            w.variable(name if name != "ratio" else "trial_ratio", ("bound", "trial"), data=data)
+    w.set_attrs(report=table)
+    w.set_attrs(**{f"model_{k}": v for k, v in model.items()})
+    w.dimension("bound", len(ids), coords=np.array(ids))
+    w.dimension("trial", n_trial, coords=np.arange(n_trial))
+    for name, vals in (("statement", [r.statement for r in rows]),
+                       ("token_sets", [r.token_sets for r in rows]),
+                       ("reference", [r.reference for r in rows]),
+                       ("note", [r.note for r in rows]),
+                       ("counterexample", [r.counterexample() for r in rows])):
+        w.variable(name, ("bound",), dtype=str, data=np.array(vals, dtype=object).astype(str))
+    float_summary = ["paper_constant", "corrected_constant", "sharpened_constant",
+                     "ratio_at_worst", "max_ratio", "max_ratio_over_paper",
+                     "max_ratio_over_corrected", "max_ratio_over_sharpened"]
+    for key in float_summary:
+        w.variable(key, ("bound",), data=np.array([s[key] for s in summaries]))
+    for key in ("paper_violations", "corrected_violations", "sharpened_violations",
+                "paper_checked", "corrected_checked", "sharpened_checked", "paper_holds",
+                "corrected_holds"):
+        w.variable(key, ("bound",), dtype="i8", data=np.array([s[key] for s in summaries]),
+                   attrs={"long_name": "1 holds, 0 fails, -1 no constant"}
+                   if key.endswith("holds") else None)
+    w.variable("n_trials", ("bound",), dtype="i8", data=np.array([r.n_trials for r in rows]))
+    for key in ("ratio", "paper", "corrected", "sharpened", "beta", "dim", "n_tokens", "k_ell"):
+        data = np.full((len(rows), n_trial), np.nan)
+        for i, r in enumerate(rows):
+            data[i, :r.n_trials] = getattr(r, key)
+        name = key if key in ("ratio", "beta", "dim", "n_tokens", "k_ell") else f"{key}_bound"
+        w.variable(name if name != "ratio" else "trial_ratio", ("bound", "trial"), data=data)
 
-        n_vals = np.exp(fam["log_n"])
-        w.dimension("N", len(n_vals), coords=n_vals, attrs={"long_name": "number of tokens"})
-        for key in ("log_n", "ratio_particles", "ratio_decimal", "ratio_jacobian", "prediction",
-                    "c30"):
-            w.variable(f"cor30_{key}", ("N",), data=fam[key])
-        w.set_attrs(cor30_slope=fam["slope"], cor30_intercept=fam["intercept"],
-                    cor30_rms_log_fit=fam["rms_log_fit"], cor30_rms_sqrt_fit=fam["rms_sqrt_fit"],
-                    cor30_crossing_log_n=fam["crossing_log_n"])
+    n_vals = np.exp(fam["log_n"])
+    w.dimension("N", len(n_vals), coords=n_vals, attrs={"long_name": "number of tokens"})
+    for key in ("log_n", "ratio_particles", "ratio_decimal", "ratio_jacobian", "prediction",
+                "c30"):
+        w.variable(f"cor30_{key}", ("N",), data=fam[key])
+    w.set_attrs(cor30_slope=fam["slope"], cor30_intercept=fam["intercept"],
+                cor30_rms_log_fit=fam["rms_log_fit"], cor30_rms_sqrt_fit=fam["rms_sqrt_fit"],
+                cor30_crossing_log_n=fam["crossing_log_n"])
 
-        cases = fp["cases"]
-        n_it = len(fp[cases[0]]["max_deviation"])
-        w.dimension("case", len(cases), coords=np.array(cases))
-        w.dimension("iteration", n_it, coords=np.arange(n_it))
-        for key in ("max_deviation", "w1_to_fixed_point", "w1_between_inputs", "envelope"):
-            w.variable(key, ("case", "iteration"), data=np.stack([fp[c][key] for c in cases]))
-        for key in ("beta", "kappa", "paper_tau", "corrected_tau", "max_step_ratio",
-                    "measured_rate", "predicted_rate", "limit_gap"):
-            w.variable(f"case_{key}", ("case",), data=np.array([fp[c][key] for c in cases]))
-        for name, long_name in _DESCRIPTIONS.items():      # CF: every variable says what it is
-            extra = {}
-            if name.endswith("_holds"):
-                extra = {"flag_values": np.array([-1, 0, 1], dtype=np.int64),
-                         "flag_meanings": "no_constant fails holds"}
-            w.describe(name, long_name, **extra)
+    cases = fp["cases"]
+    n_it = len(fp[cases[0]]["max_deviation"])
+    w.dimension("case", len(cases), coords=np.array(cases))
+    w.dimension("iteration", n_it, coords=np.arange(n_it))
+    for key in ("max_deviation", "w1_to_fixed_point", "w1_between_inputs", "envelope"):
+        w.variable(key, ("case", "iteration"), data=np.stack([fp[c][key] for c in cases]))
+    for key in ("beta", "kappa", "paper_tau", "corrected_tau", "max_step_ratio",
+                "measured_rate", "predicted_rate", "limit_gap"):
+        w.variable(f"case_{key}", ("case",), data=np.array([fp[c][key] for c in cases]))
+    for name, long_name in _DESCRIPTIONS.items():      # CF: every variable says what it is
+        extra = {}
+        if name.endswith("_holds"):
+            extra = {"flag_values": np.array([-1, 0, 1], dtype=np.int64),
+                     "flag_meanings": "no_constant fails holds"}
+        w.describe(name, long_name, **extra)
 
 
 def check_output(out, overwrite: bool = False) -> Path:
@@ -185,7 +187,7 @@ def check_output(out, overwrite: bool = False) -> Path:
 
 
 def run(config: AttentionTheoryConfig, out, overwrite: bool = False, quiet: bool = False,
-        plots: bool = True) -> dict:
+        plots: bool = True, resume: bool = False) -> dict:
     """Run the study, write the HDF5 file and the plots, return the report.
 
     Parameters
@@ -199,6 +201,11 @@ def run(config: AttentionTheoryConfig, out, overwrite: bool = False, quiet: bool
         Suppress progress messages (on stderr).
     plots : bool, default True
         Draw the PNG figures beside the file (``--no-plots`` turns them off).
+    resume : bool, default False
+        Continue ``out``: a complete file is reported as it is (no computation); an incomplete
+        one (interrupted while writing) is recomputed from its stored configuration, which
+        must equal ``config``. The study writes once, at the end, so there is nothing partial
+        to keep.
 
     Returns
     -------
@@ -213,7 +220,13 @@ def run(config: AttentionTheoryConfig, out, overwrite: bool = False, quiet: bool
     ValueError
         If ``out`` has an unsupported suffix (see :func:`check_output`).
     FileExistsError
-        If ``out`` exists and ``overwrite`` is False (checked before any computation).
+        If ``out`` exists and neither ``overwrite`` nor ``resume`` is set (checked before any
+        computation).
+    FileNotFoundError
+        If ``resume`` is set and ``out`` does not exist.
+    engine.storage.RunFileError
+        If ``resume`` is set and ``out`` is not an attention-theory file, or another process
+        writes it.
 
     References
     ----------
@@ -221,16 +234,31 @@ def run(config: AttentionTheoryConfig, out, overwrite: bool = False, quiet: bool
     """
     if not isinstance(config, AttentionTheoryConfig):
         raise TypeError(f"config must be an AttentionTheoryConfig, got {type(config).__name__}")
-    path = check_output(out, overwrite)
+    if overwrite and resume:
+        raise ValueError("overwrite=True and resume=True exclude each other")
+    path = check_output(out, overwrite or resume)
+    if resume:
+        if not path.exists():
+            raise FileNotFoundError(f"resume: {path} does not exist; start the study without --resume")
+        check_resumable(path, KIND, config.to_dict())
+        ds = open_run(path, kind=KIND)
+        if ds.attrs.get("status") == "complete":       # nothing to compute: report what is stored
+            return {"table": str(ds.attrs.get("report", "")), "rows": None, "cor30": None,
+                    "fixed_point": None, "model": None, "path": path, "plots": [], "resumed": "complete"}
+        # The study writes once, at the end: an incomplete file is recomputed from its stored
+        # configuration (every draw is keyed on the seed, so the numbers are those of an
+        # uninterrupted run) and replaced under the run lock.
 
     def log(msg):
         if not quiet:
             print(f"[attention-theory] {msg}", file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
-    rows, fam, fp, model = experiments(config, log)
-    table = format_table(rows, model)
-    _write(path, config, rows, fam, fp, model, table, overwrite)
+    with TrajectoryWriter(path, KIND, config=config.to_dict(), overwrite=overwrite or resume,
+                          attrs=_attrs(config)) as w:       # holds the run lock while computing
+        rows, fam, fp, model = experiments(config, log)
+        table = format_table(rows, model)
+        _write(w, rows, fam, fp, model, table)
     plots = make_plots(path, rows, fam, fp) if plots else []
     log(f"done in {time.perf_counter() - t0:.1f} s -> {path}")
     return {"table": table, "rows": rows, "cor30": fam, "fixed_point": fp, "model": model,

@@ -6,8 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.base import add_output_arguments
-from rieszflow.studies.cli import non_negative_int
+from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
 
 __all__ = ["register", "run_from_args"]
 
@@ -31,18 +30,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "tilting with thermodynamic integration, and by the finite-N Chernoff bound, and "
                     "compares with the rate-function infimum of solvers.gibbs. Writes one HDF5 file, "
                     "a table and a PNG plot beside it.")
-    p.add_argument("--quick", action="store_true", help="the quick preset (N <= 32, a few minutes)")
-    p.add_argument("--config", type=Path, default=None,
-                   help="JSON file with a full LDPConfig (strict; overrides the presets)")
-    p.add_argument("--backend", choices=("numpy",), default=None,
-                   help="array backend (the batched chains are small: NumPy only; default: the "
-                        "--config file's, else numpy)")
-    p.add_argument("--seed", type=non_negative_int, default=None,
-                   help="root seed (default: the --config file's, else 0)")
-    add_output_arguments(p, "runs/ldp[-quick]-seed<seed>.h5",
-                         resume_help="continue an interrupted study in --out (finished (regime, N) cells are kept)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a top-level config field (repeatable; nested entries via --config)")
+    add_study_arguments(p, default_out="runs/ldp[-quick]-seed<seed>.h5", backends=("numpy",),
+                        quick_help="the quick preset (N <= 32, about half a minute on 2 cores)",
+                        resume_help="continue an interrupted study in --out (finished (regime, N) cells "
+                                    "are kept); its stored configuration is the default")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -60,21 +51,13 @@ def run_from_args(args: argparse.Namespace) -> int:
         0 on success; 2 on a bad configuration or output path (message on stderr); 1 if a
         solve of the limit did not converge.
     """
-    from rieszflow.studies.ldp.config import full_config, load_config, quick_config
+    from rieszflow.studies.ldp.config import LDPConfig, full_config, quick_config
     from rieszflow.studies.ldp.study import format_table, load_study, make_plot, run_ldp_study
 
-    given = {k: v for k, v in (("seed", args.seed), ("backend", args.backend)) if v is not None}
     try:
-        if args.config is not None:
-            cfg = load_config(args.config).replace(**given)  # only the options given override the file
-        elif args.resume and args.out is not None and Path(args.out).is_file():
-            cfg = load_config(args.out).replace(**given)     # --resume: the file's configuration
-        else:
-            cfg = (quick_config if args.quick else full_config)().replace(**given)
-        if args.set:
-            from rieszflow.studies.cli import parse_overrides
-
-            cfg = cfg.replace(**parse_overrides(args.set, type(cfg), defaults=cfg))
+        cfg = resolve_config(LDPConfig, (quick_config if args.quick else full_config)(),
+                             config_file=args.config, given=given_options(seed=args.seed, backend=args.backend),
+                             overrides=args.set, resume_from=args.out if args.resume else None)
     except (OSError, ValueError) as e:
         print(f"rieszflow ldp: error: {e}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ __all__ = ["register", "run_from_args", "format_metrics"]
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``run`` subcommand to ``subparsers`` (see :mod:`studies.cli`)."""
+    from rieszflow.studies.base import add_study_arguments
     from rieszflow.studies.cli import non_negative_int
     from rieszflow.studies.main_job.config import _FEATURE_MAPS
 
@@ -39,24 +40,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=non_negative_int, default=None, help="Phase B epochs (default 10)")
     p.add_argument("--phase-a-epochs", type=non_negative_int, default=None,
                    help="Phase A epochs (default 2; the paper allows up to 10)")
-    p.add_argument("--seed", type=non_negative_int, default=None,
-                   help="seed of every random draw: data order, initial particles, weights, dropout "
-                        "(default 0; with --resume, the file's)")
-    p.add_argument("--backend", choices=("numpy", "cupy"), default=None,
-                   help="array backend: numpy (CPU) or cupy (GPU, the 'gpu' extra) (default numpy; "
-                        "with --resume, the file's)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output HDF5 file (default runs/<dataset>-<run>-seed<seed>-<timestamp>.h5)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run from its last checkpoint; the configuration "
-                        "stored in --out is the default, and options given that differ from it "
-                        "are an error")
+    add_study_arguments(
+        p, default_out="runs/<dataset>-<run>-seed<seed>-<timestamp>.h5", backends=("numpy", "cupy"),
+        plots=False,
+        seed_help="seed of every random draw: data order, initial particles, weights, dropout "
+                  "(default 0; with --resume, the file's)",
+        set_help="override any config field (see studies/main_job/config.py), repeatable")
     p.add_argument("--smoke", action="store_true",
                    help="a seconds-long run through every code path (tiny model, 256 examples)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any config field (see studies/main_job/config.py), repeatable")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -75,31 +66,24 @@ def format_metrics(name: str, metrics: dict) -> str:
     return "\n".join(rows)
 
 
-def _config_for_resume(path: Path, changes: dict):
-    """The configuration stored in ``path``; options given on the command line must agree with it.
+def _complete_metrics(path: Path):
+    """The stored final metrics of a complete main-job file, or None if the run is not complete."""
+    from rieszflow.engine.storage import RunFileError, open_run
 
-    Raises
-    ------
-    ValueError
-        Listing every given option that differs from the stored value (key, stored, given), or
-        if the file stores no readable main-job configuration.
-    """
-    from rieszflow.studies.base import load_config_mapping
-    from rieszflow.studies.main_job.config import MainJobConfig
-
-    stored = MainJobConfig.from_dict(load_config_mapping(path))
-    diff = [(k, getattr(stored, k), v) for k, v in changes.items() if getattr(stored, k) != v]
-    if diff:
-        listed = "; ".join(f"{k}: stored {a!r}, given {b!r}" for k, a, b in diff)
-        raise ValueError(f"--resume: {path} was written with another configuration ({listed}); "
-                         f"drop these options (the file's configuration is the default) or start again "
-                         f"with --overwrite")
-    return stored
+    ds = open_run(path, kind="main_job")
+    if ds.attrs.get("status") != "complete":
+        return None
+    if "test_metrics" not in ds.variables:
+        raise RunFileError(f"{path}: a complete main-job file without 'test_metrics'")
+    metrics = {str(k): float(v) for k, v in zip(ds["metric"].values, ds["test_metrics"].values)}
+    metrics.update({k: float(ds.attrs[k]) for k in ("train_seconds", "phase_a_seconds", "phase_b_seconds")})
+    metrics["best_epoch"] = int(ds.attrs["best_epoch"])
+    return metrics
 
 
 def run_from_args(args) -> int:
     """Resolve the configuration from ``args``, run the main job, print the table."""
-    from rieszflow.studies.cli import parse_overrides
+    from rieszflow.studies.base import resolve_config
     from rieszflow.studies.main_job.config import SMOKE_OVERRIDES, MainJobConfig
 
     try:
@@ -124,11 +108,8 @@ def run_from_args(args) -> int:
             changes["epochs"] = args.epochs
         if args.phase_a_epochs is not None:
             changes["phase_a_epochs"] = args.phase_a_epochs
-        changes.update(parse_overrides(args.set, MainJobConfig))
-        if args.resume and args.out is not None and Path(args.out).is_file():
-            cfg = _config_for_resume(Path(args.out), changes)
-        else:
-            cfg = MainJobConfig().replace(**changes)
+        cfg = resolve_config(MainJobConfig, MainJobConfig(), config_file=args.config, given=changes,
+                             overrides=args.set, resume_from=args.out if args.resume else None)
     except ValueError as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)
         return 2
@@ -142,6 +123,12 @@ def run_from_args(args) -> int:
         out = Path("runs") / f"{cfg.dataset}-{cfg.name}-seed{cfg.seed}{'-smoke' if args.smoke else ''}-{stamp}.h5"
     else:
         out = args.out
+    if args.resume and Path(out).is_file():
+        stored = _complete_metrics(Path(out))
+        if stored is not None:                    # nothing to resume: report what the file holds
+            print(format_metrics(f"{cfg.name} ({cfg.dataset} test)", stored))
+            print(f"{out} is complete: nothing to resume (the table above is the stored result)")
+            return 0
     from rieszflow.studies.main_job.train import run_main_job
 
     print(f"rieszflow run: {cfg.name} on {cfg.dataset}, seed {cfg.seed}, backend {cfg.backend} -> {out}",

@@ -13,6 +13,7 @@ import numpy as np
 
 from rieszflow.engine._checks import check_int
 from rieszflow.engine.backend import to_numpy
+from rieszflow.engine.features import FEATURE_MAPS
 
 __all__ = ["load_learned_kernel"]
 
@@ -99,12 +100,15 @@ def load_learned_kernel(path, layer: int = 0, head: int = 0):
         raise ValueError(f"{path}: the final omega of layer {layer}, head {head} is not finite "
                          f"(an interrupted or diverged run?)")
     name = str(cfg["feature_map"])
+    if name not in FEATURE_MAPS:
+        raise RunFileError(f"{path}: config feature_map={name!r} is not a registered feature map; "
+                           f"allowed: {', '.join(FEATURE_MAPS)}")
     options = {"tau": float(cfg["tau"])}
     if "floor" in cfg:
         options["floor"] = float(cfg["floor"])
     if "feature_bias" in ds.variables:
         options["b"] = np.asarray(ds["feature_bias"].values[layer], dtype=np.float64)
-    elif name in ("cos2",) or (name == "elu" and float(cfg.get("bias_std", 1.0)) > 0):
+    elif FEATURE_MAPS[name].draws_constants(**cfg):
         raise ValueError(f"{path}: feature map {name!r} uses fixed random constants b that the file "
                          f"does not store (variable 'feature_bias' with dims (layer, particle)); "
                          f"the learned kernel cannot be rebuilt exactly")

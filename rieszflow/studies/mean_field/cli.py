@@ -6,8 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.base import add_output_arguments
-from rieszflow.studies.cli import non_negative_int
+from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
 
 __all__ = ["register", "run_from_args"]
 
@@ -30,19 +29,13 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "--backend cupy) and the FiPy PDE from the same rho_0 on an interval and a "
                     "rectangle, measures W1(mu_N(t), rho_t), fits the decay exponent in N, and "
                     "refines eta and the grid. Writes one HDF5 file, a table and PNG plots beside it.")
-    p.add_argument("--quick", action="store_true", help="the quick preset (3-7 minutes on 2 cores, docs/studies_mean_field.md)")
-    p.add_argument("--config", type=Path, default=None,
-                   help="JSON file with a full MeanFieldConfig (strict; overrides the presets)")
+    add_study_arguments(p, default_out="runs/mean_field[-quick]-seed<seed>.h5", backends=("numpy", "cupy"),
+                        quick_help="the quick preset (about three minutes on 2 cores, "
+                                   "docs/studies_mean_field.md)",
+                        resume_help="continue an interrupted study in --out (finished cells are kept); "
+                                    "its stored configuration is the default")
     p.add_argument("--problem", action="append", choices=("interval", "rectangle"), default=None,
                    help="run only this problem (repeatable; default: all)")
-    p.add_argument("--backend", choices=("numpy", "cupy"), default=None,
-                   help="particle backend (default: the --config file's, else numpy)")
-    p.add_argument("--seed", type=non_negative_int, default=None,
-                   help="root seed (default: the --config file's, else 0)")
-    add_output_arguments(p, "runs/mean_field[-quick]-seed<seed>.h5",
-                         resume_help="continue an interrupted study in --out (finished runs are kept)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a top-level config field (repeatable; nested entries via --config)")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -62,27 +55,19 @@ def run_from_args(args: argparse.Namespace) -> int:
         (message on stderr); 1 if a PDE reference solve did not converge.
     """
     from rieszflow.studies.mean_field.analysis import format_tables, load_study, make_plots, summary_tables
-    from rieszflow.studies.mean_field.config import full_config, load_config, quick_config
+    from rieszflow.studies.mean_field.config import MeanFieldConfig, full_config, quick_config
     from rieszflow.studies.mean_field.study import run_mean_field_study
 
-    given = {k: v for k, v in (("seed", args.seed), ("backend", args.backend)) if v is not None}
     try:
-        if args.config is not None:
-            cfg = load_config(args.config).replace(**given)  # only the options given override the file
-        elif args.resume and args.out is not None and Path(args.out).is_file():
-            cfg = load_config(args.out).replace(**given)     # --resume: the file's configuration
-        else:
-            cfg = (quick_config if args.quick else full_config)().replace(**given)
+        cfg = resolve_config(MeanFieldConfig, (quick_config if args.quick else full_config)(),
+                             config_file=args.config, given=given_options(seed=args.seed, backend=args.backend),
+                             overrides=args.set, resume_from=args.out if args.resume else None)
         if args.problem:
             kept = tuple(q for q in cfg.problems if q.name in args.problem)
             if not kept:
                 raise ValueError(f"--problem {' '.join(args.problem)} selects none of the configured problems "
                                  f"{[q.name for q in cfg.problems]}")
             cfg = cfg.replace(problems=kept)
-        if args.set:
-            from rieszflow.studies.cli import parse_overrides
-
-            cfg = cfg.replace(**parse_overrides(args.set, type(cfg), defaults=cfg))
     except (OSError, ValueError) as e:
         print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
         return 2

@@ -7,7 +7,7 @@ Problem choices (and why)
 equilibrium is the uniform law on :math:`[-\\lambda/\\gamma, \\lambda/\\gamma] = [-1, 1]`
 (:math:`V'' = 2\\lambda\\rho`), so at :math:`\\beta = 10` mass reaches the reflecting walls.
 :math:`\\rho_0` is a truncated :math:`N(0.5, 0.4^2)`: the flow moves and spreads it. The
-force is exact in O(N log N) (:class:`studies.mean_field.particles.SortedCoulomb1D`), so
+force is exact in O(N log N) (:class:`rieszflow.engine.energy.SortedCoulomb1D`), so
 N = 1e5 is cheap on a CPU. Why not the log kernel in 1-D: see
 :mod:`studies.mean_field.particles` (Euler's collision kicks do not vanish with eta).
 

@@ -30,7 +30,7 @@ Interaction evaluation
 * Any ``s`` and ``d``: the O(N^2) pair sums of :mod:`engine.energy.riesz` (Numba
   on the CPU, the chunked array-API reference on CuPy).
 * ``d = 1`` and ``s = -1`` (the 1-D Coulomb kernel :math:`g_{-1}(w) = -|w|`):
-  :class:`SortedCoulomb1D`, exact in O(N log N). The force is a count,
+  :class:`rieszflow.engine.energy.SortedCoulomb1D`, exact in O(N log N). The force is a count,
   :math:`\\sum_{j\\ne i}\\nabla g_{-1}(x_i - x_j) = -\\#\\{j: x_j < x_i\\} + \\#\\{j: x_j > x_i\\}`,
   and the energy a sorted prefix sum, so one sort gives both.
 
@@ -68,7 +68,7 @@ import scipy.stats
 
 from rieszflow.engine._checks import check_choice, check_int, check_points, check_real
 from rieszflow.engine.backend import get_backend, namespace, to_numpy
-from rieszflow.engine.energy import ExternalPotential, RieszEnergy, SortedCoulomb1D, SumEnergy
+from rieszflow.engine.energy import ExternalPotential, SumEnergy, make_energy
 from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
 from rieszflow.engine.energy.interaction import check_s
 from rieszflow.engine.simulate import BOUNDARIES, projected_langevin, run
@@ -143,7 +143,7 @@ def make_interaction(s, lam, d, *, method: str = "auto", normalization: str = "m
     d : int
         Space dimension, ``>= 1``.
     method : {"auto", "sorted", "numba", "numpy"}, default "auto"
-        ``"sorted"``: :class:`SortedCoulomb1D` (only ``d = 1``, ``s = -1``, no
+        ``"sorted"``: :class:`engine.energy.SortedCoulomb1D` (only ``d = 1``, ``s = -1``, no
         softening); ``"numba"``/``"numpy"``: :class:`engine.energy.RieszEnergy`
         pair sums; ``"auto"``: ``"sorted"`` when it applies, else the Riesz
         pair sums with their own automatic backend choice.
@@ -175,9 +175,9 @@ def make_interaction(s, lam, d, *, method: str = "auto", normalization: str = "m
         raise ValueError(f"method='sorted' is exact only for d=1, s=-1 and softening=0; got d={d}, "
                          f"s={s}, softening={softening}")
     if method == "sorted" or (method == "auto" and sortable):
-        return SortedCoulomb1D(lam=lam, normalization=normalization)
-    return RieszEnergy(s=s, lam=lam, normalization=normalization, softening=softening,
-                       method="auto" if method == "auto" else method)
+        return make_energy("coulomb1d", lam=lam, normalization=normalization)
+    return make_energy("riesz", s=s, lam=lam, normalization=normalization, softening=softening,
+                       method=method)
 
 
 def mean_field_drift(omega, potential: Energy, interaction: Energy):

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.cli import non_negative_int, parse_overrides
+from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
 
 __all__ = ["register", "run_from_args"]
 
@@ -33,21 +33,16 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "D. softmax against random-feature (and learned) kernels by W1 over time; "
                     "E. mean-field W1 between N and 4N tokens with a fitted rate. Writes one HDF5 "
                     "file (engine.storage.open_run) and PNG plots next to it, prints the tables.")
-    p.add_argument("--quick", action="store_true", help="small sizes: a minute or two on 2 CPU cores")
-    p.add_argument("--backend", choices=("numpy", "cupy"), default="numpy",
-                   help="array backend (cupy scales N to 1e5 tokens)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="master seed (default 0)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output HDF5 file (default runs/token_flow[-quick]-seed<seed>.h5)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    add_study_arguments(p, default_out="runs/token_flow[-quick]-seed<seed>.h5", backends=("numpy", "cupy"),
+                        quick_help="small sizes: a minute or two on 2 CPU cores",
+                        resume_help="continue --out: a complete file is reported as stored; an "
+                                    "incomplete one is recomputed from its stored configuration "
+                                    "(the study writes once, at the end)",
+                        set_help="override a config field (studies/token_flow/config.py); tuples as "
+                                 "comma-separated values, e.g. --set dims=2,3 --set betas=1,4; repeatable")
     p.add_argument("--kernel-from", type=Path, default=None, metavar="PATH",
                    help="main-job HDF5 file whose learned particles (layer/head: --set "
                         "learned_layer=.. learned_head=..) drive one more flow")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config field (studies/token_flow/config.py); tuples as "
-                        "comma-separated values, e.g. --set dims=2,3 --set betas=1,4; repeatable")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -68,39 +63,45 @@ def run_from_args(args) -> int:
     from rieszflow.studies.token_flow.config import GPU_OVERRIDES, QUICK_OVERRIDES, TokenFlowConfig
 
     prog = "rieszflow token-flow"
+    out = args.out
     try:
-        changes = {"seed": args.seed, "backend": args.backend}
+        given = given_options(seed=args.seed, backend=args.backend,
+                              kernel_from=None if args.kernel_from is None else str(args.kernel_from))
         if args.backend == "cupy":
-            changes.update(GPU_OVERRIDES)
+            given.update({k: v for k, v in GPU_OVERRIDES.items()})
         if args.quick:
-            changes.update(QUICK_OVERRIDES)
-        changes.update(parse_overrides(args.set, TokenFlowConfig, {"wendel_cases": _wendel_cases}))
-        cfg = TokenFlowConfig().replace(**changes)
-        if args.kernel_from is not None:
-            if not args.kernel_from.exists():
-                raise ValueError(f"--kernel-from {str(args.kernel_from)!r} does not exist; pass a "
+            given.update(QUICK_OVERRIDES)
+        cfg = resolve_config(TokenFlowConfig, TokenFlowConfig(), config_file=args.config, given=given,
+                             overrides=args.set, special={"wendel_cases": _wendel_cases},
+                             resume_from=out if args.resume else None)
+        if cfg.kernel_from is not None:
+            if not Path(cfg.kernel_from).exists():
+                raise ValueError(f"--kernel-from {cfg.kernel_from!r} does not exist; pass a "
                                  f"main-job HDF5 file written by 'rieszflow run'")
             from rieszflow.studies.main_job.kernels import load_learned_kernel
 
-            load_learned_kernel(args.kernel_from, cfg.learned_layer, cfg.learned_head)
+            load_learned_kernel(cfg.kernel_from, cfg.learned_layer, cfg.learned_head)
     except ValueError as e:       # includes engine.storage.RunFileError (a foreign --kernel-from)
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     out = args.out or Path("runs") / f"token_flow{'-quick' if args.quick else ''}-seed{cfg.seed}.h5"
     from rieszflow.engine.storage import RunFileError
-    from rieszflow.studies.token_flow.study import run_token_flow_study, summary
+    from rieszflow.studies.token_flow.study import run_token_flow_study
 
     print(f"{prog}: {'quick' if args.quick else 'full'} study, seed {cfg.seed}, backend {cfg.backend} -> {out}",
           flush=True)
     t0 = time.perf_counter()
     try:
-        res = run_token_flow_study(cfg, out, kernel_from=args.kernel_from, overwrite=args.overwrite,
+        res = run_token_flow_study(cfg, out, overwrite=args.overwrite, resume=args.resume,
                                    quiet=args.quiet, plots=not args.no_plots,
                                    log=lambda s: print(s, flush=True))
     except (FileExistsError, FileNotFoundError, RunFileError, RuntimeError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
-    print(summary(res))
+    print(res["report"])
+    if res.get("resumed") == "complete":
+        print(f"{out} is complete: nothing to resume (the tables above are the stored report)")
+        return 0
     print(f"wall time {time.perf_counter() - t0:.1f} s; results in {out}")
     for path in res["plots"]:
         print(f"  plot: {path}")

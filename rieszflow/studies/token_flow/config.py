@@ -85,6 +85,8 @@ class TokenFlowConfig:
     kernel_records : int
     learned_layer, learned_head : int
         Head of a main-job file (``--kernel-from``) whose learned particles drive the flow.
+    kernel_from : str or None
+        That main-job HDF5 file (``--kernel-from``); None: no learned-kernel flow.
     mf_n : tuple of int
         Mean field (section E): each N is compared with 4N tokens from the same law.
     mf_beta : float
@@ -141,6 +143,7 @@ class TokenFlowConfig:
     kernel_records: int = 11
     learned_layer: int = 0
     learned_head: int = 0
+    kernel_from: str | None = None
     mf_n: tuple = (64, 256, 1024)
     mf_beta: float = 1.0
     mf_d: int = 3
@@ -190,6 +193,8 @@ class TokenFlowConfig:
         pos_int("mf_d", 2)
         for name in ("learned_layer", "learned_head", "seed"):
             pos_int(name, 0)
+        if self.kernel_from is not None and not (isinstance(self.kernel_from, str) and self.kernel_from):
+            fail("kernel_from", "None or the path of a main-job HDF5 file")
         for name in ("t_end", "dt", "cluster_eps", "phase_t_end", "phase_dt", "phase_delta",
                      "phase_tolerance", "phase_beta_check_max", "kernel_beta", "kernel_t_end",
                      "kernel_dt", "mf_beta", "mf_dt"):

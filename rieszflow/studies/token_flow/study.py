@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine.backend import get_backend, to_numpy
-from rieszflow.engine.storage import TrajectoryWriter
+from rieszflow.engine.storage import TrajectoryWriter, check_resumable, open_run
 from rieszflow.engine.tokenflow import (
     LinearKernel,
     SoftmaxKernel,
@@ -464,7 +464,7 @@ def _write(writer: TrajectoryWriter, results: dict) -> None:
 
 
 def run_token_flow_study(cfg: TokenFlowConfig, out, *, kernel_from=None, overwrite: bool = False,
-                         quiet: bool = True, plots: bool = True, log=print) -> dict:
+                         resume: bool = False, quiet: bool = True, plots: bool = True, log=print) -> dict:
     """Run sections A-E, write the HDF5 file and the plots, return the results.
 
     Parameters
@@ -473,8 +473,14 @@ def run_token_flow_study(cfg: TokenFlowConfig, out, *, kernel_from=None, overwri
     out : str or os.PathLike
         HDF5 file to create (kind ``"token_flow_study"``).
     kernel_from : str or os.PathLike, optional
-        A main-job file whose learned particles drive one more flow (section D).
+        A main-job file whose learned particles drive one more flow (section D); overrides
+        ``cfg.kernel_from``.
     overwrite : bool, default False
+    resume : bool, default False
+        Continue ``out``: a complete file is reported as stored (no computation); an incomplete
+        one (interrupted while writing) is recomputed from its stored configuration, which must
+        equal ``cfg``. The study writes once, at the end, and every section draws from its own
+        seed, so a recomputed file holds the numbers of an uninterrupted run.
     quiet : bool, default True
         No progress bars.
     plots : bool, default True
@@ -486,37 +492,54 @@ def run_token_flow_study(cfg: TokenFlowConfig, out, *, kernel_from=None, overwri
     -------
     dict
         ``grid``, ``wendel``, ``phase``, ``kernels``, ``mean_field``, ``timings``,
-        ``plots`` (paths), ``path``.
+        ``plots`` (paths), ``path``, ``report`` (the tables); after ``resume`` of a complete
+        file only ``path``, ``report``, ``plots`` (empty) and ``resumed = "complete"``.
 
     Raises
     ------
     FileExistsError
-        If ``out`` exists and ``overwrite`` is False.
+        If ``out`` exists and neither ``overwrite`` nor ``resume`` is set.
     FileNotFoundError, engine.storage.RunFileError, ValueError
-        If ``kernel_from`` is missing or not a usable main-job file.
+        If ``kernel_from`` is missing or not a usable main-job file; if ``resume`` is set and
+        ``out`` is missing, foreign or of another configuration; if both ``overwrite`` and
+        ``resume`` are set.
     RuntimeError
         If ``cfg.backend == "cupy"`` and no GPU is usable.
     """
     if not isinstance(cfg, TokenFlowConfig):
         raise TypeError(f"cfg must be a TokenFlowConfig, got {type(cfg).__name__}")
+    if overwrite and resume:
+        raise ValueError("overwrite=True and resume=True exclude each other")
     out = Path(out)
+    if kernel_from is not None:
+        cfg = cfg.replace(kernel_from=str(kernel_from))
+    kernel_from = cfg.kernel_from
+    if resume:
+        if not out.exists():
+            raise FileNotFoundError(f"resume: {out} does not exist; start the study without --resume")
+        check_resumable(out, KIND, cfg.to_dict())
+        ds = open_run(out, kind=KIND)
+        if ds.attrs.get("status") == "complete":
+            return {"path": out, "report": str(ds.attrs.get("report", "")), "plots": [],
+                    "resumed": "complete"}
     if kernel_from is not None:
         load_learned_kernel(kernel_from, cfg.learned_layer, cfg.learned_head)   # fail before any work
     backend = get_backend(cfg.backend, cfg.dtype)
-    if out.exists() and not overwrite:
+    if out.exists() and not (overwrite or resume):
         raise FileExistsError(f"{out} already exists; pass overwrite=True (CLI: --overwrite) or choose "
                               f"another --out")
     seeds = np.random.SeedSequence(cfg.seed).spawn(6)
     rngs = [np.random.default_rng(s) for s in seeds]
     results, timings = {}, {}
-    config = {**cfg.to_dict(), "kernel_from": None if kernel_from is None else str(kernel_from)}
     attrs = {"seed": cfg.seed, "backend": cfg.backend,
              "source": "paper 004 section 3.1; spec paper004_attention_theory.md sections 6.1, 8; "
                        "GLPR arXiv:2312.10794",
              "energy_normalisation": "E_beta = (1/(2 beta n^2)) sum over all ordered pairs i,j "
                                      "(diagonal included)",
              "w1_cost": "euclidean (l2)"}
-    with TrajectoryWriter(out, KIND, config=config, attrs=attrs, overwrite=overwrite) as writer:
+    # resume of an incomplete file: recomputed and replaced under the run lock (see above)
+    with TrajectoryWriter(out, KIND, config=cfg.to_dict(), attrs=attrs,
+                          overwrite=overwrite or resume) as writer:
         for key, fn in (("grid", lambda: clustering_grid(cfg, backend, rngs[0], quiet=quiet)),
                         ("wendel", lambda: wendel_table(cfg, rngs[1])),
                         ("phase", lambda: phase_boundary(cfg, backend, rngs[2], quiet=quiet)),
@@ -536,9 +559,11 @@ def run_token_flow_study(cfg: TokenFlowConfig, out, *, kernel_from=None, overwri
                  record_times=_grid_record_times(cfg.t_end, cfg.dt, cfg.n_records), writer=writer,
                  prefix="example_", keep_trajectory=False, quiet=True,
                  observables={"energy": partial(interaction_energy, beta=float(cfg.betas[0]))})
+        results["timings"] = timings
+        results["report"] = format_tables(results)
         writer.set_attrs(example_beta=float(cfg.betas[0]), example_dim=d_ex,
-                         timings={k: round(v, 3) for k, v in timings.items()})
-    results["timings"] = timings
+                         timings={k: round(v, 3) for k, v in timings.items()},
+                         report=results["report"])
     results["path"] = out
     results["plots"] = make_plots(results, out.with_suffix("")) if plots else []
     return results
