@@ -52,6 +52,8 @@ import platform
 import signal
 import socket
 import subprocess
+import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
@@ -217,6 +219,30 @@ def _git_commit() -> str:
         return "unknown"
 
 
+#: The command line of the running ``rieszflow`` process (set by :func:`record_command`).
+_COMMAND: str | None = None
+
+
+def record_command(argv) -> None:
+    """Remember the command line that every file written by this process records.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        The command and its arguments (the CLI passes ``["rieszflow", *args]``).
+    """
+    global _COMMAND
+    import shlex
+
+    _COMMAND = shlex.join(str(a) for a in argv)
+
+
+def _command() -> str:
+    import shlex
+
+    return _COMMAND if _COMMAND is not None else "python " + shlex.join(sys.argv)
+
+
 def provenance() -> dict[str, str]:
     """Versions, commit and host facts recorded in every file's root attributes.
 
@@ -225,7 +251,8 @@ def provenance() -> dict[str, str]:
     dict of str to str
         ``version_<package>`` for rieszflow's dependencies, ``git_commit``
         (``"-dirty"`` appended when tracked files differ), ``python``,
-        ``platform`` and ``created`` (UTC, ISO 8601).
+        ``platform``, ``created`` (UTC, ISO 8601) and ``command`` (the ``rieszflow`` command
+        line that wrote the file, or the Python command of an API call).
     """
     import importlib.metadata as md
 
@@ -240,6 +267,7 @@ def provenance() -> dict[str, str]:
     info["python"] = platform.python_version()
     info["platform"] = platform.platform()
     info["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    info["command"] = _command()
     return info
 
 
@@ -327,6 +355,7 @@ class TrajectoryWriter:
                 self._f = h5netcdf.File(self.path, "a", locking=False)
                 self._f.attrs["status"] = "running"
                 self._f.attrs["resumed"] = int(self._f.attrs.get("resumed", 0)) + 1
+                self._f.attrs["resume_command"] = _command()
             else:
                 self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
                 self._f = h5netcdf.File(self._tmp, "w", locking=False)
@@ -355,6 +384,7 @@ class TrajectoryWriter:
             self._lock.release()
             raise
         self.resumed = bool(resume)
+        self._t0 = time.perf_counter()
 
     # -- structure ---------------------------------------------------------------------------
     def dimension(self, name: str, size: int | None, coords=None, attrs: Mapping | None = None,
@@ -605,6 +635,9 @@ class TrajectoryWriter:
         if getattr(self, "_f", None) is None:
             return
         try:
+            session = time.perf_counter() - self._t0
+            # wall time of the writing sessions (summed over resumes), for the docs' stated runs
+            self._f.attrs["wall_seconds"] = float(self._f.attrs.get("wall_seconds", 0.0)) + session
             self._f.attrs["status"] = status
             self.flush()
             self._f.close()

@@ -168,9 +168,10 @@ def main(argv=None) -> int:
     import os
     from pathlib import Path
 
-    from rieszflow.engine.storage import RunFileError, interruptible
+    from rieszflow.engine.storage import RunFileError, interruptible, record_command
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    record_command(["rieszflow", *argv])        # every file written below stores its command line
     parser = build_parser()
     if not argv:
         parser.print_help()
