@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["register_status", "register_compare"]
+__all__ = ["register_status", "register_compare", "register_report"]
 
 
 def register_status(subparsers) -> argparse.ArgumentParser:
@@ -23,7 +23,7 @@ def register_status(subparsers) -> argparse.ArgumentParser:
                                    "while it is being written)")
     p.add_argument("file", type=Path, help="a file written by rieszflow")
     p.add_argument("--last", type=int, default=3, help="records shown per growing dimension (default 3)")
-    p.set_defaults(func=_status)
+    p.set_defaults(func=_status, writes_hdf5=False)
     return p
 
 
@@ -42,8 +42,41 @@ def register_compare(subparsers) -> argparse.ArgumentParser:
                               help="test metrics of main-job runs side by side, McNemar test on shared "
                                    "test predictions")
     p.add_argument("files", type=Path, nargs="+", help="two or more main-job files")
-    p.set_defaults(func=_compare)
+    p.set_defaults(func=_compare, writes_hdf5=False)
     return p
+
+
+def register_report(subparsers) -> argparse.ArgumentParser:
+    """Add the ``report`` subcommand (see :mod:`rieszflow.studies.runs.report`).
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    p = subparsers.add_parser("report", allow_abbrev=False,
+                              help="a Markdown page of the tables of run files, with the command, "
+                                   "commit, date and wall time of each (docs/results/)")
+    p.add_argument("files", type=Path, nargs="+", help="files written by rieszflow")
+    p.add_argument("--out", type=Path, default=None, metavar="PAGE.md",
+                   help="write the page here (default: print it)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing page")
+    p.add_argument("--title", default=None, help="page title (default: the kinds of the files)")
+    p.set_defaults(func=_report, writes_hdf5=False)
+    return p
+
+
+def _report(args) -> int:
+    from rieszflow.studies.runs.report import report_markdown, write_report
+
+    if args.out is None:
+        print(report_markdown(args.files, title=args.title))
+    else:
+        print(f"wrote {write_report(args.files, args.out, overwrite=args.overwrite, title=args.title)}")
+    return 0
 
 
 def _status(args) -> int:
