@@ -160,7 +160,14 @@ class RunLock:
         self.held = False
 
     def owner(self) -> dict | None:
-        """The holder recorded in the lock file (``pid``, ``host``, ``started``), or None."""
+        """The holder recorded in the lock file (``pid``, ``host``, ``started``), or None.
+
+        Returns
+        -------
+        dict or None
+            The lock file's JSON record (``pid`` int, ``host`` str, ``started`` ISO 8601 UTC
+            time); None if there is no lock file or it cannot be read or parsed.
+        """
         try:
             return json.loads(self.lock_path.read_text())
         except (OSError, ValueError):
@@ -449,6 +456,11 @@ class TrajectoryWriter:
         data : array_like, optional
             Full contents, for variables without an unlimited dimension.
 
+        Returns
+        -------
+        h5netcdf.Variable
+            The variable created (or, when resuming, the existing one).
+
         Raises
         ------
         KeyError
@@ -499,7 +511,18 @@ class TrajectoryWriter:
             self._tmp = None
 
     def length(self, dim: str) -> int:
-        """Current length of a dimension (number of records appended along it)."""
+        """Current length of a dimension (number of records appended along it).
+
+        Parameters
+        ----------
+        dim : str
+            Dimension name.
+
+        Returns
+        -------
+        int
+            Its current size.
+        """
         return int(self._f.dimensions[dim].size)
 
     # -- data --------------------------------------------------------------------------------
@@ -558,6 +581,13 @@ class TrajectoryWriter:
 
         Records past ``length`` (written after the last checkpoint) are dropped.
 
+        Parameters
+        ----------
+        dim : str
+            An unlimited dimension.
+        length : int
+            Number of records to keep, in ``[0, current length]``.
+
         Raises
         ------
         ValueError
@@ -571,17 +601,49 @@ class TrajectoryWriter:
             self.flush()
 
     def set(self, name: str, data) -> None:
-        """Write the whole contents of a fixed-size variable and flush."""
+        """Write the whole contents of a fixed-size variable and flush.
+
+        Parameters
+        ----------
+        name : str
+            An existing variable.
+        data : array_like
+            Its new contents, of the variable's shape (CuPy arrays are accepted).
+        """
         var = self._f.variables[name]
         var[...] = np.asarray(to_numpy(data))
         self.flush()
 
     def read(self, name: str) -> np.ndarray:
-        """Read back a variable (used to resume a run from its last record)."""
+        """Read back a variable (used to resume a run from its last record).
+
+        Parameters
+        ----------
+        name : str
+            An existing variable.
+
+        Returns
+        -------
+        ndarray
+            Its whole contents, of the variable's shape and dtype.
+        """
         return np.asarray(self._f.variables[name][...])
 
     def get_var_attr(self, name: str, attr: str):
-        """An attribute of an existing variable (KeyError if either is missing)."""
+        """An attribute of an existing variable (KeyError if either is missing).
+
+        Parameters
+        ----------
+        name : str
+            An existing variable.
+        attr : str
+            Attribute name.
+
+        Returns
+        -------
+        object
+            The attribute's value as stored (number, string or array).
+        """
         return self._f.variables[name].attrs[attr]
 
     def describe(self, name: str, long_name: str, units: str = "1", **more) -> None:
@@ -608,13 +670,32 @@ class TrajectoryWriter:
             var.attrs[k] = _attr_value(v)
 
     def set_attrs(self, **attrs) -> None:
-        """Set root attributes (numbers, strings; anything else stored as JSON) and flush."""
+        """Set root attributes (numbers, strings; anything else stored as JSON) and flush.
+
+        Parameters
+        ----------
+        **attrs
+            Attribute names and values.
+        """
         for k, v in attrs.items():
             self._f.attrs[k] = _attr_value(v)
         self.flush()
 
     def get_attr(self, key: str, default=None):
-        """Root attribute ``key`` or ``default``."""
+        """Root attribute ``key`` or ``default``.
+
+        Parameters
+        ----------
+        key : str
+            Attribute name.
+        default : object, optional
+            Returned when there is no root attribute ``key``.
+
+        Returns
+        -------
+        object
+            The attribute's value as stored, or ``default``.
+        """
         return self._f.attrs.get(key, default)
 
     def close(self, status: str = "complete", verify: bool = True) -> None:

@@ -215,6 +215,12 @@ class AttentionTheoryConfig:
         return cls.from_mapping(data, base=base)
 
     def to_dict(self) -> dict:
-        """Plain dict of every field (tuples as lists), for JSON and HDF5 attributes."""
+        """Plain dict of every field (tuples as lists), for JSON and HDF5 attributes.
+
+        Returns
+        -------
+        dict
+            Field name to value, tuple values converted to lists.
+        """
         return {k: list(v) if isinstance(v, tuple) else v
                 for k, v in dataclasses.asdict(self).items()}

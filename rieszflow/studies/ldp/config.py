@@ -82,11 +82,33 @@ class RegimeConfig:
         return "fixed_beta" if self.kappa == 1.0 else "low_temperature"
 
     def beta_N(self, n: int) -> float:
-        """:math:`\\beta_N = \\beta N^{\\kappa}`."""
+        """:math:`\\beta_N = \\beta N^{\\kappa}`.
+
+        Parameters
+        ----------
+        n : int
+            Number of particles N.
+
+        Returns
+        -------
+        float
+            :math:`\\beta_N`.
+        """
         return self.beta * float(n) ** self.kappa
 
     def speed(self, n: int) -> float:
-        """:math:`r_N`: N for kappa = 1, :math:`\\beta_N` otherwise."""
+        """:math:`r_N`: N for kappa = 1, :math:`\\beta_N` otherwise.
+
+        Parameters
+        ----------
+        n : int
+            Number of particles N.
+
+        Returns
+        -------
+        float
+            The LDP speed :math:`r_N`.
+        """
         return float(n) if self.kappa == 1.0 else self.beta_N(n)
 
     @classmethod
@@ -194,13 +216,31 @@ class LDPConfig:
         return from_mapping(cls, d)
 
     def to_dict(self) -> dict:
-        """Plain-dict form (JSON-serialisable)."""
+        """Plain-dict form (JSON-serialisable).
+
+        Returns
+        -------
+        dict
+            Field name to value; ``regimes`` as a list of dicts of the
+            :class:`RegimeConfig` fields.
+        """
         d = dataclasses.asdict(self)
         d["regimes"] = [dataclasses.asdict(r) for r in self.regimes]
         return d
 
     def replace(self, **changes) -> "LDPConfig":
-        """Copy with fields changed (validated)."""
+        """Copy with fields changed (validated).
+
+        Parameters
+        ----------
+        **changes
+            Field names and their new values.
+
+        Returns
+        -------
+        LDPConfig
+            The new configuration (this one is unchanged).
+        """
         return dataclasses.replace(self, **changes)
 
 
@@ -208,13 +248,37 @@ _REGIMES = (RegimeConfig("speed_N", 1.0, 2.126), RegimeConfig("speed_N2", 2.0, 0
 
 
 def quick_config(seed: int = 0) -> LDPConfig:
-    """The ``--quick`` preset (a few minutes on 2 cores)."""
+    """The ``--quick`` preset (a few minutes on 2 cores).
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Root seed.
+
+    Returns
+    -------
+    LDPConfig
+        N in (4, 8, 16, 32), 1000 burn-in and 2500 kept MALA steps, 16 chains per tilt node
+        and 48 at :math:`\\theta = 0`.
+    """
     return LDPConfig(regimes=_REGIMES, n_particles=(4, 8, 16, 32), burn_in=1000, n_steps=2500,
                      chains_per_theta=16, chains_at_zero=48, seed=seed)
 
 
 def full_config(seed: int = 0) -> LDPConfig:
-    """The full preset (N up to 64, longer chains)."""
+    """The full preset (N up to 64, longer chains).
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Root seed.
+
+    Returns
+    -------
+    LDPConfig
+        N in (4, 8, 16, 32, 64), 3000 burn-in and 12000 kept MALA steps, 9 tilt nodes,
+        32 chains per tilt node and 128 at :math:`\\theta = 0`.
+    """
     return LDPConfig(regimes=_REGIMES, n_particles=(4, 8, 16, 32, 64), burn_in=3000, n_steps=12000,
                      n_theta=9, chains_per_theta=32, chains_at_zero=128, seed=seed)
 

@@ -197,11 +197,28 @@ class MainJobConfig:
         return cls(**dict(d))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every field (the resolved configuration)."""
+        """Plain dict of every field (the resolved configuration).
+
+        Returns
+        -------
+        dict of str to object
+            Field name to value.
+        """
         return dataclasses.asdict(self)
 
     def replace(self, **changes) -> "MainJobConfig":
-        """Copy with ``changes`` applied (validated; unknown keys raise)."""
+        """Copy with ``changes`` applied (validated; unknown keys raise).
+
+        Parameters
+        ----------
+        **changes
+            Field names and their new values.
+
+        Returns
+        -------
+        MainJobConfig
+            The new configuration (this one is unchanged).
+        """
         return self.from_dict({**self.to_dict(), **changes})
 
     @property

@@ -214,7 +214,13 @@ class ProblemConfig:
         return from_mapping(cls, d)
 
     def to_dict(self) -> dict:
-        """Plain-dict form (JSON-serialisable)."""
+        """Plain-dict form (JSON-serialisable).
+
+        Returns
+        -------
+        dict
+            Field name to value.
+        """
         return dataclasses.asdict(self)
 
 
@@ -263,12 +269,30 @@ class MeanFieldConfig:
         return from_mapping(cls, d)
 
     def to_dict(self) -> dict:
-        """Plain-dict form (JSON-serialisable)."""
+        """Plain-dict form (JSON-serialisable).
+
+        Returns
+        -------
+        dict
+            ``problems`` (list of the problems' :meth:`ProblemConfig.to_dict`), ``seed`` and
+            ``backend``.
+        """
         return {"problems": [p.to_dict() for p in self.problems], "seed": self.seed,
                 "backend": self.backend}
 
     def replace(self, **changes) -> "MeanFieldConfig":
-        """Copy with top-level fields changed (validated)."""
+        """Copy with top-level fields changed (validated).
+
+        Parameters
+        ----------
+        **changes
+            Top-level field names (``problems``, ``seed``, ``backend``) and their new values.
+
+        Returns
+        -------
+        MeanFieldConfig
+            The new configuration (this one is unchanged).
+        """
         return dataclasses.replace(self, **changes)
 
 
@@ -298,12 +322,38 @@ def _rectangle(quick: bool) -> ProblemConfig:
 
 
 def quick_config(seed: int = 0, backend: str = "numpy") -> MeanFieldConfig:
-    """The ``--quick`` preset (a few minutes on 2 cores; see docs/studies_mean_field.md)."""
+    """The ``--quick`` preset (a few minutes on 2 cores; see docs/studies_mean_field.md).
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Root seed (>= 0).
+    backend : {"numpy", "cupy"}, default "numpy"
+        Array backend of the particles.
+
+    Returns
+    -------
+    MeanFieldConfig
+        The ``interval`` and ``rectangle`` problems at quick sizes.
+    """
     return MeanFieldConfig(problems=(_interval(True), _rectangle(True)), seed=seed, backend=backend)
 
 
 def full_config(seed: int = 0, backend: str = "numpy") -> MeanFieldConfig:
-    """The full preset (smaller steps, more seeds, N = 1e5 in 1-D; about an hour on 2 cores)."""
+    """The full preset (smaller steps, more seeds, N = 1e5 in 1-D; about an hour on 2 cores).
+
+    Parameters
+    ----------
+    seed : int, default 0
+        Root seed (>= 0).
+    backend : {"numpy", "cupy"}, default "numpy"
+        Array backend of the particles.
+
+    Returns
+    -------
+    MeanFieldConfig
+        The ``interval`` and ``rectangle`` problems at full sizes.
+    """
     return MeanFieldConfig(problems=(_interval(False), _rectangle(False)), seed=seed, backend=backend)
 
 

@@ -257,11 +257,28 @@ class TokenFlowConfig:
         return cls(**dict(d))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every field."""
+        """Plain dict of every field.
+
+        Returns
+        -------
+        dict of str to object
+            Field name to value.
+        """
         return dataclasses.asdict(self)
 
     def replace(self, **changes) -> "TokenFlowConfig":
-        """Copy with ``changes`` applied (validated; unknown keys raise)."""
+        """Copy with ``changes`` applied (validated; unknown keys raise).
+
+        Parameters
+        ----------
+        **changes
+            Field names and their new values.
+
+        Returns
+        -------
+        TokenFlowConfig
+            The new configuration (this one is unchanged).
+        """
         return self.from_dict({**self.to_dict(), **changes})
 
     @classmethod
