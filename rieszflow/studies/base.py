@@ -23,12 +23,34 @@ __all__ = ["from_mapping", "unwrap_config", "load_config_mapping", "config_real"
 
 
 def is_int(v) -> bool:
-    """True for an integer that is not a bool (Python or NumPy)."""
+    """True for an integer that is not a bool (Python or NumPy).
+
+    Parameters
+    ----------
+    v : object
+        The value to test.
+
+    Returns
+    -------
+    bool
+        Whether ``v`` is a :class:`numbers.Integral` other than a bool.
+    """
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def is_real(v) -> bool:
-    """True for a finite real number that is not a bool."""
+    """True for a finite real number that is not a bool.
+
+    Parameters
+    ----------
+    v : object
+        The value to test.
+
+    Returns
+    -------
+    bool
+        Whether ``v`` is a finite :class:`numbers.Real` other than a bool.
+    """
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
 
 

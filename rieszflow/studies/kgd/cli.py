@@ -27,7 +27,18 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def run_from_args(args) -> int:
-    """Print Table 2 next to the paper and the asymptotic table; returns 0."""
+    """Print Table 2 next to the paper and the asymptotic table; returns 0.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments of the ``kgd`` subcommand (``rhf_w``: the RHF mixture weight).
+
+    Returns
+    -------
+    int
+        Exit code, always 0.
+    """
     from rieszflow.studies.kgd.analysis import asymptotic_table, table2
 
     rows, (slope, pref, r2) = table2(args.rhf_w)

@@ -10,7 +10,17 @@ __all__ = ["register", "run_from_args", "format_metrics"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``run`` subcommand to ``subparsers`` (see :mod:`studies.cli`)."""
+    """Add the ``run`` subcommand to ``subparsers`` (see :mod:`studies.cli`).
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        With ``func=run_from_args`` set as default.
+    """
     from rieszflow.studies.base import add_study_arguments
     from rieszflow.studies.cli import non_negative_int
     from rieszflow.studies.main_job.config import _FEATURE_MAPS
@@ -53,7 +63,22 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def format_metrics(name: str, metrics: dict) -> str:
-    """The final metrics table as printed by ``rieszflow run``."""
+    """The final metrics table as printed by ``rieszflow run``.
+
+    Parameters
+    ----------
+    name : str
+        Column header (e.g. ``"Kernel-softplus (rt test)"``).
+    metrics : dict
+        Every name in :data:`~rieszflow.engine.attention.metrics.METRIC_NAMES` (float), and
+        ``train_seconds``, ``phase_a_seconds``, ``phase_b_seconds`` (float, s) and
+        ``best_epoch`` (int).
+
+    Returns
+    -------
+    str
+        The table, lines joined by newlines (no trailing newline).
+    """
     from rieszflow.engine.attention.metrics import METRIC_NAMES
 
     rows = [f"{'metric':<20}{name:>24}", "-" * 44]
@@ -82,7 +107,19 @@ def _complete_metrics(path: Path):
 
 
 def run_from_args(args) -> int:
-    """Resolve the configuration from ``args``, run the main job, print the table."""
+    """Resolve the configuration from ``args``, run the main job, print the table.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments of the ``run`` subcommand.
+
+    Returns
+    -------
+    int
+        0 on success (also when ``--resume`` finds the file complete: its stored table is
+        printed); 2 on a usage or input error (message on stderr).
+    """
     from rieszflow.studies.base import resolve_config
     from rieszflow.studies.main_job.config import SMOKE_OVERRIDES, MainJobConfig
 

@@ -61,9 +61,18 @@ def load_data(cfg: MainJobConfig):
     test split and ``cfg.sst2_validation`` examples carved (seeded) from train
     serve as validation. ``train_limit`` / ``eval_limit`` subsample (seeded).
 
+    Parameters
+    ----------
+    cfg : MainJobConfig
+        Uses ``dataset``, ``max_len``, ``seed``, ``sst2_validation``, ``train_limit`` and
+        ``eval_limit``.
+
     Returns
     -------
-    tokenizer, train, validation, test
+    tokenizer : WordPieceTokenizer
+        With ``max_len=cfg.max_len``.
+    train, validation, test : EncodedSplit
+        The tokenized splits.
     """
     tok = WordPieceTokenizer(max_len=cfg.max_len)
     rng = np.random.default_rng([cfg.seed, 7])
@@ -549,5 +558,25 @@ class MainJob:
 
 
 def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False) -> dict:
-    """Run the main job (see :class:`MainJob`) and return its test metrics."""
+    """Run the main job (see :class:`MainJob`) and return its test metrics.
+
+    Parameters
+    ----------
+    cfg : MainJobConfig
+    out : str or os.PathLike
+        HDF5 file (see README, "HDF5 layout").
+    overwrite : bool, default False
+        Replace an existing ``out``.
+    resume : bool, default False
+        Continue an interrupted run from its last completed epoch
+        (checkpoint ``<out>.ckpt.npz``).
+    quiet : bool, default False
+        No progress bars.
+
+    Returns
+    -------
+    dict
+        :data:`rieszflow.engine.attention.metrics.METRIC_NAMES` plus ``train_seconds``,
+        ``phase_a_seconds``, ``phase_b_seconds``, ``best_epoch`` (see :meth:`MainJob.run`).
+    """
     return MainJob(cfg, out, overwrite=overwrite, resume=resume, quiet=quiet).run()

@@ -55,6 +55,11 @@ def _wendel_cases(text):
 def run_from_args(args) -> int:
     """Resolve the configuration from ``args``, run the study, print the tables.
 
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments of the ``token-flow`` subcommand.
+
     Returns
     -------
     int
