@@ -68,26 +68,26 @@ RTOL = 1e-9
 class BoundRow:
     """One statement of paper 004 evaluated on a set of trials.
 
-    Attributes
+    Parameters
     ----------
     bound_id : str
         Short identifier (HDF5 coordinate of the ``bound`` dimension).
     statement : str
         The statement and the token sets it was evaluated on.
     token_sets : {"random", "adversarial", "construction", "family"}
-    ratio : ndarray, shape (T,)
+    ratio : ndarray, shape (T,), float64
         Measured ratio per trial (W1(out)/W1(in) or the statement's analogue).
-    paper : ndarray, shape (T,)
+    paper : ndarray, shape (T,), float64
         The paper's constant per trial (NaN where the paper states none).
-    corrected : ndarray, shape (T,)
+    corrected : ndarray, shape (T,), float64
         The corrected constant per trial (NaN where none is certified).
-    sharpened : ndarray, shape (T,)
+    sharpened : ndarray, shape (T,), float64
         The spec's sharpened constant per trial (NaN where none).
-    beta, dim, n_tokens, k_ell : ndarray, shape (T,)
+    beta, dim, n_tokens, k_ell : ndarray, shape (T,), float64
         Instance parameters (NaN where not applicable).
-    reference : str
+    reference : str, default ""
         Paper and spec references.
-    note : str
+    note : str, default ""
         What the row shows beyond the numbers (constructions, caveats).
     """
 
@@ -154,7 +154,15 @@ class BoundRow:
         return out
 
     def counterexample(self) -> str:
-        """A one-line description of the worst violation of the paper's constant ('' if none)."""
+        """A one-line description of the worst violation of the paper's constant ('' if none).
+
+        Returns
+        -------
+        str
+            ``"<bound_id>: measured <ratio> > paper <constant> (<instance parameters>; <failing>/<checked>
+            trials fail)"``, followed by ``"; <note>"`` when the row has a note; ``""`` when the paper's
+            constant holds on every trial or is never stated.
+        """
         s = self.summary()
         if s["paper_holds"] != 0:
             return ""
@@ -200,12 +208,12 @@ def _trial(ratio, bound, **info) -> dict:
 class GBoxInstance:
     """A spec "G-box" instance: E = [-1, 1]^d, K1 potential, linear lookup with l(E) in E.
 
-    Attributes
+    Parameters
     ----------
     domain : Cube
-    A : ndarray, shape (d, d)
+    A : ndarray, shape (d, d), float64
         randn(d, d)/sqrt(d).
-    W : ndarray, shape (d, d)
+    W : ndarray, shape (d, d), float64
         randn normalised to ||W||_{inf->inf} = 1.
     beta : float
         10^U(lo, hi).
@@ -249,7 +257,14 @@ class GBoxInstance:
         return operator_norm(self.W, "l1")
 
     def info(self) -> dict:
-        """Instance parameters stored per trial (beta, dim, n_tokens, k_ell)."""
+        """Instance parameters stored per trial (beta, dim, n_tokens, k_ell).
+
+        Returns
+        -------
+        dict
+            ``beta`` (float), ``dim`` (int, d), ``n_tokens`` (int, N) and ``k_ell``
+            (float, :attr:`k_ell`).
+        """
         return {"beta": self.beta, "dim": self.dim, "n_tokens": self.n_tokens, "k_ell": self.k_ell}
 
 

@@ -161,13 +161,13 @@ class GibbsTarget:
 class MALARun:
     """Output of :func:`run_tilted_chains`.
 
-    Attributes
+    Parameters
     ----------
-    M : ndarray, shape (C, n_steps)
+    M : ndarray, shape (C, n_steps), float64
         :math:`M_N = \\frac1N\\sum_k f(\\omega_k)` after every kept step.
-    acceptance : ndarray, shape (C,)
+    acceptance : ndarray, shape (C,), float64
         Acceptance rate over the kept steps.
-    h : ndarray, shape (C,)
+    h : ndarray, shape (C,), float64
         Final (frozen) step sizes.
     """
 
@@ -597,7 +597,18 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
 
 
 def load_study(path):
-    """Open an LDP study file as an :class:`xarray.Dataset` (kind ``"ldp_study"``)."""
+    """Open an LDP study file as an :class:`xarray.Dataset` (kind ``"ldp_study"``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file written by :func:`run_ldp_study`.
+
+    Returns
+    -------
+    xarray.Dataset
+        Loaded into memory (see :func:`rieszflow.engine.storage.open_run`).
+    """
     from rieszflow.engine.storage import open_run
 
     return open_run(path, KIND)

@@ -32,7 +32,7 @@ __all__ = ["DecayFit", "fit_decay", "expected_slope", "load_study", "summary_tab
 class DecayFit:
     """Least-squares fit :math:`\\log W_1 = \\log C + p \\log N`.
 
-    Attributes
+    Parameters
     ----------
     slope, slope_se : float
         p and its standard error.
@@ -114,7 +114,18 @@ def expected_slope(n_values, d: int) -> float:
 
 
 def load_study(path):
-    """Open a study file (kind ``"mean_field_study"``) as an :class:`xarray.Dataset`."""
+    """Open a study file (kind ``"mean_field_study"``) as an :class:`xarray.Dataset`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file written by the ``rieszflow mean-field`` study.
+
+    Returns
+    -------
+    xarray.Dataset
+        Loaded into memory (see :func:`rieszflow.engine.storage.open_run`).
+    """
     from rieszflow.engine.storage import open_run
     from rieszflow.studies.mean_field.study import KIND
 

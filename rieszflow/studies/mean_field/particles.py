@@ -278,12 +278,30 @@ class TruncatedGaussian:
         rng : numpy.random.Generator
         n : int
             Number of draws, >= 1.
+
+        Returns
+        -------
+        ndarray, shape (n, d), float64
+            The draws (host array).
         """
         n = check_int("n", n, minimum=1)
         return np.stack([self._marginal(a).rvs(size=n, random_state=rng) for a in range(self.d)], axis=1)
 
     def marginal_cell_masses(self, a: int, edges) -> np.ndarray:
-        """Exact masses of the cells ``[edges[k], edges[k+1]]`` for coordinate ``a`` (CDF differences)."""
+        """Exact masses of the cells ``[edges[k], edges[k+1]]`` for coordinate ``a`` (CDF differences).
+
+        Parameters
+        ----------
+        a : int
+            Coordinate index, in ``[0, d)``.
+        edges : array_like, shape (n + 1,)
+            Cell edges along that coordinate, increasing.
+
+        Returns
+        -------
+        ndarray, shape (n,), float64
+            Mass of the truncated marginal in each cell.
+        """
         return np.diff(self._marginal(a).cdf(np.asarray(edges, dtype=np.float64)))
 
     def cell_density(self, domain) -> np.ndarray:
@@ -409,11 +427,31 @@ class MeanFieldParticles:
         return self.potential + self.interaction
 
     def drift(self, omega):
-        """:func:`mean_field_drift` of this system, shape (N, d)."""
+        """:func:`mean_field_drift` of this system, shape (N, d).
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions.
+
+        Returns
+        -------
+        array, shape (N, d), dtype of ``omega``
+            :math:`-\\nabla V(x_i) - \\frac{\\lambda}{N}\\sum_{j\\ne i}\\nabla g_s(x_i - x_j)`.
+        """
         return mean_field_drift(omega, self.potential, self.interaction)
 
     def integrator(self):
-        """``(init_fn, step_fn)`` of :func:`engine.simulate.projected_langevin` with ``grad_scale = 1``."""
+        """``(init_fn, step_fn)`` of :func:`engine.simulate.projected_langevin` with ``grad_scale = 1``.
+
+        Returns
+        -------
+        init_fn : callable
+            ``init_fn(omega) -> LangevinState``.
+        step_fn : callable
+            ``step_fn(state, noise) -> LangevinState``, pure; ``noise`` is an array of standard
+            normals of shape (N, d).
+        """
         return projected_langevin(self.hamiltonian.grad, self.space, self.eta, self.beta,
                                   grad_scale=1.0, boundary=self.boundary)
 

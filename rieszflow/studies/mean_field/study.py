@@ -68,14 +68,14 @@ KIND = "mean_field_study"
 class ProblemSetup:
     """A problem's mesh, PDE data, initial law and particle ingredients.
 
-    Attributes
+    Parameters
     ----------
     config : ProblemConfig
     domain : solvers.mckean_vlasov.MeshDomain
         The PDE grid.
     problem : solvers.mckean_vlasov.MeanFieldProblem
     rho0 : TruncatedGaussian
-    rho0_cells : ndarray, shape (n_cells,)
+    rho0_cells : ndarray, shape (n_cells,), float64
         Exact cell averages of :math:`\\rho_0`.
     """
 
@@ -86,7 +86,17 @@ class ProblemSetup:
     rho0_cells: np.ndarray
 
     def particles(self, eta: float) -> MeanFieldParticles:
-        """The particle system with step ``eta`` (same V, s, lam, beta, domain as the PDE)."""
+        """The particle system with step ``eta`` (same V, s, lam, beta, domain as the PDE).
+
+        Parameters
+        ----------
+        eta : float
+            Euler-Maruyama step, > 0.
+
+        Returns
+        -------
+        MeanFieldParticles
+        """
         c = self.config
         return MeanFieldParticles(
             space=domain_space(c.lo, c.hi), potential=quadratic_potential(c.gamma),
@@ -193,7 +203,20 @@ class Distance:
         return m / m.sum()
 
     def particles(self, x, pde_masses) -> float:
-        """:math:`W_1(\\mu_N, \\rho_h)`: exact CDF formula (1-D) or grid transport (2-D)."""
+        """:math:`W_1(\\mu_N, \\rho_h)`: exact CDF formula (1-D) or grid transport (2-D).
+
+        Parameters
+        ----------
+        x : ndarray, shape (N, d), float64
+            Particle positions (host array).
+        pde_masses : ndarray, shape (n_cells,), float64
+            Cell masses of the PDE on this grid (:meth:`masses`), in FiPy's cell order.
+
+        Returns
+        -------
+        float
+            :math:`W_1` between the particles' empirical measure and ``pde_masses``.
+        """
         if self.domain.d == 1:
             return wasserstein1_1d(AtomicMeasure1D(x[:, 0]), CellMeasure1D(self.edges, pde_masses))
         dom = self.domain
@@ -201,13 +224,39 @@ class Distance:
                                  dom.centers, self.tol)
 
     def cells(self, masses_a, masses_b) -> float:
-        """:math:`W_1` between two cell-mass vectors of this grid."""
+        """:math:`W_1` between two cell-mass vectors of this grid.
+
+        Parameters
+        ----------
+        masses_a, masses_b : ndarray, shape (n_cells,), float64
+            Cell masses (>= 0, each summing to 1), in FiPy's cell order.
+
+        Returns
+        -------
+        float
+            :math:`W_1` between the two measures.
+        """
         if self.domain.d == 1:
             return wasserstein1_1d(CellMeasure1D(self.edges, masses_a), CellMeasure1D(self.edges, masses_b))
         return wasserstein1_grid(masses_a, masses_b, self.domain.centers, self.tol)
 
     def iid(self, rng, n, pde_masses) -> float:
-        """:math:`W_1` of n i.i.d. draws from the PDE density to that density (same metric)."""
+        """:math:`W_1` of n i.i.d. draws from the PDE density to that density (same metric).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Source of the draws.
+        n : int
+            Number of draws.
+        pde_masses : ndarray, shape (n_cells,), float64
+            Cell masses of the PDE on this grid (:meth:`masses`), in FiPy's cell order.
+
+        Returns
+        -------
+        float
+            :math:`W_1` between the empirical measure of the draws and ``pde_masses``.
+        """
         dom = self.domain
         if dom.d == 1:
             x = sample_cells(rng, n, pde_masses, dom.origin, dom.spacing, dom.grid_shape)
