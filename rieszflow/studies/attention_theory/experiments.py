@@ -211,10 +211,11 @@ class GBoxInstance:
     Parameters
     ----------
     domain : Cube
+        E = [-1, 1]^d.
     A : ndarray, shape (d, d), float64
-        randn(d, d)/sqrt(d).
+        Matrix of the K1 potential: randn(d, d)/sqrt(d).
     W : ndarray, shape (d, d), float64
-        randn normalised to ||W||_{inf->inf} = 1.
+        Lookup matrix: randn normalised to ||W||_{inf->inf} = 1.
     beta : float
         10^U(lo, hi).
     n_tokens : int

@@ -15,6 +15,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     Parameters
     ----------
     subparsers : argparse._SubParsersAction
+        The subcommands of the ``rieszflow`` parser.
 
     Returns
     -------

@@ -563,6 +563,7 @@ def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quie
     Parameters
     ----------
     cfg : MainJobConfig
+        The resolved configuration.
     out : str or os.PathLike
         HDF5 file (see README, "HDF5 layout").
     overwrite : bool, default False

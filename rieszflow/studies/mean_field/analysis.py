@@ -35,7 +35,7 @@ class DecayFit:
     Parameters
     ----------
     slope, slope_se : float
-        p and its standard error.
+        The exponent p and its standard error.
     intercept : float
         :math:`\\log C`.
     n_points : int

@@ -71,10 +71,13 @@ class ProblemSetup:
     Parameters
     ----------
     config : ProblemConfig
+        The problem's configuration.
     domain : solvers.mckean_vlasov.MeshDomain
         The PDE grid.
     problem : solvers.mckean_vlasov.MeanFieldProblem
+        The PDE problem on ``domain``: :math:`V = \\gamma |x|^2/2`, s, lam, beta of ``config``.
     rho0 : TruncatedGaussian
+        The initial law :math:`\\rho_0`.
     rho0_cells : ndarray, shape (n_cells,), float64
         Exact cell averages of :math:`\\rho_0`.
     """
@@ -96,6 +99,7 @@ class ProblemSetup:
         Returns
         -------
         MeanFieldParticles
+            The particle system of this problem.
         """
         c = self.config
         return MeanFieldParticles(

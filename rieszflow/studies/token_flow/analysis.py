@@ -20,7 +20,7 @@ __all__ = [
 class PowerLawFit(NamedTuple):
     """Least-squares fit ``w = C N^{-alpha}`` on log-log axes.
 
-    Attributes
+    Parameters
     ----------
     alpha : float
         Fitted rate (positive when ``w`` decreases with N).
@@ -29,6 +29,7 @@ class PowerLawFit(NamedTuple):
     prefactor : float
         ``C``.
     n_points : int
+        Number of (N, w) pairs fitted (repeated N counted once per value).
     """
 
     alpha: float
@@ -97,6 +98,15 @@ def first_crossing(times, values, level: float) -> float:
 
 def cluster_theory(n: int, d: int, beta: float) -> str:
     """What GLPR's theorems predict for ``n`` uniform tokens on S^{d-1} (SA/USA, Q = K = V = I).
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens.
+    d : int
+        Ambient dimension (tokens on the sphere S^{d-1}).
+    beta : float
+        Inverse temperature of the attention.
 
     Returns
     -------
