@@ -23,6 +23,7 @@ SUBCOMMANDS = (
     ("ldp", "rieszflow.studies.ldp.cli"),
     ("attention-theory", "rieszflow.studies.attention_theory.cli"),
     ("token-flow", "rieszflow.studies.token_flow.cli"),
+    ("synthetic", "rieszflow.studies.synthetic.cli"),
     ("kgd", "rieszflow.studies.kgd.cli"),
     ("status", "rieszflow.studies.runs.cli:register_status"),
     ("compare", "rieszflow.studies.runs.cli:register_compare"),

@@ -1,0 +1,182 @@
+"""``rieszflow synthetic``: paper 000's synthetic benchmark as a sweep (see :mod:`.study`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+
+__all__ = ["register", "run_from_args", "make_plot"]
+
+
+def add_sweep_arguments(parser) -> None:
+    """Add ``--workers`` and ``--scheduler``, the options of every study that runs a sweep.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+    """
+    from rieszflow.studies.cli import non_negative_int
+
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=non_negative_int, default=None, metavar="N",
+                       help="LocalCluster worker processes, one thread each (default: the machine's "
+                            "cores); 0 runs the tasks in this process, one after the other")
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="submit to an existing Dask scheduler (e.g. tcp://host:8786) instead; its "
+                            "workers must see --out (docs/sweeps.md)")
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``synthetic`` subcommand to ``subparsers``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        From ``ArgumentParser.add_subparsers``.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The subcommand's parser, with ``func=run_from_args``.
+    """
+    p = subparsers.add_parser(
+        "synthetic", allow_abbrev=False,
+        help="paper 000's synthetic kernel-learning benchmark (App. F.1) as a sweep on dask.distributed",
+        description="Fits every method of App. F.1.2 built so far for each logit-noise level sigma and "
+                    "trial (one task each, on a Dask LocalCluster or an existing scheduler), writes one "
+                    "HDF5 file per task under --out/benchmark/tasks and their merge "
+                    "--out/benchmark/benchmark.h5 (dims method, sigma, trial), prints accuracy and F1 "
+                    "(mean +- sd over trials) and draws Fig. 1. Rerunning the same command runs only "
+                    "the missing tasks.")
+    add_study_arguments(p, default_out="runs/synthetic[-quick]-seed<seed>/ (a directory)",
+                        quick_help="five noise levels, two trials (under a minute on 2 cores)",
+                        resume_help="run only the tasks without a complete file (what rerunning the "
+                                    "command always does; accepted for the shared contract)")
+    add_sweep_arguments(p)
+    p.set_defaults(func=run_from_args, writes_hdf5=False)
+    return p
+
+
+def make_plot(ds, path: Path) -> Path:
+    """Fig. 1 (A, B): accuracy and F1 against sigma (log axis), mean +- 1 sd bands over trials.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The merged benchmark sweep.
+    path : pathlib.Path
+        PNG file to write.
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    sig = ds.sigma.values.astype(float)
+    for ax, var in zip(axes, ("accuracy", "f1")):
+        for m in ds.method.values:
+            v = ds[var].sel({"method": m}).values.astype(float)
+            mean, sd = np.nanmean(v, axis=-1), np.nanstd(v, axis=-1)
+            dashed = "gamma" in str(m)
+            ax.plot(sig, mean, "--" if dashed else "-", label=str(m))
+            ax.fill_between(sig, mean - sd, mean + sd, alpha=0.15)
+        ax.set_xscale("log")
+        ax.set_xlabel("logit noise sigma")
+        ax.set_ylabel(f"test {var}")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("paper 000 App. F.1, Fig. 1 (mean +- 1 sd over trials)")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Resolve the configuration, run the sweep, merge, print the tables.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        From the parser of :func:`register`.
+
+    Returns
+    -------
+    int
+        0 when every task is complete; 1 if any task failed (listed); 2 on bad input.
+    """
+    from rieszflow.studies.synthetic.study import (QUICK_OVERRIDES, SyntheticConfig, benchmark_spec,
+                                                   format_summary)
+    from rieszflow.studies.sweep import open_sweep, run_sweep
+
+    prog = "rieszflow synthetic"
+    preset = SyntheticConfig().replace(**QUICK_OVERRIDES) if args.quick else SyntheticConfig()
+    out = Path(args.out) if args.out is not None else None
+    try:
+        if args.resume and (out is None or not (out / "config.json").is_file()):
+            raise ValueError(f"--resume: {out} holds no sweep (no config.json); there is nothing to "
+                             f"resume (rerunning the command without --resume starts it)")
+        cfg = resolve_config(SyntheticConfig, preset, config_file=args.config,
+                             given=given_options(seed=args.seed, backend=args.backend), overrides=args.set,
+                             resume_from=out / "config.json" if args.resume else None)
+    except ValueError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    if out is None:
+        out = Path("runs") / f"synthetic{'-quick' if args.quick else ''}-seed{cfg.seed}"
+    if out.exists() and not out.is_dir():
+        print(f"{prog}: error: --out {str(out)!r} is a file; a sweep writes a directory", file=sys.stderr)
+        return 2
+    if not out.parent.is_dir():
+        print(f"{prog}: error: the directory {out.parent} of --out does not exist", file=sys.stderr)
+        return 2
+    sweep_dir = out / "benchmark"
+    if args.overwrite and sweep_dir.exists():
+        from rieszflow.engine.storage import RunLock
+
+        lock = RunLock(sweep_dir / "benchmark")      # refused while another sweep writes there
+        lock.acquire()
+        try:
+            shutil.rmtree(sweep_dir / "tasks", ignore_errors=True)
+        finally:
+            lock.release()
+    out.mkdir(exist_ok=True)
+    spec = benchmark_spec(cfg)
+    cfg_file = out / "config.json"
+    if cfg_file.is_file() and not args.overwrite:
+        before = SyntheticConfig.from_dict(json.loads(cfg_file.read_text()))
+        if before != cfg:
+            diff = "; ".join(f"{k}: stored {getattr(before, k)!r}, given {getattr(cfg, k)!r}"
+                             for k in cfg.to_dict() if getattr(before, k) != getattr(cfg, k))
+            print(f"{prog}: error: {out} holds a sweep of another configuration ({diff}); rerun with "
+                  f"the same options, use --resume, or --overwrite to replace it", file=sys.stderr)
+            return 2
+    cfg_file.write_text(json.dumps(cfg.to_dict(), indent=1, sort_keys=True))
+    log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))
+    where = f"scheduler {args.scheduler}" if args.scheduler else (
+        "in-process" if args.workers == 0 else f"LocalCluster of {args.workers or 'all'} workers")
+    log(f"{prog}: {len(spec.tasks())} tasks ({len(cfg.methods)} methods x {len(cfg.sigmas)} sigma x "
+        f"{cfg.trials} trials) on {where} -> {sweep_dir}")
+    t0 = time.perf_counter()
+    summary = run_sweep(spec, sweep_dir, workers=args.workers, scheduler=args.scheduler,
+                        progress=not args.quiet, log=log)
+    ds = open_sweep(sweep_dir)
+    print(format_summary(ds))
+    if not args.no_plots:
+        log(f"plot: {make_plot(ds, sweep_dir / 'fig1_accuracy_f1.png')}")
+    print(f"merged: {sweep_dir / 'benchmark.h5'} (rieszflow.studies.sweep.open_sweep({str(sweep_dir)!r})); "
+          f"wall time {time.perf_counter() - t0:.1f} s")
+    if summary.failed:
+        print(summary.format(), file=sys.stderr)
+        return 1
+    return 0
