@@ -1,0 +1,228 @@
+"""Sweeps on dask.distributed (rieszflow.studies.sweep) and the synthetic benchmark built on them.
+
+Seeds keyed on names (order-independent), failures recorded without stopping the sweep, NaN for
+missing tasks in the merge, reruns that skip complete tasks and refuse mismatched ones, a
+SIGKILLed sweep finished by rerunning, the same numbers in-process, on a LocalCluster and on an
+external `dask scheduler` with two `dask worker` processes; the F.1.1 data against hand-computed
+rows.
+"""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from rieszflow.studies.cli import build_parser
+from rieszflow.studies.cli import main as cli_main
+from rieszflow.studies.sweep import SweepSpec, Task, open_sweep, run_sweep
+from rieszflow.studies.synthetic.data import draw_labels, log_odds, make_dataset
+from rieszflow.studies.synthetic.study import SyntheticConfig, benchmark_spec
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+SMALL = SyntheticConfig(n=60, sigmas=(1e-3, 1.0, 1e3), trials=2, methods=("logistic", "rff_svm"), D=20)
+
+
+def toy_task(task, config, rng):
+    """A task function for the tests: fails on request, else returns two draws of its stream."""
+    import xarray as xr
+
+    if task.method == "boom" and dict(task.params)["x"] == 2:
+        raise ArithmeticError("injected failure")
+    return xr.Dataset({"draw": (("k",), rng.standard_normal(2), {"long_name": "draws", "units": "1"}),
+                       "x2": ((), float(dict(task.params)["x"]) ** 2, {"long_name": "x^2", "units": "1"})},
+                      coords={"k": ("k", np.arange(2), {"long_name": "draw index", "units": "1"})})
+
+
+def _spec(xs, methods=("a", "boom"), trials=2, config=None):
+    return SweepSpec(name="toy", function="test_sweep:toy_task", methods=methods, grid={"x": xs},
+                     trials=trials, config=config or {"c": 1}, root_seed=3)
+
+
+def test_seeds_are_keyed_on_names_not_on_list_order(tmp_path):
+    t = Task("toy", "a", (("x", 2),), 1)
+    s1 = [x.seed_sequence(3).generate_state(4).tolist() for x in _spec((1, 2, 3)).tasks() if x == t]
+    s2 = [x.seed_sequence(3).generate_state(4).tolist() for x in _spec((5, 2), ("z", "a")).tasks() if x == t]
+    assert s1 == s2 and len(s1) == 1
+    assert Task("toy", "a", (("x", 2),), 0).seed_sequence(3).generate_state(4).tolist() != s1[0]
+    assert t.seed_sequence(4).generate_state(4).tolist() != s1[0]              # root seed matters
+    # adding a grid value changes no other task's numbers
+    run_sweep(_spec((1, 2), methods=("a",)), tmp_path / "one", workers=0, progress=False, log=None)
+    run_sweep(_spec((0, 2, 1), methods=("b", "a")), tmp_path / "two", workers=0, progress=False, log=None)
+    a, b = open_sweep(tmp_path / "one"), open_sweep(tmp_path / "two")
+    np.testing.assert_array_equal(a.draw.sel({"method": "a", "x": [1, 2]}).values,
+                                  b.draw.sel({"method": "a", "x": [1, 2]}).values)
+
+
+def test_a_failing_task_is_recorded_and_the_sweep_goes_on_and_merge_has_nan(tmp_path):
+    out = tmp_path / "s"
+    summary = run_sweep(_spec((1, 2, 3)), out, workers=0, progress=False, log=None)
+    assert (summary.total, summary.done, summary.failed) == (12, 10, 2)
+    failures = json.loads((out / "failures.json").read_text())
+    assert len(failures) == 2 and all("ArithmeticError: injected failure" in f["error"] for f in failures)
+    assert all("Traceback" in f["traceback"] and f["task"]["method"] == "boom" for f in failures)
+    assert "FAILED" in summary.format()
+    ds = open_sweep(out)
+    assert ds.x2.dims == ("method", "x", "trial") and ds.draw.dims == ("method", "x", "trial", "k")
+    assert np.isnan(ds.x2.sel({"method": "boom", "x": 2})).all()                # missing: NaN
+    assert (ds.x2.sel({"method": "boom", "x": 3}) == 9.0).all()                 # not zero elsewhere
+    assert int(ds.attrs["n_complete"]) == 10 and (out / "toy.h5").exists()
+    # a missing task file is NaN too, never zero
+    victim = out / "tasks" / Task("toy", "a", (("x", 1),), 0).filename
+    victim.unlink()
+    ds = open_sweep(out, write=False)
+    assert np.isnan(ds.x2.sel({"method": "a", "x": 1, "trial": 0}))
+    assert ds.x2.sel({"method": "a", "x": 1, "trial": 1}) == 1.0
+
+
+def test_rerun_skips_complete_tasks_and_refuses_another_configuration(tmp_path):
+    out = tmp_path / "s"
+    run_sweep(_spec((1, 3), methods=("a",)), out, workers=0, progress=False, log=None)
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "tasks").iterdir()}
+    said = []
+    again = run_sweep(_spec((1, 3, 4), methods=("a",)), out, workers=0, progress=False, log=said.append)
+    assert (again.skipped, again.done) == (4, 2) and "4 of 6 tasks complete before, skipped" in said[0]
+    assert all(p.stat().st_mtime_ns == before[p.name] for p in (out / "tasks").iterdir() if p.name in before)
+    with pytest.raises(ValueError, match="other parameters or configuration"):
+        run_sweep(_spec((1, 3), methods=("a",), config={"c": 2}), out, workers=0, progress=False, log=None)
+
+
+def test_localcluster_gives_the_in_process_numbers(tmp_path):
+    serial = run_sweep(benchmark_spec(SMALL), tmp_path / "serial", workers=0, progress=False, log=None)
+    cluster = run_sweep(benchmark_spec(SMALL), tmp_path / "cluster", workers=2, progress=False, log=None)
+    assert serial.done == cluster.done == 12 and cluster.failed == 0
+    a, b = open_sweep(tmp_path / "serial"), open_sweep(tmp_path / "cluster")
+    for v in ("accuracy", "f1", "test_positive_rate"):
+        np.testing.assert_array_equal(a[v].values, b[v].values)
+    assert a.accuracy.dims == ("method", "sigma", "trial")
+
+
+def _wait_for(path, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if path.exists():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{path} did not appear")
+
+
+@pytest.mark.slow
+def test_external_scheduler_and_workers_give_the_same_numbers(tmp_path):
+    """`dask scheduler` + two `dask worker` processes started here: the same merged numbers."""
+    sched_file = tmp_path / "scheduler.json"
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    procs = [subprocess.Popen([*dask, "--scheduler-file", str(sched_file), "--no-dashboard",
+                               "--host", "127.0.0.1"], env=ENV, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    try:
+        _wait_for(sched_file)
+        for _ in range(2):
+            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
+                                           "--scheduler-file", str(sched_file), "--nthreads", "1",
+                                           "--no-dashboard", "--host", "127.0.0.1"], env=ENV,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        address = json.loads(sched_file.read_text())["address"]
+        cfg = tmp_path / "small.json"
+        cfg.write_text(json.dumps(SMALL.to_dict()))
+        common = ["synthetic", "--config", str(cfg), "--quiet", "--no-plots"]
+        assert cli_main([*common, "--scheduler", address, "--out", str(tmp_path / "remote")]) == 0
+        assert cli_main([*common, "--workers", "0", "--out", str(tmp_path / "local")]) == 0
+        a = open_sweep(tmp_path / "remote" / "benchmark")
+        b = open_sweep(tmp_path / "local" / "benchmark")
+        for v in ("accuracy", "f1"):
+            np.testing.assert_array_equal(a[v].values, b[v].values)
+    finally:
+        for p in procs[::-1]:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_sigkilled_sweep_finishes_by_rerunning_with_the_uninterrupted_result(tmp_path):
+    cfg = tmp_path / "small.json"
+    cfg.write_text(json.dumps(SMALL.replace(sigmas=(1e-3, 1e-1, 1.0, 1e1, 1e3), trials=3).to_dict()))
+    argv = ["synthetic", "--config", str(cfg), "--quiet", "--no-plots", "--workers", "0"]
+    out = tmp_path / "cut"
+    proc = subprocess.Popen([sys.executable, "-m", "rieszflow", *argv, "--out", str(out)], env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    tasks = out / "benchmark" / "tasks"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (tasks.exists() and len(list(tasks.glob("*.h5"))) >= 5):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    n_before = len(list(tasks.glob("*.h5")))
+    assert 5 <= n_before < 30, n_before
+    assert (out / "benchmark" / "benchmark.lock").exists()           # the dead process's lock
+    assert cli_main([*argv, "--out", str(out)]) == 0                 # stale lock taken over, rest run
+    assert cli_main([*argv, "--out", str(tmp_path / "whole")]) == 0
+    a, b = open_sweep(out / "benchmark"), open_sweep(tmp_path / "whole" / "benchmark")
+    assert int(a.attrs["n_complete"]) == 30
+    for v in ("accuracy", "f1", "test_positive_rate"):
+        np.testing.assert_array_equal(a[v].values, b[v].values)
+
+
+def test_synthetic_cli_contract(tmp_path, capsys):
+    options = {s for a in build_parser().subcommand_parsers["synthetic"]._actions for s in a.option_strings}
+    assert {"--out", "--overwrite", "--resume", "--set", "--config", "--seed", "--backend", "--quiet",
+            "--no-plots", "--quick", "--workers", "--scheduler"} <= options
+    cfg = tmp_path / "small.json"
+    cfg.write_text(json.dumps(SMALL.to_dict()))
+    out = tmp_path / "s"
+    assert cli_main(["synthetic", "--resume", "--quiet", "--out", str(out)]) == 2     # nothing yet
+    assert cli_main(["synthetic", "--config", str(cfg), "--quiet", "--workers", "0", "--out", str(out)]) == 0
+    assert (out / "benchmark" / "fig1_accuracy_f1.png").exists()
+    capsys.readouterr()
+    # rerun with --resume alone: the stored configuration, nothing recomputed
+    assert cli_main(["synthetic", "--resume", "--workers", "0", "--no-plots", "--out", str(out)]) == 0
+    assert "12 of 12 tasks complete before, skipped; running 0" in capsys.readouterr().out
+    assert cli_main(["synthetic", "--resume", "--quiet", "--seed", "9", "--workers", "0", "--out", str(out)]) == 2
+    assert "seed: stored 0, given 9" in capsys.readouterr().err
+    # another configuration on the same directory: refused, nothing overwritten
+    assert cli_main(["synthetic", "--quick", "--quiet", "--workers", "0", "--out", str(out)]) == 2
+    assert "another configuration" in capsys.readouterr().err
+    assert cli_main(["synthetic", "--quiet", "--set", "methods=nope", "--out", str(out)]) == 2
+    assert "allowed: logistic" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- App. F.1.1 data
+
+def test_log_odds_matches_hand_computed_rows():
+    X = np.array([[0.5, 1.0, 2.0, 3.0, math.pi / 6, 1.0, -2.0],
+                  [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                  [1.0, -2.0, -1.0, 0.5, math.pi / 3, 4.0, 1.0]])
+    w = np.array([0.5, 0.25])
+    # row 0: 1.5*sin(pi/2) + 0.8*1 - 2*3 + 0.5*sin(pi/2) + (0.5 - 0.5) = 1.5 + 0.8 - 6 + 0.5 + 0
+    # row 2: 1.5*sin(pi) + 0.8*4 + 0.5 + 0.5*sin(pi) + (2 + 0.25) = 0 + 3.2 + 0.5 + 0 + 2.25
+    np.testing.assert_allclose(log_odds(X, w), [-3.2, 0.0, 5.95], atol=1e-12)
+    np.testing.assert_allclose(log_odds(X[:, :5], np.zeros(0)), [-3.2, 0.0, 3.7], atol=1e-12)
+    with pytest.raises(ValueError, match="p >= 5"):
+        log_odds(X[:, :4], np.zeros(0))
+    with pytest.raises(ValueError, match=r"shape \(p - 5,\)"):
+        log_odds(X, np.zeros(3))
+
+
+def test_dataset_is_fixed_by_the_global_seed_and_labels_follow_the_logistic_link():
+    a, b = make_dataset(), make_dataset()
+    np.testing.assert_array_equal(a.X, b.X)
+    assert a.X.shape == (400, 10) and a.w.shape == (5,) and len(a.train) == 280 and len(a.test) == 120
+    assert len(np.intersect1d(a.train, a.test)) == 0
+    np.testing.assert_allclose(a.logit, log_odds(a.X, a.w))
+    with pytest.raises(ValueError, match="p"):
+        make_dataset(p=4)
+    # sigma = 0: P(y = 1) = sigmoid(l); the mean over 2000 redraws is within 5 SE of it
+    rng = np.random.default_rng(0)
+    draws = np.stack([draw_labels(a.logit, 0.0, rng) for _ in range(2000)])
+    p = 1.0 / (1.0 + np.exp(-a.logit))
+    se = np.sqrt(p * (1 - p) / 2000) + 1e-12
+    assert np.max(np.abs(draws.mean(0) - p) / se) < 5.0
+    # huge noise: labels carry no signal (fraction of ones within 5 SE of 1/2)
+    y = np.stack([draw_labels(a.logit, 1e5, rng) for _ in range(200)]).ravel()
+    assert abs(y.mean() - 0.5) < 5 * 0.5 / math.sqrt(y.size)
