@@ -45,6 +45,9 @@ results: venv
 	  --title "paper 004's bounds measured, --quick"
 	$(RF) report runs/token_flow-quick-seed0.h5 --overwrite --out docs/results/token_flow_quick.md \
 	  --title "tokens as interacting particles on the sphere, --quick"
+	$(RF) synthetic --quick --workers 2 --quiet --overwrite --out runs/synthetic-quick-seed0
+	$(RF) report runs/synthetic-quick-seed0/benchmark/benchmark.h5 --overwrite --out docs/results/synthetic_quick.md \
+	  --title "paper 000's synthetic benchmark (App. F.1), built methods, --quick"
 	cp runs/mean_field-quick-seed0_interval_w1_vs_N.png docs/img/mean_field_interval_w1_vs_N.png
 	cp runs/mean_field-quick-seed0_interval_density.png docs/img/mean_field_interval_density.png
 

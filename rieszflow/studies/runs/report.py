@@ -26,6 +26,7 @@ REPORTERS = {
     "mean_field_study": "rieszflow.studies.runs.report:_mean_field_tables",
     "attention_theory": "rieszflow.studies.runs.report:_stored_report",
     "token_flow_study": "rieszflow.studies.runs.report:_stored_report",
+    "sweep": "rieszflow.studies.runs.report:_sweep_tables",
 }
 
 
@@ -96,6 +97,19 @@ def _mean_field_tables(ds) -> str:
     from rieszflow.studies.mean_field.analysis import format_tables, summary_tables
 
     return format_tables(summary_tables(ds))
+
+
+def _sweep_tables(ds) -> str:
+    import json
+
+    spec = json.loads(ds.attrs["config"])
+    head = (f"sweep {spec['name']}: {int(ds.attrs['n_complete'])} of {int(ds.attrs['n_tasks'])} tasks "
+            f"complete; configuration {json.dumps(spec['config'], sort_keys=True)}")
+    if spec["function"] == "rieszflow.studies.synthetic.study:benchmark_task":
+        from rieszflow.studies.synthetic.study import format_summary
+
+        return head + "\n\n" + format_summary(ds)
+    return head + "\n\n" + str(ds.mean("trial"))
 
 
 def _stored_report(ds) -> str:
