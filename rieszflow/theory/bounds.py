@@ -42,7 +42,7 @@ __all__ = [
 class Bound:
     """A Lipschitz/contraction constant as printed in paper 004 and as corrected.
 
-    Attributes
+    Parameters
     ----------
     paper : float
         The constant as printed (may be invalid: see ``paper_valid``).

@@ -39,7 +39,7 @@ __all__ = [
 class KernelConstants:
     """Regularity constants of an interaction potential G on a domain, stored in log space.
 
-    Attributes
+    Parameters
     ----------
     log_eps : float
         log eps(G) = log inf_{x,y in E} G(x, y) (-inf when E is unbounded).
@@ -96,7 +96,7 @@ class KernelConstants:
 class QueryConstants:
     """Constants of the key-slot function y -> G(x, y) for one fixed query x (Prop. 25).
 
-    Attributes
+    Parameters
     ----------
     log_eps : float
         log inf_{y in E} G(x, y).
@@ -106,7 +106,8 @@ class QueryConstants:
         log ||G(x, .)||_Lip (dual norm of ``metric``).
     diam : float
         diam(E).
-    metric : str
+    metric : str, default "l1"
+        Ground metric.
 
     References
     ----------

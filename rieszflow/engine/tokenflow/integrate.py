@@ -333,8 +333,11 @@ class FlowResult(NamedTuple):
     Parameters
     ----------
     times : numpy.ndarray, shape (n_rec,)
+        Times of the records.
     x : numpy.ndarray, shape (n_rec, ..., n, d), or None if ``keep_trajectory=False``
+        Recorded tokens.
     observables : dict of str to numpy.ndarray, each of shape (n_rec, ...)
+        Recorded observables, by name.
     sinkhorn_residual : numpy.ndarray, shape (n_rec,), or None
         Largest Sinkhorn residual over the steps since the previous record (NaN at
         a record taken before any step, e.g. t = 0).
