@@ -148,14 +148,38 @@ class Backend:
         return np if self.name == "numpy" else _import_cupy()
 
     def asarray(self, x, dtype=None):
-        """Move ``x`` to this backend (no copy when already there and of that dtype)."""
+        """Move ``x`` to this backend (no copy when already there and of that dtype).
+
+        Parameters
+        ----------
+        x : array_like or scalar
+            NumPy or CuPy array, or anything ``numpy.asarray`` accepts.
+        dtype : numpy.dtype, optional
+            Target dtype; default ``self.dtype``.
+
+        Returns
+        -------
+        array
+            ``numpy.ndarray`` or ``cupy.ndarray`` of dtype ``dtype``.
+        """
         dtype = self.dtype if dtype is None else dtype
         if self.name == "numpy":
             return np.asarray(to_numpy(x), dtype=dtype)
         return self.xp.asarray(x, dtype=dtype)
 
     def to_numpy(self, x):
-        """Host copy of ``x`` (see :func:`to_numpy`)."""
+        """Host copy of ``x`` (see :func:`to_numpy`).
+
+        Parameters
+        ----------
+        x : array_like or scalar
+            NumPy or CuPy array, or scalar.
+
+        Returns
+        -------
+        numpy.ndarray
+            Host copy of ``x``.
+        """
         return to_numpy(x)
 
     def normal(self, rng: np.random.Generator, shape, scale: float = 1.0):
@@ -176,7 +200,25 @@ class Backend:
         return self.asarray(scale * rng.standard_normal(shape))
 
     def uniform(self, rng: np.random.Generator, shape, low: float = 0.0, high: float = 1.0):
-        """Uniform draws on [low, high) made on the host and moved here."""
+        """Uniform draws on [low, high) made on the host and moved here.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Host generator; the only source of randomness, so a seed fixes
+            the result on every backend.
+        shape : tuple of int
+            Shape of the draws.
+        low : float, default 0.0
+            Lower bound (inclusive).
+        high : float, default 1.0
+            Upper bound (exclusive).
+
+        Returns
+        -------
+        array of shape ``shape`` and dtype ``self.dtype``
+            The draws.
+        """
         return self.asarray(rng.uniform(low, high, size=shape))
 
     def synchronize(self) -> None:

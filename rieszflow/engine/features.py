@@ -404,8 +404,19 @@ class FavorFeatureMap(FeatureMap):
 
     Parameters
     ----------
-    d, m, tau, floor, rng
+    d : int
+        Input dimension, ``d >= 1`` (see :class:`FeatureMap`).
+    m : int
+        Number of features M, ``m >= 1`` (see :class:`FeatureMap`).
+    tau : float, default 1.0
+        Temperature, ``tau > 0`` (see :class:`FeatureMap`).
+    floor : float, default 1e-6
+        Validated but not used by this map (see :class:`FeatureMap`).
+    rng : numpy.random.Generator or None, default None
         See :class:`FeatureMap`.
+    **fixed
+        Map options by name: ``omega_scale`` and ``check_finite`` (see
+        :class:`FeatureMap`), and ``stabilise`` below.
     stabilise : {"none", "row", "seq"}, default "none"
         Shift ``c`` subtracted from the exponent, treated as a constant in
         :meth:`backward` (as the reference code detaches it):
@@ -518,10 +529,22 @@ class EluFeatureMap(_L1FeatureMap):
 
     Parameters
     ----------
-    d, m, tau, floor, rng
-        See :class:`FeatureMap`. ``floor >= 0``; the clamp is active only for
+    d : int
+        Input dimension, ``d >= 1`` (see :class:`FeatureMap`).
+    m : int
+        Number of features M, ``m >= 1`` (see :class:`FeatureMap`).
+    tau : float, default 1.0
+        Temperature, ``tau > 0`` (see :class:`FeatureMap`).
+    floor : float, default 1e-6
+        ``floor >= 0``; the clamp is active only for
         ``u_k < log(floor)`` (about -13.8 for the default 1e-6), where the
         gradient is 0 (the subgradient of max).
+    rng : numpy.random.Generator or None, default None
+        Draws the fixed biases when ``bias_std > 0`` and ``b`` is not given (see
+        :class:`FeatureMap`).
+    **fixed
+        Map options by name: ``omega_scale`` and ``check_finite`` (see
+        :class:`FeatureMap`), and ``bias_std`` and ``b`` below.
     bias_std : float, default 1.0
         The fixed biases are drawn once as ``b_k ~ N(0, bias_std**2)`` i.i.d. from
         ``rng`` (the paper does not state their law; unit spread matches that of
@@ -597,8 +620,18 @@ class SoftplusFeatureMap(_L1FeatureMap):
 
     Parameters
     ----------
-    d, m, tau, floor, rng
-        See :class:`FeatureMap` (``rng`` is not needed: no random constants).
+    d : int
+        Input dimension, ``d >= 1`` (see :class:`FeatureMap`).
+    m : int
+        Number of features M, ``m >= 1`` (see :class:`FeatureMap`).
+    tau : float, default 1.0
+        Temperature, ``tau > 0`` (see :class:`FeatureMap`).
+    floor : float, default 1e-6
+        Additive floor, ``floor >= 0`` (see :class:`FeatureMap`).
+    rng : numpy.random.Generator or None, default None
+        Not needed: no random constants.
+    **fixed
+        Map options by name: ``omega_scale`` and ``check_finite`` (see :class:`FeatureMap`).
 
     References
     ----------
@@ -624,8 +657,19 @@ class PorfSoftplusFeatureMap(SoftplusFeatureMap):
 
     Parameters
     ----------
-    d, m, tau, floor, rng
+    d : int
+        Input dimension, ``d >= 1`` (see :class:`FeatureMap`).
+    m : int
+        Number of features M, ``m >= 1`` (see :class:`FeatureMap`).
+    tau : float, default 1.0
+        Temperature, ``tau > 0`` (see :class:`FeatureMap`).
+    floor : float, default 1e-6
+        Additive floor, ``floor >= 0`` (see :class:`FeatureMap`).
+    rng : numpy.random.Generator or None, default None
         See :class:`FeatureMap`.
+    **fixed
+        Map options by name: ``omega_scale`` and ``check_finite`` (see
+        :class:`FeatureMap`), and ``row_norms`` below.
     row_norms : {"chi", "fixed"}, default "chi"
         Row rescaling of the orthogonal blocks (Yu et al. 2016; Choromanski et al.
         use "chi" as ``scaling=0`` and ``sqrt(d)`` as ``scaling=1``).
@@ -702,8 +746,18 @@ class Sigmoid2FeatureMap(_L1FeatureMap):
 
     Parameters
     ----------
-    d, m, tau, floor, rng
-        See :class:`FeatureMap` (``rng`` is not needed).
+    d : int
+        Input dimension, ``d >= 1`` (see :class:`FeatureMap`).
+    m : int
+        Number of features M, ``m >= 1`` (see :class:`FeatureMap`).
+    tau : float, default 1.0
+        Temperature, ``tau > 0`` (see :class:`FeatureMap`).
+    floor : float, default 1e-6
+        Additive floor, ``floor >= 0`` (see :class:`FeatureMap`).
+    rng : numpy.random.Generator or None, default None
+        Not needed.
+    **fixed
+        Map options by name: ``omega_scale`` and ``check_finite`` (see :class:`FeatureMap`).
 
     Notes
     -----
@@ -733,9 +787,18 @@ class Cos2FeatureMap(_L1FeatureMap):
 
     Parameters
     ----------
-    d, m, tau, rng
-        See :class:`FeatureMap`; ``rng`` draws the phases ``b_k ~ Unif[0, 2 pi)``
-        once, unless ``b`` is given.
+    d : int
+        Input dimension, ``d >= 1`` (see :class:`FeatureMap`).
+    m : int
+        Number of features M, ``m >= 1`` (see :class:`FeatureMap`).
+    tau : float, default 1.0
+        Temperature, ``tau > 0`` (see :class:`FeatureMap`).
+    rng : numpy.random.Generator or None, default None
+        Draws the phases ``b_k ~ Unif[0, 2 pi)`` once, unless ``b`` is given (see
+        :class:`FeatureMap`).
+    **fixed
+        Map options by name: ``omega_scale`` and ``check_finite`` (see
+        :class:`FeatureMap`), and ``b`` below.
     floor : float, default 1e-6
         Must be ``> 0`` here: without it ``sum_j cos(u_j)^2`` is 0 whenever every
         ``u_j`` is an odd multiple of pi/2 (e.g. ``m = 1``, or all particles at 0
@@ -783,8 +846,18 @@ class SoftmaxFeatFeatureMap(FeatureMap):
 
     Parameters
     ----------
-    d, m, tau, floor, rng
-        See :class:`FeatureMap` (``rng`` is not needed).
+    d : int
+        Input dimension, ``d >= 1`` (see :class:`FeatureMap`).
+    m : int
+        Number of features M, ``m >= 1`` (see :class:`FeatureMap`).
+    tau : float, default 1.0
+        Temperature, ``tau > 0`` (see :class:`FeatureMap`).
+    floor : float, default 1e-6
+        Validated but not used by this map (see :class:`FeatureMap`).
+    rng : numpy.random.Generator or None, default None
+        Not needed.
+    **fixed
+        Map options by name: ``omega_scale`` and ``check_finite`` (see :class:`FeatureMap`).
 
     References
     ----------
@@ -820,8 +893,19 @@ class RffFeatureMap(FeatureMap):
 
     Parameters
     ----------
-    d, m, tau, floor, rng
-        See :class:`FeatureMap`; ``rng`` draws the phases once, unless ``b`` is given.
+    d : int
+        Input dimension, ``d >= 1`` (see :class:`FeatureMap`).
+    m : int
+        Number of features M, ``m >= 1`` (see :class:`FeatureMap`).
+    tau : float, default 1.0
+        Temperature, ``tau > 0`` (see :class:`FeatureMap`).
+    floor : float, default 1e-6
+        Validated but not used by this map (see :class:`FeatureMap`).
+    rng : numpy.random.Generator or None, default None
+        Draws the phases once, unless ``b`` is given (see :class:`FeatureMap`).
+    **fixed
+        Map options by name: ``omega_scale`` and ``check_finite`` (see
+        :class:`FeatureMap`), and ``b`` below.
     b : array_like, shape (m,), optional
         Explicit fixed phases.
 

@@ -213,7 +213,13 @@ class EmpiricalMeasure:
         return int(self.points.shape[1])
 
     def mean(self):
-        """First moment mu(F), F = id: array of shape (d,) (paper 004 eq. (2))."""
+        """First moment mu(F), F = id: array of shape (d,) (paper 004 eq. (2)).
+
+        Returns
+        -------
+        array, shape (d,)
+            :math:`\\sum_i w_i x_i`, on the backend of ``points``.
+        """
         return self.weights @ self.points
 
     def integrate(self, fn) -> float:
@@ -326,7 +332,7 @@ def empirical_measure(points, weights=None) -> EmpiricalMeasure:
 class W1(NamedTuple):
     """A Wasserstein-1 value and the method that produced it.
 
-    Attributes
+    Parameters
     ----------
     value : float
         The distance (>= 0), in the units of the points.
@@ -528,11 +534,33 @@ class AtomicMeasure1D:
         return self.x
 
     def cdf_right(self, q) -> np.ndarray:
-        """:math:`F(q) = \\mu((-\\infty, q])` (right-continuous)."""
+        """:math:`F(q) = \\mu((-\\infty, q])` (right-continuous).
+
+        Parameters
+        ----------
+        q : float or array_like
+            Evaluation point(s).
+
+        Returns
+        -------
+        float64 or numpy.ndarray of float64, shape of ``q``
+            :math:`F(q)`.
+        """
         return self._cum[np.searchsorted(self.x, q, side="right")]
 
     def cdf_left(self, q) -> np.ndarray:
-        """:math:`F(q^-) = \\mu((-\\infty, q))`."""
+        """:math:`F(q^-) = \\mu((-\\infty, q))`.
+
+        Parameters
+        ----------
+        q : float or array_like
+            Evaluation point(s).
+
+        Returns
+        -------
+        float64 or numpy.ndarray of float64, shape of ``q``
+            :math:`F(q^-)`.
+        """
         return self._cum[np.searchsorted(self.x, q, side="left")]
 
 
@@ -572,7 +600,18 @@ class CellMeasure1D:
         return self.edges
 
     def cdf_right(self, q) -> np.ndarray:
-        """CDF (continuous: left and right limits agree)."""
+        """CDF (continuous: left and right limits agree).
+
+        Parameters
+        ----------
+        q : float or array_like
+            Evaluation point(s).
+
+        Returns
+        -------
+        float64 or numpy.ndarray of float64, shape of ``q``
+            The CDF at ``q`` (linear interpolation of the cumulative masses at the edges).
+        """
         return np.interp(q, self.edges, self._cum)
 
     cdf_left = cdf_right

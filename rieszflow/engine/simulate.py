@@ -58,7 +58,7 @@ BOUNDARIES = ("project", "reflect")
 class LangevinState:
     """State of the projected Langevin chain.
 
-    Attributes
+    Parameters
     ----------
     omega : array, shape (N, d)
         Particle positions :math:`\\Omega_N^m`.
@@ -74,7 +74,20 @@ class LangevinState:
     max_displacement: Any = math.inf
 
     def draw_noise(self, rng: np.random.Generator, backend):
-        """Standard normal noise of shape ``omega.shape`` for one step."""
+        """Standard normal noise of shape ``omega.shape`` for one step.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The source of the draws.
+        backend : rieszflow.engine.backend.Backend
+            Where the noise is placed.
+
+        Returns
+        -------
+        array, shape ``omega.shape``
+            Standard normal draws of dtype ``backend.dtype``.
+        """
         return backend.normal(rng, self.omega.shape)
 
 
@@ -82,14 +95,16 @@ class LangevinState:
 class MALAState:
     """State of the Metropolis-adjusted Langevin chain.
 
-    Attributes
+    Parameters
     ----------
     omega : array, shape (N, d)
+        Particle positions.
     energy : float64 0-d array
         :math:`H(\\Omega_N)` at ``omega``.
     grad : array, shape (N, d)
         :math:`\\nabla H(\\Omega_N)` at ``omega``.
     step : int
+        Number of steps taken.
     n_accepted : int64 0-d array
         Accepted proposals so far (acceptance rate ``n_accepted / step``).
     max_displacement : float64 0-d array
@@ -97,6 +112,9 @@ class MALAState:
     last_accept : int64 0-d array
         Step count at the last accepted proposal (0 if none yet); ``step - last_accept`` is
         the length of the current run of rejections, which :func:`run_langevin` watches.
+    eta : float or array of shape (C,), optional
+        Step size that overrides the step's ``eta`` when set (see :func:`adapt_step_size`);
+        ``None`` uses the step's own.
     """
 
     omega: Any
@@ -639,7 +657,7 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
 class GibbsResample(NamedTuple):
     """Result of :func:`gibbs_resample`.
 
-    Attributes
+    Parameters
     ----------
     omega : array, shape (D, d)
         Resampled particles :math:`\\omega^*_1, \\dots, \\omega^*_D`.

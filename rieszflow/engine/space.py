@@ -205,6 +205,15 @@ class Free(Space):
     def sample_uniform(self, rng, n, d):
         """Not defined on :math:`\\mathbb{R}^d`.
 
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Unused.
+        n : int
+            Number of points (unused).
+        d : int
+            Dimension (unused).
+
         Raises
         ------
         ValueError

@@ -80,7 +80,7 @@ METHODS = ("active_set", "slsqp")
 class EquilibriumResult:
     """Zero-temperature minimiser on a mesh.
 
-    Attributes
+    Parameters
     ----------
     rho : ndarray, shape (n_cells,)
         Minimising density (unit mass, ``>= 0``).
@@ -95,9 +95,11 @@ class EquilibriumResult:
         Max of the stationarity error on the support, the dual and primal
         infeasibilities, and the mass error (units of V).
     iterations : int
+        Active-set iterations (``"active_set"``) or SLSQP iterations (``"slsqp"``).
     converged : bool
         ``kkt_residual <= tol`` (active set: also the support repeated).
     method : str
+        The method used, ``"active_set"`` or ``"slsqp"``.
 
     References
     ----------
@@ -234,7 +236,7 @@ def equilibrium_on_mesh(problem: MeanFieldProblem, *, method: str = "active_set"
 class ParticleEquilibrium:
     """Minimiser of the discrete energy :math:`E_N` of N particles.
 
-    Attributes
+    Parameters
     ----------
     omega : ndarray, shape (N, d)
         Particle positions.
@@ -243,7 +245,9 @@ class ParticleEquilibrium:
     grad_norm : float
         Max-norm of the projected gradient of :math:`N E_N` per particle (force on a particle).
     iterations : int
+        L-BFGS-B iterations.
     converged : bool
+        ``grad_norm <= tol``.
     message : str
         Optimiser message.
 

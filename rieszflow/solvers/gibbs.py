@@ -163,7 +163,7 @@ def free_energy(problem: MeanFieldProblem, rho) -> float:
 class GibbsResult:
     """A self-consistent Gibbs density and its convergence report.
 
-    Attributes
+    Parameters
     ----------
     rho : ndarray, shape (n_cells,)
         :math:`e^{-\\beta U}/Z` (unit mass).
@@ -180,6 +180,8 @@ class GibbsResult:
     converged : bool
         Final residual ``<= tol`` (True when ``lam == 0``: the closed form is exact).
     method : str
+        The method used (``"auto"`` resolved to ``"newton"`` or ``"anderson"``, except when
+        ``lam == 0``, where the argument is returned unchanged).
 
     References
     ----------
@@ -513,7 +515,7 @@ def rate_function(problem: MeanFieldProblem, mu, *, regime: str = "fixed_beta", 
 class TiltedResult:
     """Infimum of a rate function over :math:`A = \\{\\mu: \\int f\\,d\\mu \\ge a\\}` and its minimiser.
 
-    Attributes
+    Parameters
     ----------
     value : float
         :math:`\\inf_A I` (or :math:`\\inf_A J`).

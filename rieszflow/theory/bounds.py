@@ -42,7 +42,7 @@ __all__ = [
 class Bound:
     """A Lipschitz/contraction constant as printed in paper 004 and as corrected.
 
-    Attributes
+    Parameters
     ----------
     paper : float
         The constant as printed (may be invalid: see ``paper_valid``).
@@ -66,6 +66,11 @@ class Bound:
 def prop19_query_bound(c: KernelConstants) -> Bound:
     """Prop. 19 (i): W1(Psi_{G(x,.)}(mu), Psi_{G(y,.)}(mu)) <= C d(x, y).
 
+    Parameters
+    ----------
+    c : KernelConstants
+        Constants of G on E (uses ``log_lip_query``, ``log_eps`` and ``diam``).
+
     Returns
     -------
     Bound
@@ -82,6 +87,11 @@ def prop19_query_bound(c: KernelConstants) -> Bound:
 
 def prop19_key_bound(c: KernelConstants) -> Bound:
     """Prop. 19 (ii): W1(Psi_{G(x,.)}(mu), Psi_{G(x,.)}(nu)) <= C W1(mu, nu).
+
+    Parameters
+    ----------
+    c : KernelConstants
+        Constants of G on E (uses ``log_lip_key``, ``log_sup``, ``log_eps`` and ``diam``).
 
     Returns
     -------
@@ -103,6 +113,16 @@ def prop19_key_bound(c: KernelConstants) -> Bound:
 def prop20_bound(d: int) -> Bound:
     """Prop. 20: tau(Pi) for the Dirac projection; printed d, true value 1 (Jensen).
 
+    Parameters
+    ----------
+    d : int
+        Token dimension.
+
+    Returns
+    -------
+    Bound
+        paper = d (valid); corrected = sharpened = lower = 1.
+
     References
     ----------
     Paper 004 Prop. 20; spec section 4.2 ("Why tau(Pi) = 1").
@@ -112,6 +132,16 @@ def prop20_bound(d: int) -> Bound:
 
 def prop21_bound(k_ell: float) -> Bound:
     """Prop. 21: tau(L) <= K_l for a deterministic lookup (valid, attained by Dirac pairs).
+
+    Parameters
+    ----------
+    k_ell : float
+        Lipschitz constant K_l of the lookup.
+
+    Returns
+    -------
+    Bound
+        paper = corrected = sharpened = lower = K_l (valid).
 
     References
     ----------
@@ -209,6 +239,15 @@ def cor24_bound(c: KernelConstants, k_ell: float, d: int) -> Bound:
 def prop25_bound(q: QueryConstants, k_ell: float, d: int) -> Bound:
     """Prop. 25: ||Attn(x_t, X_N) - Attn(x_t, X_N^)||_1 <= C W1(m(X_N), m(X_N^)).
 
+    Parameters
+    ----------
+    q : QueryConstants
+        Constants of the key-slot function y -> G(x_t, y) for the query x_t.
+    k_ell : float
+        Lipschitz constant K_l of the lookup.
+    d : int
+        Token dimension.
+
     Returns
     -------
     Bound
@@ -230,6 +269,11 @@ def prop25_bound(q: QueryConstants, k_ell: float, d: int) -> Bound:
 
 def lemma31_bound(diam: float) -> Bound:
     """Lemma 31 (last line): W1(Psi_G(nu), Psi_F(nu)) <= C ||G/nu(G) - F/nu(F)||_{L1(nu)}.
+
+    Parameters
+    ----------
+    diam : float
+        diam(E).
 
     Returns
     -------
@@ -274,6 +318,16 @@ def cor30_constant(n: float, d: int, k_ell: float) -> float:
 
 def lemma40_bound(n: float) -> float:
     """Lemma 40: sup_{z in R_+^n} sum z_i e^{-z_i^2} / (1 + sum e^{-z_i^2}) <= sqrt(ln n + 1/(2e)).
+
+    Parameters
+    ----------
+    n : float
+        Number of terms n >= 1 (a float so that very large n can be passed).
+
+    Returns
+    -------
+    float
+        sqrt(ln n + 1/(2e)).
 
     References
     ----------

@@ -222,7 +222,7 @@ def _check_problem(features, target, base_weights):
 class MaxEntResult:
     """Solution of the maximum-entropy problem of Theorem 14 on a discrete base measure.
 
-    Attributes
+    Parameters
     ----------
     weights : array, shape (N,), float64
         mu*_j, the maximum-entropy weights (exactly 0 off :attr:`face` and where nu_j = 0).
@@ -589,7 +589,7 @@ def feasible_perturbations(features, weights, rng: np.random.Generator, n_pertur
 class SoftmaxIProjection:
     """Theorem 14 for one query of dot-product attention (spec section 3.1, instance).
 
-    Attributes
+    Parameters
     ----------
     result : MaxEntResult
         The dual solve with features k_j = W^K y_j and target f = sum_j P_j W^K y_j.
@@ -681,9 +681,10 @@ def softmax_i_projection(query, mu: EmpiricalMeasure, WQ, WK, beta: float = 1.0,
 class GaussianMProjection:
     """The Gaussian N(mean, cov) closest to mu in KL(mu || .) (paper 004 Prop. 16).
 
-    Attributes
+    Parameters
     ----------
     mean : array, shape (d,), float64
+        Mean of the Gaussian.
     cov : array, shape (d, d), float64
         Population convention (weights w_j; 1/n for samples).
     method : {"moments", "nll"}

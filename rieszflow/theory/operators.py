@@ -79,16 +79,49 @@ class LinearLookup:
         self.W = _as_matrix("W", W, 2)
 
     def __call__(self, Y):
-        """Values l(y_j) for keys Y of shape (N, d): array (N, d_v)."""
+        """Values l(y_j) for keys Y of shape (N, d): array (N, d_v).
+
+        Parameters
+        ----------
+        Y : array, shape (N, d), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (N, d_v), float64
+            l(y_j) = W y_j.
+        """
         return Y @ self.W.T
 
     def jacobian(self, Y):
-        """D l(y_j) for every key: array (N, d_v, d) (constant W)."""
+        """D l(y_j) for every key: array (N, d_v, d) (constant W).
+
+        Parameters
+        ----------
+        Y : array, shape (N, d), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (N, d_v, d), float64
+            ``W`` repeated for every key (a broadcast view).
+        """
         xp = namespace(Y)
         return xp.broadcast_to(self.W[None, :, :], (Y.shape[0],) + tuple(self.W.shape))
 
     def lipschitz(self, metric: str = "l1") -> float:
-        """K_l = ||W|| in the operator norm of ``metric`` (l1: max column absolute sum)."""
+        """K_l = ||W|| in the operator norm of ``metric`` (l1: max column absolute sum).
+
+        Parameters
+        ----------
+        metric : {"l1", "l2", "linf"}, default "l1"
+            Metric of the operator norm (see :func:`rieszflow.theory.operator_norm`).
+
+        Returns
+        -------
+        float
+            K_l.
+        """
         return operator_norm(self.W, metric)
 
 
@@ -167,17 +200,50 @@ class FeedForward:
         return Z, xp.ones_like(Z)
 
     def __call__(self, U):
-        """f applied row-wise to U of shape (M, d_in): array (M, d_out)."""
+        """f applied row-wise to U of shape (M, d_in): array (M, d_out).
+
+        Parameters
+        ----------
+        U : array, shape (M, d_in), float64
+            Inputs, one per row.
+
+        Returns
+        -------
+        array, shape (M, d_out), float64
+            f(u_i).
+        """
         a, _ = self._act(U @ self.W1.T + self.b1)
         return a @ self.W2.T + self.b2
 
     def jacobian(self, U):
-        """Df(u_i) for every row: array (M, d_out, d_in)."""
+        """Df(u_i) for every row: array (M, d_out, d_in).
+
+        Parameters
+        ----------
+        U : array, shape (M, d_in), float64
+            Inputs, one per row.
+
+        Returns
+        -------
+        array, shape (M, d_out, d_in), float64
+            Df(u_i).
+        """
         _, da = self._act(U @ self.W1.T + self.b1)
         return (self.W2[None, :, :] * da[:, None, :]) @ self.W1
 
     def lipschitz_bound(self, metric: str = "l1") -> float:
-        """Upper bound ||W2|| Lip(sigma) ||W1|| of Lip(f) in ``metric`` (l1, l2 or linf)."""
+        """Upper bound ||W2|| Lip(sigma) ||W1|| of Lip(f) in ``metric`` (l1, l2 or linf).
+
+        Parameters
+        ----------
+        metric : {"l1", "l2", "linf"}, default "l1"
+            Metric of the operator norms.
+
+        Returns
+        -------
+        float
+            ``operator_norm(W2, metric) * operator_norm(W1, metric)``.
+        """
         return operator_norm(self.W2, metric) * operator_norm(self.W1, metric)
 
 
@@ -248,6 +314,15 @@ def softmatch_measure(query, mu: EmpiricalMeasure,
                       kernel: InteractionPotential) -> EmpiricalMeasure:
     """Psi_{G(x, .)}(mu) for one query x (shape (d_q,)) as a measure on the atoms of mu.
 
+    Parameters
+    ----------
+    query : array, shape (d_q,), float64
+        The query x.
+    mu : EmpiricalMeasure
+        Keys y_j (N atoms, weights w_j).
+    kernel : InteractionPotential
+        G = exp(a).
+
     Returns
     -------
     EmpiricalMeasure
@@ -265,6 +340,11 @@ def softmatch_measure(query, mu: EmpiricalMeasure,
 def dirac_projection(mu: EmpiricalMeasure) -> EmpiricalMeasure:
     """Moment projection onto Dirac measures: Pi(mu) = delta_{mean(mu)} (F = id).
 
+    Parameters
+    ----------
+    mu : EmpiricalMeasure
+        The measure to project.
+
     Returns
     -------
     EmpiricalMeasure
@@ -281,9 +361,15 @@ def dirac_projection(mu: EmpiricalMeasure) -> EmpiricalMeasure:
 def gaussian_projection(mu: EmpiricalMeasure):
     """Moment projection onto Gaussians, F = (x, x x^T): moment matching.
 
+    Parameters
+    ----------
+    mu : EmpiricalMeasure
+        The measure to project.
+
     Returns
     -------
     mean : array, shape (d,)
+        mu(F) for F = id, sum_j w_j y_j.
     cov : array, shape (d, d)
         Population covariance sum_j w_j (y_j - m)(y_j - m)^T (weights, no 1/(N-1) correction).
 
@@ -359,24 +445,73 @@ class SelfAttention:
         self.kernel, self.lookup, self.ffn = kernel, lookup, ffn
 
     def attend(self, queries, mu: EmpiricalMeasure):
-        """Pre-FFN attention outputs y_i = sum_j P_ij l(y_j): array (M, d_v)."""
+        """Pre-FFN attention outputs y_i = sum_j P_ij l(y_j): array (M, d_v).
+
+        Parameters
+        ----------
+        queries : array, shape (M, d_q), float64
+            Queries x_i.
+        mu : EmpiricalMeasure
+            Keys y_j (N atoms, weights w_j).
+
+        Returns
+        -------
+        array, shape (M, d_v), float64
+            y_i.
+        """
         y, _ = attention_kernel(queries, mu, self.kernel, self.lookup(mu.points))
         return y
 
     def transport(self, mu: EmpiricalMeasure, at=None):
-        """The transport map T[mu] evaluated at ``at`` (default: the atoms of mu), shape (M, d)."""
+        """The transport map T[mu] evaluated at ``at`` (default: the atoms of mu), shape (M, d).
+
+        Parameters
+        ----------
+        mu : EmpiricalMeasure
+            Keys y_j (N atoms, weights w_j).
+        at : array, shape (M, d_q), float64, optional
+            Evaluation points; default the atoms of ``mu`` (M = N).
+
+        Returns
+        -------
+        array, shape (M, d_out), float64
+            T[mu](at_i); d_out = d_v without an FFN, the FFN's output dimension with one.
+        """
         at = mu.points if at is None else at
         y = self.attend(at, mu)
         return y if self.ffn is None else self.ffn(y)
 
     def __call__(self, mu: EmpiricalMeasure) -> EmpiricalMeasure:
-        """mu A_mu (then F): the push-forward (T[mu])_# mu, weights unchanged."""
+        """mu A_mu (then F): the push-forward (T[mu])_# mu, weights unchanged.
+
+        Parameters
+        ----------
+        mu : EmpiricalMeasure
+            Tokens (N atoms, weights w_j).
+
+        Returns
+        -------
+        EmpiricalMeasure
+            Atoms T[mu](y_j) with the weights of ``mu``.
+        """
         return EmpiricalMeasure(self.transport(mu), mu.weights)
 
     def query_jacobian(self, queries, mu: EmpiricalMeasure):
         """d T[mu](x) / dx at each query with mu fixed: array (M, d_out, d_q).
 
         dy/dx = sum_j P_j (v_j - y) grad_1 a(x, y_j)^T, then Df(y) when an FFN is present.
+
+        Parameters
+        ----------
+        queries : array, shape (M, d_q), float64
+            Queries x_i.
+        mu : EmpiricalMeasure
+            Keys y_j (N atoms, weights w_j).
+
+        Returns
+        -------
+        array, shape (M, d_out, d_q), float64
+            d T[mu](x_i) / dx_i.
 
         References
         ----------
@@ -395,6 +530,11 @@ class SelfAttention:
 
     def jacobian(self, mu: EmpiricalMeasure):
         """Jacobian of X -> (T[mu_X](x_i))_i with the weights of mu held fixed.
+
+        Parameters
+        ----------
+        mu : EmpiricalMeasure
+            Tokens x_k (N atoms of dimension d, weights w_k).
 
         Returns
         -------
@@ -433,6 +573,11 @@ class SelfAttention:
         W1(out) = sum_i w_i ||(J delta)_i||_1; the supremum of the ratio is attained by moving
         one atom along one axis, so the value is max_{k,c} sum_i w_i ||J[i, :, k, c]||_1 / w_k
         (= ||J||_{1->1} for uniform weights). It is a lower bound on tau(A).
+
+        Parameters
+        ----------
+        mu : EmpiricalMeasure
+            Tokens (N distinct atoms, weights w_k > 0).
 
         Returns
         -------
@@ -522,7 +667,20 @@ class MultiHeadTransformerLayer:
         return EmpiricalMeasure(atoms, xp.full((H,), 1.0 / H))
 
     def transport(self, mu: EmpiricalMeasure, at=None):
-        """T[mu](x) = f(Pi(M-hat_mu(x, .))) at ``at`` (default: atoms of mu): array (M, d)."""
+        """T[mu](x) = f(Pi(M-hat_mu(x, .))) at ``at`` (default: atoms of mu): array (M, d).
+
+        Parameters
+        ----------
+        mu : EmpiricalMeasure
+            Tokens (N atoms in R^d, weights w_j).
+        at : array, shape (M, d), float64, optional
+            Evaluation points; default the atoms of ``mu`` (M = N).
+
+        Returns
+        -------
+        array, shape (M, d), float64
+            T[mu](at_i).
+        """
         at = mu.points if at is None else _as_matrix("at", at, 2)
         xp = namespace(at, mu.points)
         out = xp.stack([dirac_projection(self.mixture(at[i], mu)).points[0]
@@ -530,7 +688,18 @@ class MultiHeadTransformerLayer:
         return out if self.ffn is None else self.ffn(out)
 
     def __call__(self, mu: EmpiricalMeasure) -> EmpiricalMeasure:
-        """mu T_mu = (T[mu])_# mu (paper 004 Prop. 12)."""
+        """mu T_mu = (T[mu])_# mu (paper 004 Prop. 12).
+
+        Parameters
+        ----------
+        mu : EmpiricalMeasure
+            Tokens (N atoms in R^d, weights w_j).
+
+        Returns
+        -------
+        EmpiricalMeasure
+            Atoms T[mu](x_j) with the weights of ``mu``.
+        """
         return EmpiricalMeasure(self.transport(mu), mu.weights)
 
 

@@ -39,7 +39,7 @@ __all__ = [
 class KernelConstants:
     """Regularity constants of an interaction potential G on a domain, stored in log space.
 
-    Attributes
+    Parameters
     ----------
     log_eps : float
         log eps(G) = log inf_{x,y in E} G(x, y) (-inf when E is unbounded).
@@ -87,7 +87,18 @@ class KernelConstants:
         return math.exp(self.log_lip_key)
 
     def over_eps(self, log_value: float) -> float:
-        """exp(log_value - log eps): a constant divided by eps(G), without overflow of parts."""
+        """exp(log_value - log eps): a constant divided by eps(G), without overflow of parts.
+
+        Parameters
+        ----------
+        log_value : float
+            Log of the constant to divide.
+
+        Returns
+        -------
+        float
+            exp(log_value - log_eps) (inf on overflow).
+        """
         with np.errstate(over="ignore"):
             return float(np.exp(log_value - self.log_eps))
 
@@ -96,7 +107,7 @@ class KernelConstants:
 class QueryConstants:
     """Constants of the key-slot function y -> G(x, y) for one fixed query x (Prop. 25).
 
-    Attributes
+    Parameters
     ----------
     log_eps : float
         log inf_{y in E} G(x, y).
@@ -106,7 +117,8 @@ class QueryConstants:
         log ||G(x, .)||_Lip (dual norm of ``metric``).
     diam : float
         diam(E).
-    metric : str
+    metric : str, default "l1"
+        Ground metric.
 
     References
     ----------
@@ -232,19 +244,58 @@ class DotProductKernel(InteractionPotential):
                              f"{Y.shape[-1]} do not fit A of shape {tuple(self.A.shape)}")
 
     def log_potential(self, X, Y):
-        """a(x_i, y_j) = beta x_i^T A y_j: array (M, N) for X (M, d_q), Y (N, d_k)."""
+        """a(x_i, y_j) = beta x_i^T A y_j: array (M, N) for X (M, d_q), Y (N, d_k).
+
+        Parameters
+        ----------
+        X : array, shape (M, d_q), float64
+            Queries.
+        Y : array, shape (N, d_k), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (M, N), float64
+            a(x_i, y_j).
+        """
         self._check_dims(X, Y)
         return self.beta * (X @ self.A) @ Y.T
 
     def grad_query(self, X, Y):
-        """grad_1 a = beta A y_j, broadcast to (M, N, d_q) (spec section 4.5)."""
+        """grad_1 a = beta A y_j, broadcast to (M, N, d_q) (spec section 4.5).
+
+        Parameters
+        ----------
+        X : array, shape (M, d_q), float64
+            Queries.
+        Y : array, shape (N, d_k), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (M, N, d_q), float64
+            grad_1 a(x_i, y_j) (a broadcast view).
+        """
         self._check_dims(X, Y)
         xp = namespace(X, Y)
         g = self.beta * (Y @ self.A.T)                          # (N, d_q)
         return xp.broadcast_to(g[None, :, :], (X.shape[0],) + g.shape)
 
     def grad_key(self, X, Y):
-        """grad_2 a = beta A^T x_i, broadcast to (M, N, d_k) (spec section 4.5)."""
+        """grad_2 a = beta A^T x_i, broadcast to (M, N, d_k) (spec section 4.5).
+
+        Parameters
+        ----------
+        X : array, shape (M, d_q), float64
+            Queries.
+        Y : array, shape (N, d_k), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (M, N, d_k), float64
+            grad_2 a(x_i, y_j) (a broadcast view).
+        """
         self._check_dims(X, Y)
         xp = namespace(X, Y)
         g = self.beta * (X @ self.A)                            # (M, d_k)
@@ -255,6 +306,21 @@ class DotProductKernel(InteractionPotential):
 
         Exact by enumerating the 2^d sign vectors for d <= 16; for larger d the valid upper
         bound R^2 sum_ij |A_ij| is returned (spec section 4.1).
+
+        Parameters
+        ----------
+        domain : Cube
+            The box E = [-R, R]^d, with d the size of the square matrix ``A``.
+
+        Returns
+        -------
+        float
+            c_A (d <= 16) or the upper bound R^2 sum_ij |A_ij| (d > 16).
+
+        Raises
+        ------
+        ValueError
+            If ``A`` is not square of the box's dimension.
         """
         A = to_numpy(self.A)
         if A.shape[0] != A.shape[1] or A.shape[0] != domain.dim:
@@ -310,6 +376,20 @@ class DotProductKernel(InteractionPotential):
 
         With s = R ||A^T x||_1: inf_y G = e^{-beta s}, sup_y G = e^{beta s} and
         ||G(x, .)||_Lip <= e^{beta s} beta ||A^T x||_* (dual norm: l_inf for l1, l2 for l2).
+
+        Parameters
+        ----------
+        x : array, shape (d,), float64
+            The query.
+        domain : Cube
+            The box E = [-R, R]^d.
+        metric : {"l1", "l2"}, default "l1"
+            Ground metric.
+
+        Returns
+        -------
+        QueryConstants
+            log_eps = -beta s, log_sup = beta s, log_lip as above, diam = diam(E) in ``metric``.
 
         References
         ----------
@@ -382,7 +462,25 @@ class GaussianKernel(InteractionPotential):
         return math.sqrt(2.0 / self.beta)
 
     def log_potential(self, X, Y):
-        """a(x_i, y_j) = -(beta/2) ||x_i - y_j||_2^2: array (M, N) for X (M, d), Y (N, d)."""
+        """a(x_i, y_j) = -(beta/2) ||x_i - y_j||_2^2: array (M, N) for X (M, d), Y (N, d).
+
+        Parameters
+        ----------
+        X : array, shape (M, d), float64
+            Queries.
+        Y : array, shape (N, d), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (M, N), float64
+            a(x_i, y_j).
+
+        Raises
+        ------
+        ValueError
+            If ``X`` and ``Y`` have different d.
+        """
         xp = namespace(X, Y)
         if X.shape[-1] != Y.shape[-1]:
             raise ValueError(f"queries ({X.shape[-1]}) and keys ({Y.shape[-1]}) must share d")
@@ -390,11 +488,37 @@ class GaussianKernel(InteractionPotential):
         return -0.5 * self.beta * xp.sum(diff * diff, axis=2)
 
     def grad_query(self, X, Y):
-        """grad_1 a = -beta (x_i - y_j): array (M, N, d)."""
+        """grad_1 a = -beta (x_i - y_j): array (M, N, d).
+
+        Parameters
+        ----------
+        X : array, shape (M, d), float64
+            Queries.
+        Y : array, shape (N, d), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (M, N, d), float64
+            grad_1 a(x_i, y_j).
+        """
         return -self.beta * (X[:, None, :] - Y[None, :, :])
 
     def grad_key(self, X, Y):
-        """grad_2 a = +beta (x_i - y_j): array (M, N, d)."""
+        """grad_2 a = +beta (x_i - y_j): array (M, N, d).
+
+        Parameters
+        ----------
+        X : array, shape (M, d), float64
+            Queries.
+        Y : array, shape (N, d), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (M, N, d), float64
+            grad_2 a(x_i, y_j).
+        """
         return self.beta * (X[:, None, :] - Y[None, :, :])
 
     def _max_lip(self, t_max: float) -> float:
@@ -408,6 +532,18 @@ class GaussianKernel(InteractionPotential):
         ||G||_inf = 1; eps = exp(-diam_2(E)^2 / sigma^2) (0 on R^d); both Lipschitz constants
         equal sup_u 2||u||_* e^{-||u||_2^2/sigma^2}/sigma^2 over differences u of E, which is
         sqrt(2/e)/sigma when E is large enough (attained on a coordinate axis for l1).
+
+        Parameters
+        ----------
+        domain : Cube or None
+            The box E = [-R, R]^d; None for E = R^d.
+        metric : {"l1", "l2"}, default "l1"
+            Ground metric.
+
+        Returns
+        -------
+        KernelConstants
+            In ``metric``; log_sup = 0, log_eps = -inf and diam = inf on R^d.
 
         References
         ----------
@@ -490,7 +626,20 @@ class LinearFeatureKernel(InteractionPotential):
         return lf, grad
 
     def log_potential(self, X, Y):
-        """a = log(phi(W^Q x_i) . phi(W^K y_j)) by log-sum-exp over features: array (M, N)."""
+        """a = log(phi(W^Q x_i) . phi(W^K y_j)) by log-sum-exp over features: array (M, N).
+
+        Parameters
+        ----------
+        X : array, shape (M, d_q), float64
+            Queries.
+        Y : array, shape (N, d_k), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (M, N), float64
+            a(x_i, y_j).
+        """
         self._check_dims(X, Y)
         lq, _ = self._log_features(X @ self.WQ.T)
         lk, _ = self._log_features(Y @ self.WK.T)
@@ -511,9 +660,35 @@ class LinearFeatureKernel(InteractionPotential):
         return g @ self.WK
 
     def grad_query(self, X, Y):
-        """grad_1 a = (W^Q)^T sum_r p_r grad log phi_r(W^Q x_i): array (M, N, d_q)."""
+        """grad_1 a = (W^Q)^T sum_r p_r grad log phi_r(W^Q x_i): array (M, N, d_q).
+
+        Parameters
+        ----------
+        X : array, shape (M, d_q), float64
+            Queries.
+        Y : array, shape (N, d_k), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (M, N, d_q), float64
+            grad_1 a(x_i, y_j).
+        """
         return self._slot_grad(X, Y, True)
 
     def grad_key(self, X, Y):
-        """grad_2 a = (W^K)^T sum_r p_r grad log phi_r(W^K y_j): array (M, N, d_k)."""
+        """grad_2 a = (W^K)^T sum_r p_r grad log phi_r(W^K y_j): array (M, N, d_k).
+
+        Parameters
+        ----------
+        X : array, shape (M, d_q), float64
+            Queries.
+        Y : array, shape (N, d_k), float64
+            Keys.
+
+        Returns
+        -------
+        array, shape (M, N, d_k), float64
+            grad_2 a(x_i, y_j).
+        """
         return self._slot_grad(X, Y, False)

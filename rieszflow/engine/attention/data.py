@@ -58,9 +58,10 @@ VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3
 class TextSplit:
     """One split of a labelled text dataset.
 
-    Attributes
+    Parameters
     ----------
     texts : tuple of str, length n
+        The texts.
     labels : numpy.ndarray of int64, shape (n,)
         0 = negative, 1 = positive.
     name : str
@@ -192,7 +193,18 @@ class WordPieceTokenizer:
         return [np.asarray(e.ids, dtype=np.int32) for e in self._tok.encode_batch(list(texts))]
 
     def tokens(self, text: str) -> list[str]:
-        """WordPiece tokens of one text, special tokens included."""
+        """WordPiece tokens of one text, special tokens included.
+
+        Parameters
+        ----------
+        text : str
+            One text.
+
+        Returns
+        -------
+        list of str
+            Its tokens, ``[CLS]`` and ``[SEP]`` included, at most ``max_len`` (truncated).
+        """
         return self._tok.encode(text).tokens
 
 
@@ -200,12 +212,14 @@ class WordPieceTokenizer:
 class EncodedSplit:
     """A tokenized split: ragged ids and labels.
 
-    Attributes
+    Parameters
     ----------
     ids : list of numpy.ndarray of int32
         Token ids of each example (length <= max_len).
     labels : numpy.ndarray of int64, shape (n,)
+        0 = negative, 1 = positive.
     name : str
+        ``"<dataset>/<split>"``.
     """
 
     ids: list
@@ -217,7 +231,20 @@ class EncodedSplit:
 
 
 def encode(split: TextSplit, tokenizer: WordPieceTokenizer) -> EncodedSplit:
-    """Tokenize a :class:`TextSplit`."""
+    """Tokenize a :class:`TextSplit`.
+
+    Parameters
+    ----------
+    split : TextSplit
+        Texts and labels.
+    tokenizer : WordPieceTokenizer
+        Tokenizer applied to every text.
+
+    Returns
+    -------
+    EncodedSplit
+        Token ids of each text, with the labels and name of ``split``.
+    """
     return EncodedSplit(tokenizer.encode(split.texts), split.labels, split.name)
 
 

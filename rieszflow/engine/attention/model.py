@@ -323,12 +323,19 @@ class TransformerClassifier:
 
         Parameters
         ----------
-        ids, mask, train, rng
-            As in :meth:`pooled`.
+        ids : int array, shape (B, L)
+            Token ids in ``[0, vocab_size)``, on the model's backend (as in :meth:`pooled`).
+        mask : bool array, shape (B, L)
+            True on real tokens; every row needs one (as in :meth:`pooled`).
+        train : bool, default False
+            Apply dropout.
+        rng : numpy.random.Generator or None
+            Dropout generator, required when ``train`` and dropout > 0.
 
         Returns
         -------
         logits : float array, shape (B, n_classes)
+            Class logits.
 
         Raises
         ------
@@ -438,9 +445,16 @@ class TransformerClassifier:
 
         Parameters
         ----------
-        ids, mask, train, rng
-            As in :meth:`pooled`.
+        ids : int array, shape (B, L)
+            Token ids in ``[0, vocab_size)``, on the model's backend (as in :meth:`pooled`).
+        mask : bool array, shape (B, L)
+            True on real tokens; every row needs one (as in :meth:`pooled`).
+        train : bool, default False
+            Apply dropout.
+        rng : numpy.random.Generator or None
+            Dropout generator, required when ``train`` and dropout > 0.
         labels : int array, shape (B,)
+            Class labels in ``[0, n_classes)``.
         wrt : iterable of str or None
             As in :meth:`backward`.
 

@@ -598,19 +598,65 @@ class RFFAlignmentEnergy(Energy):
             check_int("chunk_size", self.chunk_size, minimum=1)
 
     def value_and_grad(self, omega):
-        """Energy (float64) and gradient, shape (N, d)."""
+        """Energy (float64) and gradient, shape (N, d).
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particles (frequencies).
+
+        Returns
+        -------
+        value : float64 scalar
+            :math:`\\mathcal{E}_N`.
+        grad : array, shape (N, d), dtype of ``omega``
+            Its gradient.
+        """
         return rff_alignment_energy_and_grad(omega, self.X, self.y, self.b, self.chunk_size)
 
     def __call__(self, omega):
-        """Energy value (float64)."""
+        """Energy value (float64).
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particles (frequencies).
+
+        Returns
+        -------
+        float64 scalar
+            :math:`\\mathcal{E}_N`.
+        """
         return self.value_and_grad(omega)[0]
 
     def grad(self, omega):
-        """Gradient, shape (N, d)."""
+        """Gradient, shape (N, d).
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particles (frequencies).
+
+        Returns
+        -------
+        array, shape (N, d), dtype of ``omega``
+            :math:`\\nabla_{\\omega_k}\\mathcal{E}_N`.
+        """
         return self.value_and_grad(omega)[1]
 
     def per_particle(self, omega):
-        """:math:`V(\\omega_k)`, shape (N,), float64."""
+        """:math:`V(\\omega_k)`, shape (N,), float64.
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particles (frequencies).
+
+        Returns
+        -------
+        array, shape (N,), float64
+            :math:`V(\\omega_k)` (phase-averaged when ``b is None``).
+        """
         return alignment_potential(omega, self.X, self.y, self.b, self.chunk_size)
 
 
@@ -657,13 +703,28 @@ def hamiltonian_and_grad(omega, X, y, s, lam, b=None, softening=0.0, method="aut
     Parameters
     ----------
     omega : array, shape (N, d), N >= 2
-    X, y, s, lam, b, softening, method
-        As :func:`rff_hamiltonian`.
+        Particles (frequencies).
+    X : array, shape (n, d), n >= 2
+        Training inputs, as :func:`rff_hamiltonian`.
+    y : array, shape (n,)
+        Targets, as :func:`rff_hamiltonian`.
+    s : float
+        Riesz exponent, ``-2 < s < inf``.
+    lam : float
+        Interaction strength :math:`\\lambda \\ge 0`.
+    b : array, shape (N,), optional
+        Fixed phases; ``None`` for the phase average.
+    softening : float, default 0.0
+        Riesz softening length.
+    method : {"auto", "numpy", "numba"}, default "auto"
+        Backend of the Riesz pair sums.
 
     Returns
     -------
     value : float64 scalar
+        :math:`H_N(\\omega)`.
     grad : array, shape (N, d)
+        Its gradient.
 
     Raises
     ------
@@ -684,8 +745,21 @@ def hamiltonian(omega, X, y, s, lam, b=None, softening=0.0, method="auto"):
     Parameters
     ----------
     omega : array, shape (N, d), N >= 2
-    X, y, s, lam, b, softening, method
-        As :func:`rff_hamiltonian`.
+        Particles (frequencies).
+    X : array, shape (n, d), n >= 2
+        Training inputs, as :func:`rff_hamiltonian`.
+    y : array, shape (n,)
+        Targets, as :func:`rff_hamiltonian`.
+    s : float
+        Riesz exponent, ``-2 < s < inf``.
+    lam : float
+        Interaction strength :math:`\\lambda \\ge 0`.
+    b : array, shape (N,), optional
+        Fixed phases; ``None`` for the phase average.
+    softening : float, default 0.0
+        Riesz softening length.
+    method : {"auto", "numpy", "numba"}, default "auto"
+        Backend of the Riesz pair sums.
 
     Returns
     -------

@@ -66,6 +66,7 @@ class Energy(abc.ABC):
         Parameters
         ----------
         omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
 
         Returns
         -------
@@ -74,14 +75,49 @@ class Energy(abc.ABC):
 
     @abc.abstractmethod
     def grad(self, omega):
-        """Gradient :math:`\\partial H / \\partial \\omega_k`, shape ``(N, d)``."""
+        """Gradient :math:`\\partial H / \\partial \\omega_k`.
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        array, shape (N, d)
+            Gradient with respect to every particle.
+        """
 
     @abc.abstractmethod
     def per_particle(self, omega):
-        """Potential felt by each particle (see module docstring), shape ``(N,)``, float64."""
+        """Potential felt by each particle (see module docstring).
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        array, shape (N,), float64
+            Per-particle energies.
+        """
 
     def value_and_grad(self, omega):
-        """``(self(omega), self.grad(omega))``."""
+        """``(self(omega), self.grad(omega))``.
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        value : float64 0-d array
+            ``self(omega)``.
+        grad : array, shape (N, d)
+            ``self.grad(omega)``.
+        """
         return self(omega), self.grad(omega)
 
     def __add__(self, other):
@@ -132,21 +168,56 @@ class SumEnergy(Energy):
         return self.terms[0].normalization
 
     def __call__(self, omega):
-        """Sum of the terms' values (float64)."""
+        """Sum of the terms' values.
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        float64 0-d array
+            Sum of the terms' values.
+        """
         total = self.terms[0](omega)
         for t in self.terms[1:]:
             total = total + t(omega)
         return total
 
     def grad(self, omega):
-        """Sum of the terms' gradients, shape ``(N, d)``."""
+        """Sum of the terms' gradients.
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        array, shape (N, d)
+            Sum of the terms' gradients.
+        """
         total = self.terms[0].grad(omega)
         for t in self.terms[1:]:
             total = total + t.grad(omega)
         return total
 
     def value_and_grad(self, omega):
-        """Sum of the terms' ``value_and_grad``."""
+        """Sum of the terms' ``value_and_grad``.
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        value : float64 0-d array
+            Sum of the terms' values.
+        grad : array, shape (N, d)
+            Sum of the terms' gradients.
+        """
         value, grad = self.terms[0].value_and_grad(omega)
         for t in self.terms[1:]:
             v, g = t.value_and_grad(omega)
@@ -154,7 +225,18 @@ class SumEnergy(Energy):
         return value, grad
 
     def per_particle(self, omega):
-        """Sum of the terms' per-particle energies, shape ``(N,)``."""
+        """Sum of the terms' per-particle energies.
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        array, shape (N,), float64
+            Sum of the terms' per-particle energies.
+        """
         total = self.terms[0].per_particle(omega)
         for t in self.terms[1:]:
             total = total + t.per_particle(omega)
@@ -202,6 +284,16 @@ class ExternalPotential(Energy):
     def per_particle(self, omega):
         """``V(omega)`` as float64, shape ``(N,)``.
 
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        array, shape (N,), float64
+            ``V(omega)``.
+
         Raises
         ------
         ValueError
@@ -215,13 +307,34 @@ class ExternalPotential(Energy):
         return v
 
     def __call__(self, omega):
-        """:math:`\\frac1N\\sum_k V` ("paper") or :math:`\\sum_k V` ("mean_field"), float64."""
+        """:math:`\\frac1N\\sum_k V` ("paper") or :math:`\\sum_k V` ("mean_field").
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        float64 0-d array
+            Mean ("paper") or sum ("mean_field") of ``V(omega)``.
+        """
         v = self.per_particle(omega)
         xp = namespace(v)
         return xp.mean(v) if self.normalization == "paper" else xp.sum(v)
 
     def grad(self, omega):
-        """``gradV(omega) / N`` ("paper") or ``gradV(omega)`` ("mean_field"), shape ``(N, d)``.
+        """``gradV(omega) / N`` ("paper") or ``gradV(omega)`` ("mean_field").
+
+        Parameters
+        ----------
+        omega : array, shape (N, d)
+            Particle positions (NumPy or CuPy).
+
+        Returns
+        -------
+        array, shape (N, d)
+            ``gradV(omega) / N`` ("paper") or ``gradV(omega)`` ("mean_field").
 
         Raises
         ------

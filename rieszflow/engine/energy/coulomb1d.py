@@ -83,7 +83,18 @@ class SortedCoulomb1D(Energy):
         return omega, xp, x, xs, n_less, n_leq
 
     def grad(self, omega):
-        """Gradient :math:`\\partial H/\\partial x_i`, shape (N, 1), dtype of ``omega``."""
+        """Gradient :math:`\\partial H/\\partial x_i`, shape (N, 1), dtype of ``omega``.
+
+        Parameters
+        ----------
+        omega : array, shape (N, 1)
+            Particle positions on the line (NumPy or CuPy); N >= 2 for ``"paper"``.
+
+        Returns
+        -------
+        array, shape (N, 1), dtype of ``omega``
+            :math:`\\text{scale}\\,(n^>_i - n^<_i)`.
+        """
         omega, xp, x, xs, n_less, n_leq = self._counts(omega)
         n = x.shape[0]
         n_greater = n - n_leq
@@ -91,7 +102,18 @@ class SortedCoulomb1D(Energy):
         return g[:, None]
 
     def __call__(self, omega):
-        """Energy, float64: :math:`-\\frac{\\text{scale}}{2}\\sum_{i\\ne j}|x_i - x_j|`."""
+        """Energy, float64: :math:`-\\frac{\\text{scale}}{2}\\sum_{i\\ne j}|x_i - x_j|`.
+
+        Parameters
+        ----------
+        omega : array, shape (N, 1)
+            Particle positions on the line (NumPy or CuPy); N >= 2 for ``"paper"``.
+
+        Returns
+        -------
+        float64 0-d array
+            Energy value.
+        """
         omega = check_points("omega", omega, d=1)
         xp = namespace(omega)
         n = omega.shape[0]
@@ -101,7 +123,20 @@ class SortedCoulomb1D(Energy):
         return -0.5 * self._scale(n) * pair_abs_sum
 
     def value_and_grad(self, omega):
-        """``(self(omega), self.grad(omega))``."""
+        """``(self(omega), self.grad(omega))``.
+
+        Parameters
+        ----------
+        omega : array, shape (N, 1)
+            Particle positions on the line (NumPy or CuPy); N >= 2 for ``"paper"``.
+
+        Returns
+        -------
+        value : float64 0-d array
+            ``self(omega)``.
+        grad : array, shape (N, 1), dtype of ``omega``
+            ``self.grad(omega)``.
+        """
         return self(omega), self.grad(omega)
 
     def per_particle(self, omega):
@@ -109,6 +144,16 @@ class SortedCoulomb1D(Energy):
 
         ``"mean_field"``: :math:`-\\frac{\\lambda}{N}\\sum_{j\\ne i}|x_i - x_j|`;
         ``"paper"``: :math:`-\\frac{\\lambda}{N-1}\\sum_{j\\ne i}|x_i - x_j|`.
+
+        Parameters
+        ----------
+        omega : array, shape (N, 1)
+            Particle positions on the line (NumPy or CuPy); N >= 2 for ``"paper"``.
+
+        Returns
+        -------
+        array, shape (N,), float64
+            Potential felt by each particle.
         """
         omega, xp, x, xs, n_less, n_leq = self._counts(omega)
         n = x.shape[0]

@@ -327,12 +327,21 @@ def riesz_potential(omega, s, softening=0.0, method="auto", chunk_size=None):
 
     Parameters
     ----------
-    omega, s, softening, method, chunk_size
-        As :func:`riesz_energy_and_grad`.
+    omega : array, shape (N, d), N >= 2
+        Particle positions (float32 or float64; NumPy or CuPy), as :func:`riesz_energy_and_grad`.
+    s : float
+        Riesz exponent, ``-2 < s < inf``, as :func:`riesz_energy_and_grad`.
+    softening : float, default 0.0
+        :math:`\\varepsilon \\ge 0`, as :func:`riesz_energy_and_grad`.
+    method : {"auto", "numpy", "numba"}, default "auto"
+        Backend of the pair sums, as :func:`riesz_energy_and_grad`.
+    chunk_size : int, optional
+        Rows per block of the reference implementation, as :func:`riesz_energy_and_grad`.
 
     Returns
     -------
     float64 array, shape (N,)
+        Leave-one-out potential of each particle.
 
     Raises
     ------
@@ -416,17 +425,51 @@ class RieszEnergy(Energy):
 
         With a chain axis (``omega`` of shape (C, N, d)) the energies have shape (C,) and the
         gradients shape (C, N, d).
+
+        Parameters
+        ----------
+        omega : array, shape (N, d), or (C, N, d) with a chain axis
+            Particle positions (float32 or float64; NumPy or CuPy); N >= 2 for ``"paper"``.
+
+        Returns
+        -------
+        value : float64 0-d array, or shape (C,) with a chain axis
+            Energy (see class docstring for the normalisation).
+        grad : array, shape of ``omega``, dtype of ``omega``
+            Its gradient.
         """
         omega, rows, grads, scale = self._sums(omega, True)
         xp = namespace(omega)
         return 0.5 * scale * xp.sum(rows, axis=-1), xp.asarray(scale * grads, dtype=omega.dtype)
 
     def __call__(self, omega):
-        """Energy value, float64 (see class docstring for the normalisation)."""
+        """Energy value, float64 (see class docstring for the normalisation).
+
+        Parameters
+        ----------
+        omega : array, shape (N, d), or (C, N, d) with a chain axis
+            Particle positions (float32 or float64; NumPy or CuPy); N >= 2 for ``"paper"``.
+
+        Returns
+        -------
+        float64 0-d array, or shape (C,) with a chain axis
+            Energy value.
+        """
         return self.value_and_grad(omega)[0]
 
     def grad(self, omega):
-        """Gradient, shape (N, d), dtype of ``omega`` (energy not evaluated)."""
+        """Gradient, shape (N, d), dtype of ``omega`` (energy not evaluated).
+
+        Parameters
+        ----------
+        omega : array, shape (N, d), or (C, N, d) with a chain axis
+            Particle positions (float32 or float64; NumPy or CuPy); N >= 2 for ``"paper"``.
+
+        Returns
+        -------
+        array, shape of ``omega``, dtype of ``omega``
+            Gradient with respect to every particle.
+        """
         omega, _, grads, scale = self._sums(omega, False)
         xp = namespace(omega)
         return xp.asarray(scale * grads, dtype=omega.dtype)
@@ -436,6 +479,16 @@ class RieszEnergy(Energy):
 
         ``"paper"``: :math:`\\frac{\\lambda}{N-1}\\sum_{l\\ne k} g_s(\\omega_k-\\omega_l)`;
         ``"mean_field"``: :math:`\\frac{\\lambda}{N}\\sum_{l\\ne k} g_s(\\omega_k-\\omega_l)`.
+
+        Parameters
+        ----------
+        omega : array, shape (N, d), or (C, N, d) with a chain axis
+            Particle positions (float32 or float64; NumPy or CuPy); N >= 2 for ``"paper"``.
+
+        Returns
+        -------
+        float64 array, shape (N,), or (C, N) with a chain axis
+            Interaction potential of each particle.
         """
         omega, rows, _, _ = self._sums(omega, True)
         n = omega.shape[-2]

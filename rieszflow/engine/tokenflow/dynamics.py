@@ -168,7 +168,7 @@ def _check_matrix(name, a, rows=None, cols=None):
 class FieldValue(NamedTuple):
     """One evaluation of a token vector field.
 
-    Attributes
+    Parameters
     ----------
     velocity : array, shape (..., n, d)
         ``dx/dt`` at ``x``.
@@ -397,8 +397,11 @@ def sphere_attention_flow(kernel, variant: str = "SA", *, query=None, key=None, 
     variant : {"SA", "USA", "sinkhorn"}, default "SA"
     query, key : array, shape (d_k, d), optional (identity)
     value : array, shape (d, d), optional (identity)
-    sinkhorn_max_iter, sinkhorn_tol
-        See :class:`AttentionField`.
+    sinkhorn_max_iter : int, default 1000
+        Cap on Sinkhorn iterations per evaluation (see :class:`AttentionField`).
+    sinkhorn_tol : float or None, default None
+        Sinkhorn stopping tolerance; None is the kernel's dtype-aware default (see
+        :class:`AttentionField`).
 
     Returns
     -------
@@ -571,14 +574,36 @@ class MultiHeadAttentionLayer:
         return xp.stack(out)
 
     def attention(self, x):
-        """Multi-head attention ``sum_h y^h W_h^O``, shape (..., n, d)."""
+        """Multi-head attention ``sum_h y^h W_h^O``, shape (..., n, d).
+
+        Parameters
+        ----------
+        x : array, shape (..., n, d)
+            Token cloud.
+
+        Returns
+        -------
+        array, shape (..., n, d)
+            ``sum_h y^h W_h^O``.
+        """
         xp = namespace(x)
         y = self.heads(x)
         wo = _on(xp, self.w_o, x.dtype)
         return sum(xp.matmul(y[h], wo[h]) for h in range(self.n_heads))
 
     def __call__(self, x):
-        """Apply the layer to a token cloud ``x`` of shape (..., n, d); returns (..., n, d)."""
+        """Apply the layer to a token cloud ``x`` of shape (..., n, d); returns (..., n, d).
+
+        Parameters
+        ----------
+        x : array, shape (..., n, d)
+            Token cloud.
+
+        Returns
+        -------
+        array, shape (..., n, d)
+            The layer output (see the class docstring).
+        """
         a = self.attention(x)
         if self.residual:
             z = self._norm(x + self.eta * a)

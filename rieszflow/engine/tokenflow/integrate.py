@@ -54,7 +54,7 @@ INTEGRATORS = ("euler", "rk4", "euler_retract", "rk4_retract", "projected_euler"
 class FlowState:
     """Immutable state of a token flow.
 
-    Attributes
+    Parameters
     ----------
     x : array, shape (..., n, d)
         Tokens.
@@ -75,7 +75,18 @@ class FlowState:
     residual: Any = None
 
     def replace(self, **changes) -> "FlowState":
-        """Copy with ``changes`` applied."""
+        """Copy with ``changes`` applied.
+
+        Parameters
+        ----------
+        **changes : object
+            New values of fields (``x``, ``t``, ``step``, ``warm``, ``residual``), by name.
+
+        Returns
+        -------
+        FlowState
+            A new state; ``self`` is unchanged.
+        """
         return dataclasses.replace(self, **changes)
 
     def draw_noise(self, rng, backend):
@@ -319,11 +330,14 @@ def make_integrator(name: str, field, dt: float):
 class FlowResult(NamedTuple):
     """What :func:`run_flow` returns (host NumPy arrays).
 
-    Attributes
+    Parameters
     ----------
     times : numpy.ndarray, shape (n_rec,)
+        Times of the records.
     x : numpy.ndarray, shape (n_rec, ..., n, d), or None if ``keep_trajectory=False``
+        Recorded tokens.
     observables : dict of str to numpy.ndarray, each of shape (n_rec, ...)
+        Recorded observables, by name.
     sinkhorn_residual : numpy.ndarray, shape (n_rec,), or None
         Largest Sinkhorn residual over the steps since the previous record (NaN at
         a record taken before any step, e.g. t = 0).

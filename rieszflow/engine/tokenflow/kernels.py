@@ -64,7 +64,7 @@ __all__ = [
 class AttentionOutput(NamedTuple):
     """Result of row-normalised attention.
 
-    Attributes
+    Parameters
     ----------
     out : array, shape (..., n_q, d_v)
         ``sum_j G_ij v_j / sum_j G_ij``.
@@ -80,7 +80,7 @@ class AttentionOutput(NamedTuple):
 class SinkhornOutput(NamedTuple):
     """Result of doubly stochastic (Sinkhorn) attention.
 
-    Attributes
+    Parameters
     ----------
     out : array, shape (..., n, d_v)
         ``sum_j P_ij v_j`` with P doubly stochastic (rows exact to round-off).
@@ -765,8 +765,16 @@ class LinearKernel:
         ----------
         q, k : arrays, shape (..., n, d_k) (square: ``n_q = n_k = n``)
         v : array, shape (..., n, d_v)
-        max_iter, tol, g0, check_every, symmetric
-            See :meth:`SoftmaxKernel.sinkhorn`.
+        max_iter : int, default 1000
+            Cap on the iterations (see :meth:`SoftmaxKernel.sinkhorn`).
+        tol : float or None, default None
+            Stopping tolerance; None is the dtype-aware default (see :meth:`SoftmaxKernel.sinkhorn`).
+        g0 : array, shape (..., n), optional
+            Warm start for ``g``, referring to the unshifted kernel.
+        check_every : int, default 10
+            Iterations between convergence checks (see :meth:`SoftmaxKernel.sinkhorn`).
+        symmetric : bool or None
+            Accepted for interface compatibility and ignored (alternating updates are always used).
 
         Returns
         -------

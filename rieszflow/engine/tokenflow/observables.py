@@ -257,12 +257,22 @@ def count_clusters(x, eps: float = 1e-3, *, metric: str = "inner", max_tokens: i
     Parameters
     ----------
     x : array, shape (..., n, d)
-    eps, metric, max_tokens, rng, chunk
+        Token clouds, one per leading index.
+    eps : float, default 1e-3
+        Threshold, ``eps > 0``, as :func:`cluster_labels`.
+    metric : {"inner", "euclidean"}, default "inner"
         As :func:`cluster_labels`.
+    max_tokens : int, default 4096
+        Subsample size above which the rule runs on a random subsample, as :func:`cluster_labels`.
+    rng : numpy.random.Generator, optional
+        For the subsample, as :func:`cluster_labels`.
+    chunk : int, default 1024
+        Row block of the Gram matrix, as :func:`cluster_labels`.
 
     Returns
     -------
     numpy.ndarray of int, shape x.shape[:-2]
+        Number of clusters of each cloud.
 
     References
     ----------
@@ -448,8 +458,14 @@ def flow_distance(traj_a, traj_b, *, method: str = "auto", max_exact: int = 16_0
     ----------
     traj_a, traj_b : array, shape (n_rec, n, d) (same n_rec; n may differ for W1)
         Recorded tokens at the same times (``FlowResult.x``).
-    method, max_exact, n_projections, rng
+    method : {"auto", "emd", "sliced"}, default "auto"
         Passed to :func:`wasserstein1`.
+    max_exact : int, default 16_000_000
+        Largest ``n_x * n_y`` solved exactly by ``"auto"``; passed to :func:`wasserstein1`.
+    n_projections : int, default 256
+        Directions of the sliced distance; passed to :func:`wasserstein1`.
+    rng : numpy.random.Generator, optional
+        Seeds the sliced directions; passed to :func:`wasserstein1`.
 
     Returns
     -------

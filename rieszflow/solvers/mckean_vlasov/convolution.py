@@ -410,9 +410,10 @@ class Convolution:
 
     Build with :func:`make_convolution`.
 
-    Attributes
+    Parameters
     ----------
     domain : MeshDomain
+        The mesh.
     s : float
         Riesz exponent.
     method : {"direct", "fft"}

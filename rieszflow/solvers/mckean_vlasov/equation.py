@@ -130,16 +130,13 @@ def _cell_values(name: str, domain: MeshDomain, f) -> np.ndarray:
 class MeanFieldProblem:
     """External potential, interaction and temperature on a mesh: the data of eq. (4.4).
 
-    Build with :meth:`create`.
+    Build with :meth:`create` (the constructor used in practice); the parameters are
+    also the attributes.
 
     Parameters
     ----------
-    domain, V, s, lam, beta, convolution
-        As the attributes below; build with :meth:`create` (the constructor used in practice).
-
-    Attributes
-    ----------
     domain : MeshDomain
+        The mesh.
     V : ndarray, shape (n_cells,), float64
         External potential :math:`V(x_j)` at the cell centres.
     s : float
@@ -544,7 +541,7 @@ _STEP_FIELDS = ("step_time", "dt", "mass", "min_rho", "free_energy", "dissipatio
 class MeanFieldResult:
     """A McKean-Vlasov run: density snapshots and per-step diagnostics.
 
-    Attributes
+    Parameters
     ----------
     times : ndarray, shape (n_snapshots,)
         Snapshot times (0 and the final time included).
@@ -566,7 +563,9 @@ class MeanFieldResult:
     converged : ndarray of bool, shape (n_steps + 1,)
         The sweeps of the step met ``sweep_tol`` (always True when ``lam == 0``).
     centers : ndarray, shape (n_cells, d)
+        Cell centres of the mesh.
     volumes : ndarray, shape (n_cells,)
+        Cell volumes of the mesh.
     config : dict
         Problem, mesh, time-stepping and linear-solver settings.
     completed : bool
@@ -627,6 +626,7 @@ class MeanFieldResult:
         Parameters
         ----------
         path : str or os.PathLike
+            HDF5 file to write.
         overwrite : bool, default False
             Replace an existing file (otherwise it raises FileExistsError).
 

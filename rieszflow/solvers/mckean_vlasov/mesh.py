@@ -81,7 +81,7 @@ KINDS = ("interval", "rectangle", "disk", "mesh1d", "mesh2d")
 class MeshDomain:
     """A FiPy mesh with the geometry used by the mean-field solvers.
 
-    Attributes
+    Parameters
     ----------
     mesh : fipy mesh
         The FiPy mesh (``Grid1D``, ``Grid2D`` or ``Mesh2D``).
