@@ -2,11 +2,10 @@
 methods of public classes).
 
 Enforced checks: GL08 (every public object has a docstring), GL02 (closing quotes on their own
-line), PR10 (well-formed parameter entries: text that is not a parameter belongs in Notes), and
-PR02 outside the classes whose options arrive through ``**kwargs`` (feature maps, where numpydoc cannot
-see the documented options). PR01 (every parameter documented) and PR04 (every parameter typed) are
-not enforced yet: about 150 methods (mostly forward/backward pairs of the layers) still describe their
-arguments in prose.
+line), PR10 (well-formed parameter entries: text that is not a parameter belongs in Notes), PR01
+(every parameter documented), PR04 (every parameter typed), RT01 (a Returns section where the
+function returns), and PR02 outside the classes whose options arrive through ``**kwargs`` (feature
+maps, where numpydoc cannot see the documented options).
 """
 import importlib
 import inspect
@@ -18,7 +17,7 @@ numpydoc_validate = pytest.importorskip("numpydoc.validate")
 
 import rieszflow  # noqa: E402
 
-CHECKS = {"GL08", "GL02", "PR10", "PR02"}
+CHECKS = {"GL08", "GL02", "PR10", "PR02", "PR01", "PR04", "RT01"}
 KWARGS_OPTIONS = ("rieszflow.engine.features.",)      # documented **options (numpydoc cannot see them)
 
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from rieszflow.engine._checks import check_int, check_real
 
-__all__ = ["from_mapping", "unwrap_config", "load_config_mapping", "config_real", "config_int",
+__all__ = ["StudyConfig", "from_mapping", "unwrap_config", "load_config_mapping", "config_real", "config_int",
            "is_int", "is_real", "add_output_arguments", "add_study_arguments", "resolve_config",
            "given_options", "build_config", "replace_config"]
 
@@ -154,6 +154,70 @@ def from_mapping(cfg_cls, d: Mapping[str, Any]):
     if unknown:
         raise ValueError(f"unknown {cfg_cls.__name__} keys {unknown}; allowed: {sorted(known)}")
     return cfg_cls(**dict(d))
+
+
+class StudyConfig:
+    """Mixin of the flat study configurations (frozen dataclasses): strict ``from_dict``,
+    ``to_dict`` and a validated ``replace``.
+
+    A subclass may set ``config_label`` (the name its error messages use; default the class
+    name). Nested configurations (mean-field, ldp) define their own ``from_dict``.
+    """
+
+    config_label = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]):
+        """Build the configuration from a mapping; lists become tuples; unknown keys raise.
+
+        Parameters
+        ----------
+        d : Mapping
+            Field values (or the ``{"json": ...}`` wrapper of a stored configuration).
+
+        Returns
+        -------
+        instance of the class
+
+        Raises
+        ------
+        ValueError
+            On unknown keys (the message lists the allowed ones), or as the class validates.
+        """
+        if not isinstance(d, Mapping):
+            raise ValueError(f"{cls.__name__} needs a mapping, got {type(d).__name__}")
+        d = unwrap_config(d)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown {cls.config_label or cls.__name__} keys {unknown}; allowed: "
+                             f"{sorted(known)}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+    def to_dict(self) -> dict:
+        """Plain dict of every field (the resolved configuration).
+
+        Returns
+        -------
+        dict of str to object
+            Field name to value.
+        """
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes):
+        """Copy with ``changes`` applied (validated; unknown keys raise).
+
+        Parameters
+        ----------
+        **changes
+            Field names and their new values.
+
+        Returns
+        -------
+        instance of the class
+            The new configuration (this one is unchanged).
+        """
+        return self.from_dict({**self.to_dict(), **changes})
 
 
 def load_config_mapping(path) -> dict:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
 
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
+from rieszflow.studies.base import StudyConfig
 
 __all__ = ["MainJobConfig", "SMOKE_OVERRIDES"]
 
@@ -17,7 +17,7 @@ _ATTENTION = ("linear", "softmax")
 
 
 @dataclasses.dataclass(frozen=True)
-class MainJobConfig:
+class MainJobConfig(StudyConfig):
     """Every knob of the main job; unknown keys and bad values raise.
 
     Defaults follow paper 000, App. F.2 ("Experimental setup") except
@@ -84,6 +84,8 @@ class MainJobConfig:
     sst2_validation : int
         Size of the validation slice carved from SST-2 train.
     """
+
+    config_label = "config"      # the name in error messages
 
     dataset: str = "rt"
     feature_map: str = "softplus"
@@ -186,40 +188,6 @@ class MainJobConfig:
                              f"(examples carved from SST-2 train for model selection)")
         if self.max_len < 2:
             raise ValueError(f"max_len={self.max_len} must be >= 2")
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "MainJobConfig":
-        """Build a config from a mapping; unknown keys raise ValueError naming them."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown config keys {unknown}; allowed: {sorted(known)}")
-        return cls(**dict(d))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every field (the resolved configuration).
-
-        Returns
-        -------
-        dict of str to object
-            Field name to value.
-        """
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes) -> "MainJobConfig":
-        """Copy with ``changes`` applied (validated; unknown keys raise).
-
-        Parameters
-        ----------
-        **changes
-            Field names and their new values.
-
-        Returns
-        -------
-        MainJobConfig
-            The new configuration (this one is unchanged).
-        """
-        return self.from_dict({**self.to_dict(), **changes})
 
     @property
     def name(self) -> str:

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Mapping
 
 import numpy as np
 
-from rieszflow.studies.base import config_int, config_real, from_mapping
+from rieszflow.studies.base import StudyConfig, config_int, config_real
 from rieszflow.studies.synthetic.data import draw_labels, make_dataset
 from rieszflow.studies.synthetic.methods import METHODS
 from rieszflow.studies.sweep import SweepSpec, Task
@@ -28,7 +27,7 @@ __all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "benchmark_task", "benchmark_sp
 
 
 @dataclasses.dataclass(frozen=True)
-class SyntheticConfig:
+class SyntheticConfig(StudyConfig):
     """Configuration of the synthetic benchmark (defaults: the paper's, App. F.1).
 
     Parameters
@@ -91,48 +90,6 @@ class SyntheticConfig:
         object.__setattr__(self, "sigmas", sigmas)
         object.__setattr__(self, "methods", methods)
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SyntheticConfig":
-        """Strict construction from a mapping (lists accepted for tuples).
-
-        Parameters
-        ----------
-        d : Mapping
-            Field values.
-
-        Returns
-        -------
-        SyntheticConfig
-
-        Raises
-        ------
-        ValueError
-            On unknown keys (listing the allowed ones) or invalid values.
-        """
-        return from_mapping(cls, {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
-
-    def to_dict(self) -> dict:
-        """Plain JSON-able dict of every field.
-
-        Returns
-        -------
-        dict
-        """
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-
-    def replace(self, **changes) -> "SyntheticConfig":
-        """Copy with ``changes`` applied and validated.
-
-        Parameters
-        ----------
-        **changes
-            Field values.
-
-        Returns
-        -------
-        SyntheticConfig
-        """
-        return self.from_dict({**self.to_dict(), **changes})
 
 
 #: ``--quick``: every built method, five noise levels, two trials (seconds on 2 cores).

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
 
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 from rieszflow.engine.tokenflow.integrate import INTEGRATORS
 
-from rieszflow.studies.base import is_int, is_real
+from rieszflow.studies.base import StudyConfig, is_int, is_real
 
 __all__ = ["TokenFlowConfig", "QUICK_OVERRIDES", "GPU_OVERRIDES"]
 
@@ -21,7 +20,7 @@ _FEATURES = ATTENTION_FEATURE_MAPS  # the engine registry's positive maps
 
 
 @dataclasses.dataclass(frozen=True)
-class TokenFlowConfig:
+class TokenFlowConfig(StudyConfig):
     """Every knob of the token-flow study; unknown keys and bad values raise ValueError.
 
     Tokens are i.i.d. uniform on S^{d-1} unless stated; attention is softmax with
@@ -111,6 +110,8 @@ class TokenFlowConfig:
     spec paper004_attention_theory.md, sections 6.1 and 8 (T26, T30, T31, T33, T38);
     GLPR, arXiv:2312.10794.
     """
+
+    config_label = "token-flow config"      # the name in error messages
 
     n_tokens: int = 64
     dims: tuple = (2, 3, 8, 64)
@@ -240,46 +241,6 @@ class TokenFlowConfig:
             fail("backend", "'numpy' or 'cupy'")
         if self.dtype not in ("float64", "float32"):
             fail("dtype", "'float64' or 'float32'")
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TokenFlowConfig":
-        """Build a config from a mapping; unknown keys raise ValueError naming them.
-
-        Raises
-        ------
-        ValueError
-            On unknown keys or bad values.
-        """
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown token-flow config keys {unknown}; allowed: {sorted(known)}")
-        return cls(**dict(d))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every field.
-
-        Returns
-        -------
-        dict of str to object
-            Field name to value.
-        """
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes) -> "TokenFlowConfig":
-        """Copy with ``changes`` applied (validated; unknown keys raise).
-
-        Parameters
-        ----------
-        **changes
-            Field names and their new values.
-
-        Returns
-        -------
-        TokenFlowConfig
-            The new configuration (this one is unchanged).
-        """
-        return self.from_dict({**self.to_dict(), **changes})
 
     @classmethod
     def quick(cls, **changes) -> "TokenFlowConfig":
