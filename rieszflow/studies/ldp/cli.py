@@ -12,15 +12,17 @@ __all__ = ["register", "run_from_args"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``ldp`` subcommand to ``subparsers`` (see :mod:`studies.cli`).
+    """Add ``rieszflow ldp`` (the shared study options only; NumPy backend) to ``subparsers``.
 
     Parameters
     ----------
     subparsers : argparse._SubParsersAction
+        Where :func:`studies.cli.build_parser` collects the subcommands.
 
     Returns
     -------
     argparse.ArgumentParser
+        Its parser, dispatching to :func:`run_from_args`.
     """
     p = subparsers.add_parser(
         "ldp", allow_abbrev=False,

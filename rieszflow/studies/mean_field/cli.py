@@ -12,15 +12,17 @@ __all__ = ["register", "run_from_args"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``mean-field`` subcommand to ``subparsers`` (see :mod:`studies.cli`).
+    """Add ``rieszflow mean-field``: the shared study options plus ``--problem``.
 
     Parameters
     ----------
     subparsers : argparse._SubParsersAction
+        The subcommands of :func:`studies.cli.build_parser`.
 
     Returns
     -------
     argparse.ArgumentParser
+        The ``mean-field`` parser; ``func`` is :func:`run_from_args`.
     """
     p = subparsers.add_parser(
         "mean-field", allow_abbrev=False,
