@@ -1,6 +1,15 @@
-"""Docs that cannot drift: the measured ldp table of docs/studies_mean_field.md is checked against a
-fresh, deterministic run of the command that produced it (``rieszflow ldp --quick``, seed 0), to
-the digits the page prints."""
+"""Docs that cannot drift: measured tables in docs/ are checked against fresh runs of the commands
+that produced them.
+
+The ldp estimates come from MALA chains: on one platform (NumPy/BLAS build, thread counts) a seed
+fixes them bit for bit, but a different last bit of one energy changes an accept/reject decision
+and the chains diverge. So the ldp tables are checked to the printed digits when the fresh run
+reproduces the page exactly (same platform), and otherwise statistically: every estimate within 4
+combined standard errors of the printed one (two independent estimates), the deterministic rate
+limit still to the printed digits. The other studies' tables (no accept/reject) are checked to the
+printed digits.
+"""
+import math
 import re
 from pathlib import Path
 
@@ -37,27 +46,66 @@ def ldp_quick(tmp_path_factory):
     return out
 
 
-@pytest.mark.slow
-def test_ldp_quick_table_in_the_docs_is_what_the_command_prints(ldp_quick):
-    ds = open_run(ldp_quick, "ldp_study")
-    rows = [ln for ln in PAGE.read_text().splitlines() if ln.startswith("| speed_N")]
-    assert len(rows) == 8
-    checked = 0
-    for row in rows:
+LDP_COLUMNS = ("rate_direct", "rate_is", "rate_chernoff", "rate_bahadur_rao")
+
+
+def _ldp_docs_rows():
+    """(regime, N) -> {var: (value, se, decimals) or None}, plus the limit, from the docs table."""
+    rows = {}
+    for row in (ln for ln in PAGE.read_text().splitlines() if ln.startswith("| speed_N")):
         cells = [c.strip() for c in row.strip("|").split("|")]
-        regime, n = cells[0], int(cells[1])
+        rows[(cells[0], int(cells[1]))] = {**{v: _value(cells[c]) for c, v in zip((4, 5, 6, 7), LDP_COLUMNS)},
+                                           "rate_limit": _value(cells[8])}
+    return rows
+
+
+def _ldp_page_rows(text):
+    """The same mapping from the text table of docs/results/ldp_quick.md."""
+    rows, regime = {}, None
+    for line in text.splitlines():
+        m = re.match(r"== (speed_N2?):.*inf_A J = ([0-9.]+)", line)
+        if m:
+            regime, limit = m.group(1), _value(m.group(2))
+            continue
+        cells = [c.strip() for c in line.split("|")]
+        if regime and len(cells) == 8 and cells[0].isdigit():
+            vals = [_value(c.replace("+-", "±")) if "nan" not in c else None for c in cells[3:7]]
+            rows[(regime, int(cells[0]))] = {**dict(zip(LDP_COLUMNS, vals)), "rate_limit": limit}
+    return rows
+
+
+def _check_ldp(rows, ds):
+    """To the printed digits if the fresh run reproduces the estimates exactly, else statistically."""
+    exact = all(_close(r["rate_is"], float(ds["rate_is"].sel(regime=g, N=n)))
+                for (g, n), r in rows.items() if r["rate_is"] is not None)
+    checked = 0
+    for (regime, n), r in rows.items():
         sel = ds.sel(regime=regime, N=n)
-        for col, var in ((4, "rate_direct"), (5, "rate_is"), (6, "rate_chernoff"), (7, "rate_bahadur_rao")):
-            printed = _value(cells[col])
+        assert _close(r["rate_limit"], float(ds["rate_limit"].sel(regime=regime))), (regime, "limit")
+        for var in LDP_COLUMNS:
+            printed = r[var]
             if printed is None:                       # '—' or '0 (a <= E M)': nothing measured to print
                 continue
-            assert _close(printed, float(sel[var])), (regime, n, var, cells[col], float(sel[var]))
-            if printed[1] is not None:
-                assert _close((printed[1], None, printed[2]), float(sel[f"{var}_se"])), (regime, n, var)
+            fresh = float(sel[var])
+            if exact:
+                assert _close(printed, fresh), (regime, n, var, printed, fresh)
+                if printed[1] is not None:
+                    assert _close((printed[1], None, printed[2]), float(sel[f"{var}_se"])), (regime, n, var)
+            elif printed[1] is not None:              # independent estimates: within 4 combined SE
+                se = math.hypot(printed[1], float(sel[f"{var}_se"]))
+                assert abs(printed[0] - fresh) <= 4.0 * se + 1e-12, (regime, n, var, printed, fresh, se)
+            else:
+                continue                              # no SE printed (Bahadur-Rao): not comparable
             checked += 1
-        assert _close(_value(cells[8]), float(ds["rate_limit"].sel(regime=regime)))
-    assert checked >= 25
+    assert checked >= (25 if exact else 18), checked
     assert np.isfinite(ds["rate_is"].values).all()
+
+
+@pytest.mark.slow
+def test_ldp_quick_table_in_the_docs_is_what_the_command_prints(ldp_quick):
+    rows = _ldp_docs_rows()
+    assert len(rows) == 8
+    _check_ldp(rows, open_run(ldp_quick, "ldp_study"))
 
 
 # --------------------------------------------------------------- docs/results pages (rieszflow report)
@@ -93,7 +141,8 @@ def _same_tables(page_block, fresh_block):
 @pytest.mark.parametrize("page, argv", [
     ("attention_theory_quick.md", ["attention-theory", "--quick"]),
     ("token_flow_quick.md", ["token-flow", "--quick"]),
-    ("ldp_quick.md", None),
+    ("synthetic_quick.md", ["synthetic", "--quick", "--workers", "0"]),   # in-process: same numbers
+    ("ldp_quick.md", None),            # MALA estimates: exact on one platform, else within SE
 ])
 def test_results_page_is_what_its_command_computes(page, argv, tmp_path, request):
     """The committed page holds the tables the stated command computes today (to the printed
@@ -103,12 +152,19 @@ def test_results_page_is_what_its_command_computes(page, argv, tmp_path, request
     text = (RESULTS / page).read_text()
     assert "Generated by `rieszflow report " in text
     if argv is None:                                   # ldp: the fresh run of the fixture
-        out = request.getfixturevalue("ldp_quick")
         assert "- written by: `rieszflow ldp --quick" in text
+        rows = _ldp_page_rows(_blocks(text)[0])
+        assert len(rows) == 8
+        _check_ldp(rows, open_run(request.getfixturevalue("ldp_quick"), "ldp_study"))
+        return
     else:
         assert f"- written by: `rieszflow {argv[0]} {argv[1]}" in text
         out = tmp_path / "fresh.h5"
-        assert cli_main([*argv, "--quiet", "--no-plots", "--out", str(out)]) == 0
+        if argv[0] == "synthetic":                     # a sweep: a directory, merged file inside
+            assert cli_main([*argv, "--quiet", "--no-plots", "--out", str(tmp_path / "s")]) == 0
+            out = tmp_path / "s" / "benchmark" / "benchmark.h5"
+        else:
+            assert cli_main([*argv, "--quiet", "--no-plots", "--out", str(out)]) == 0
     (page_block,), (fresh_block,) = _blocks(text), _blocks(report_markdown([out]))
     _same_tables(page_block, fresh_block)
 
@@ -119,6 +175,9 @@ def test_every_results_page_names_its_files_commands_and_commit():
                                        "attention_theory_quick.md", "token_flow_quick.md"}
     for p in pages:
         text = p.read_text()
+        if not text.split("\n", 3)[2].startswith("Generated by `rieszflow report "):
+            assert "Regenerated by `make results`" in text, p.name       # kgd, benchmarks
+            continue
         n_files = text.count("- written by: `rieszflow ")
         assert n_files >= 1 and text.count("git commit `") == n_files, p.name
         assert "/work/" not in text and "../shared" not in text, p.name   # nothing outside the repo
