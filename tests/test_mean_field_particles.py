@@ -7,12 +7,11 @@ import scipy.integrate
 import scipy.stats
 
 from rieszflow.engine.backend import get_backend
-from rieszflow.engine.energy import RieszEnergy
+from rieszflow.engine.energy import RieszEnergy, SortedCoulomb1D
 from rieszflow.engine.simulate import projected_langevin
 from rieszflow.engine.space import Box, Interval
 from rieszflow.studies.mean_field.particles import (
     MeanFieldParticles,
-    SortedCoulomb1D,
     TruncatedGaussian,
     make_interaction,
     mean_field_drift,

@@ -266,7 +266,7 @@ def load_config_mapping(path) -> dict:
 
 
 def add_output_arguments(parser, default_out: str, *, resume_help: str | None = None,
-                         plots: bool = True) -> None:
+                         plots: bool = True, plots_help: str = "skip the PNG figures") -> None:
     """Add the output options every study shares: ``--out``, ``--overwrite``, ``--resume``,
     ``--no-plots``, ``--quiet``.
 
@@ -279,7 +279,9 @@ def add_output_arguments(parser, default_out: str, *, resume_help: str | None = 
     resume_help : str, optional
         Help of ``--resume`` (what a resumed run keeps); None when the study cannot resume.
     plots : bool, default True
-        Whether the study draws figures (adds ``--no-plots``).
+        Whether to add ``--no-plots``.
+    plots_help : str, default "skip the PNG figures"
+        Its help.
     """
     from pathlib import Path as _Path
 
@@ -289,12 +291,13 @@ def add_output_arguments(parser, default_out: str, *, resume_help: str | None = 
     if resume_help is not None:
         parser.add_argument("--resume", action="store_true", help=resume_help)
     if plots:
-        parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+        parser.add_argument("--no-plots", action="store_true", help=plots_help)
     parser.add_argument("--quiet", action="store_true", help="no progress bars or stage lines")
 
 
 def add_study_arguments(parser, *, default_out: str, backends=("numpy",), quick_help: str | None = None,
                         resume_help: str | None = None, plots: bool = True,
+                        plots_help: str = "skip the PNG figures",
                         seed_help: str = "root seed (default: the --config file's, else 0)",
                         set_help: str = "override a config field (typed like the field; tuples as "
                                         "comma-separated values), repeatable") -> None:
@@ -318,7 +321,9 @@ def add_study_arguments(parser, *, default_out: str, backends=("numpy",), quick_
     resume_help : str, optional
         Help of ``--resume`` (default: the shared wording).
     plots : bool, default True
-        Whether the study draws figures (adds ``--no-plots``).
+        Whether to add ``--no-plots`` (every study has it, for one contract).
+    plots_help : str, default "skip the PNG figures"
+        Help of ``--no-plots`` (say so where the study draws none).
     seed_help, set_help : str
         Help of ``--seed`` and ``--set``.
     """
@@ -334,7 +339,7 @@ def add_study_arguments(parser, *, default_out: str, backends=("numpy",), quick_
     parser.add_argument("--backend", choices=tuple(backends), default=None,
                         help=f"array backend, one of {', '.join(backends)} (default: the --config "
                              f"file's, else numpy)")
-    add_output_arguments(parser, default_out, plots=plots, resume_help=resume_help or (
+    add_output_arguments(parser, default_out, plots=plots, plots_help=plots_help, resume_help=resume_help or (
         "continue the run in --out: its stored configuration is the default, and options given "
         "that differ from it are an error naming key, stored and given value"))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)

@@ -53,7 +53,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="Phase A epochs (default 2; the paper allows up to 10)")
     add_study_arguments(
         p, default_out="runs/<dataset>-<run>-seed<seed>-<timestamp>.h5", backends=("numpy", "cupy"),
-        plots=False,
+        plots_help="accepted for the one CLI contract: the main job draws no figures (its "
+                   "trajectories are in the HDF5 file)",
         seed_help="seed of every random draw: data order, initial particles, weights, dropout "
                   "(default 0; with --resume, the file's)",
         set_help="override any config field (see studies/main_job/config.py), repeatable")
