@@ -21,7 +21,7 @@ from rieszflow.studies.cli import build_parser
 from rieszflow.studies.cli import main as cli_main
 from rieszflow.studies.sweep import SweepSpec, Task, open_sweep, run_sweep
 from rieszflow.studies.synthetic.data import draw_labels, log_odds, make_dataset
-from rieszflow.studies.synthetic.study import SyntheticConfig, benchmark_spec
+from rieszflow.studies.synthetic.study import SyntheticConfig, benchmark_spec, fit_power_law
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
 SMALL = SyntheticConfig(n=60, sigmas=(1e-3, 1.0, 1e3), trials=2, methods=("logistic", "rff_svm"), D=20)
@@ -128,7 +128,7 @@ def test_external_scheduler_and_workers_give_the_same_numbers(tmp_path):
         address = json.loads(sched_file.read_text())["address"]
         cfg = tmp_path / "small.json"
         cfg.write_text(json.dumps(SMALL.to_dict()))
-        common = ["synthetic", "--config", str(cfg), "--quiet", "--no-plots"]
+        common = ["synthetic", "--config", str(cfg), "--quiet", "--no-plots", "--sweep", "benchmark"]
         assert cli_main([*common, "--scheduler", address, "--out", str(tmp_path / "remote")]) == 0
         assert cli_main([*common, "--workers", "0", "--out", str(tmp_path / "local")]) == 0
         a = open_sweep(tmp_path / "remote" / "benchmark")
@@ -148,7 +148,7 @@ def test_external_scheduler_and_workers_give_the_same_numbers(tmp_path):
 def test_sigkilled_sweep_finishes_by_rerunning_with_the_uninterrupted_result(tmp_path):
     cfg = tmp_path / "small.json"
     cfg.write_text(json.dumps(SMALL.replace(sigmas=(1e-3, 1e-1, 1.0, 1e1, 1e3), trials=3).to_dict()))
-    argv = ["synthetic", "--config", str(cfg), "--quiet", "--no-plots", "--workers", "0"]
+    argv = ["synthetic", "--config", str(cfg), "--quiet", "--no-plots", "--workers", "0", "--sweep", "benchmark"]
     out = tmp_path / "cut"
     proc = subprocess.Popen([sys.executable, "-m", "rieszflow", *argv, "--out", str(out)], env=ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -172,21 +172,24 @@ def test_sigkilled_sweep_finishes_by_rerunning_with_the_uninterrupted_result(tmp
 def test_synthetic_cli_contract(tmp_path, capsys):
     options = {s for a in build_parser().subcommand_parsers["synthetic"]._actions for s in a.option_strings}
     assert {"--out", "--overwrite", "--resume", "--set", "--config", "--seed", "--backend", "--quiet",
-            "--no-plots", "--quick", "--workers", "--scheduler"} <= options
+            "--no-plots", "--quick", "--workers", "--scheduler", "--sweep"} <= options
     cfg = tmp_path / "small.json"
     cfg.write_text(json.dumps(SMALL.to_dict()))
     out = tmp_path / "s"
+    one = ["--sweep", "benchmark", "--workers", "0"]
     assert cli_main(["synthetic", "--resume", "--quiet", "--out", str(out)]) == 2     # nothing yet
-    assert cli_main(["synthetic", "--config", str(cfg), "--quiet", "--workers", "0", "--out", str(out)]) == 0
+    assert cli_main(["synthetic", "--config", str(cfg), "--quiet", *one, "--out", str(out)]) == 0
     assert (out / "benchmark" / "fig1_accuracy_f1.png").exists()
     capsys.readouterr()
     # rerun with --resume alone: the stored configuration, nothing recomputed
-    assert cli_main(["synthetic", "--resume", "--workers", "0", "--no-plots", "--out", str(out)]) == 0
-    assert "12 of 12 tasks complete before, skipped; running 0" in capsys.readouterr().out
-    assert cli_main(["synthetic", "--resume", "--quiet", "--seed", "9", "--workers", "0", "--out", str(out)]) == 2
+    assert cli_main(["synthetic", "--resume", *one, "--no-plots", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "12 of 12 tasks complete before, skipped; running 0" in printed
+    assert "F.1.6: Alg. 1 beats Sinha-Duchi importance-sampled features: not built" in printed
+    assert cli_main(["synthetic", "--resume", "--quiet", "--seed", "9", *one, "--out", str(out)]) == 2
     assert "seed: stored 0, given 9" in capsys.readouterr().err
     # another configuration on the same directory: refused, nothing overwritten
-    assert cli_main(["synthetic", "--quick", "--quiet", "--workers", "0", "--out", str(out)]) == 2
+    assert cli_main(["synthetic", "--quick", "--quiet", *one, "--out", str(out)]) == 2
     assert "another configuration" in capsys.readouterr().err
     assert cli_main(["synthetic", "--quiet", "--set", "methods=nope", "--out", str(out)]) == 2
     assert "allowed: logistic" in capsys.readouterr().err
@@ -226,3 +229,32 @@ def test_dataset_is_fixed_by_the_global_seed_and_labels_follow_the_logistic_link
     # huge noise: labels carry no signal (fraction of ones within 5 SE of 1/2)
     y = np.stack([draw_labels(a.logit, 1e5, rng) for _ in range(200)]).ravel()
     assert abs(y.mean() - 0.5) < 5 * 0.5 / math.sqrt(y.size)
+
+
+def test_power_law_fit_recovers_known_exponent_and_prefactor():
+    n = np.array([100, 150, 230, 350, 530, 800, 1200, 1800], dtype=float)
+    exact = fit_power_law(n, 3e-4 * n ** 1.3)
+    assert abs(exact["gamma"] - 1.3) < 1e-12 and abs(exact["c"] / 3e-4 - 1) < 1e-10
+    assert exact["sigma_log"] < 1e-12 and exact["n_obs"] == 8
+    # lognormal noise of known sigma: gamma within 4 SE, sigma_log within 50 % (8 points, 6 dof)
+    rng = np.random.default_rng(5)
+    noisy = fit_power_law(n, 0.02 * n ** 0.75 * np.exp(0.1 * rng.standard_normal(n.size)))
+    assert abs(noisy["gamma"] - 0.75) < 4 * noisy["gamma_se"]
+    assert 0.05 < noisy["sigma_log"] < 0.15
+    assert fit_power_law(np.r_[n, 5.0], np.r_[3e-4 * n ** 1.3, np.nan])["n_obs"] == 8   # NaN dropped
+    with pytest.raises(ValueError, match=">= 3"):
+        fit_power_law([1, 2], [1, 2])
+
+
+def test_langevin_features_learn_inside_the_ball_and_are_stored():
+    """Method (6) runs the engine's projected Langevin chain: frequencies within the radius,
+    D of them with their phases stored in the task file (small sizes)."""
+    cfg = SyntheticConfig(n=60, sigmas=(1.0,), trials=1, methods=("langevin_svm",), D=12,
+                          langevin_N=16, langevin_steps=30).to_dict()
+    from rieszflow.studies.synthetic.study import benchmark_task
+
+    ds = benchmark_task(Task("benchmark", "langevin_svm", (("sigma", 1.0),), 0), cfg,
+                        np.random.default_rng(0))
+    assert ds.omega.shape == (12, 10) and ds.phase.shape == (12,)
+    assert np.all(np.linalg.norm(ds.omega.values, axis=1) <= 5.0 + 1e-12)
+    assert 0.0 <= float(ds.accuracy) <= 1.0 and np.all((ds.phase >= 0) & (ds.phase < 2 * np.pi))

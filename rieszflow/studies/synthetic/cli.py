@@ -10,7 +10,10 @@ from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
 
-__all__ = ["register", "run_from_args", "make_plot"]
+__all__ = ["register", "run_from_args", "make_plot", "add_sweep_arguments", "SWEEPS"]
+
+#: The sweeps of the study, in the order they run.
+SWEEPS = ("benchmark", "ablation", "runtime")
 
 
 def add_sweep_arguments(parser) -> None:
@@ -48,17 +51,21 @@ def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "synthetic", allow_abbrev=False,
         help="paper 000's synthetic kernel-learning benchmark (App. F.1) as a sweep on dask.distributed",
-        description="Fits every method of App. F.1.2 built so far for each logit-noise level sigma and "
-                    "trial (one task each, on a Dask LocalCluster or an existing scheduler), writes one "
-                    "HDF5 file per task under --out/benchmark/tasks and their merge "
-                    "--out/benchmark/benchmark.h5 (dims method, sigma, trial), prints accuracy and F1 "
-                    "(mean +- sd over trials) and draws Fig. 1. Rerunning the same command runs only "
-                    "the missing tasks.")
+        description="Three sweeps (one task per method, grid point and trial, on a Dask LocalCluster "
+                    "or an existing scheduler): benchmark (every method of App. F.1.2 built so far "
+                    "against the logit noise sigma, Fig. 1), ablation (Langevin features against the "
+                    "interaction strength lam, log and Riesz kernels, F.1.7) and runtime (wall time "
+                    "against n, Table 4). One HDF5 file per task under --out/<sweep>/tasks, merged "
+                    "into --out/<sweep>/<sweep>.h5; prints the tables and the paired verdicts on the "
+                    "paper's claims. Rerunning the same command runs only the missing tasks.")
     add_study_arguments(p, default_out="runs/synthetic[-quick]-seed<seed>/ (a directory)",
                         quick_help="five noise levels, two trials (under a minute on 2 cores)",
                         resume_help="run only the tasks without a complete file (what rerunning the "
                                     "command always does; accepted for the shared contract)")
     add_sweep_arguments(p)
+    p.add_argument("--sweep", action="append", choices=SWEEPS, default=None,
+                   help="run only this sweep (repeatable; default: all three: benchmark = Fig. 1, "
+                        "ablation = F.1.7 / Fig. 3, runtime = Fig. 2 / Table 4)")
     p.set_defaults(func=run_from_args, writes_hdf5=False)
     return p
 
@@ -115,8 +122,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     int
         0 when every task is complete; 1 if any task failed (listed); 2 on bad input.
     """
-    from rieszflow.studies.synthetic.study import (QUICK_OVERRIDES, SyntheticConfig, benchmark_spec,
-                                                   format_summary)
+    from rieszflow.studies.synthetic.study import (QUICK_OVERRIDES, SyntheticConfig, format_ablation,
+                                                   format_runtime, format_summary, format_verdicts, specs)
     from rieszflow.studies.sweep import open_sweep, run_sweep
 
     prog = "rieszflow synthetic"
@@ -140,18 +147,19 @@ def run_from_args(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         print(f"{prog}: error: the directory {out.parent} of --out does not exist", file=sys.stderr)
         return 2
-    sweep_dir = out / "benchmark"
-    if args.overwrite and sweep_dir.exists():
+    chosen = [sp for sp in specs(cfg) if sp.name in (args.sweep or SWEEPS)]
+    if args.overwrite:
         from rieszflow.engine.storage import RunLock
 
-        lock = RunLock(sweep_dir / "benchmark")      # refused while another sweep writes there
-        lock.acquire()
-        try:
-            shutil.rmtree(sweep_dir / "tasks", ignore_errors=True)
-        finally:
-            lock.release()
+        for sp in chosen:
+            if (out / sp.name).exists():
+                lock = RunLock(out / sp.name / sp.name)     # refused while another sweep writes there
+                lock.acquire()
+                try:
+                    shutil.rmtree(out / sp.name / "tasks", ignore_errors=True)
+                finally:
+                    lock.release()
     out.mkdir(exist_ok=True)
-    spec = benchmark_spec(cfg)
     cfg_file = out / "config.json"
     if cfg_file.is_file() and not args.overwrite:
         before = SyntheticConfig.from_dict(json.loads(cfg_file.read_text()))
@@ -165,18 +173,29 @@ def run_from_args(args: argparse.Namespace) -> int:
     log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))
     where = f"scheduler {args.scheduler}" if args.scheduler else (
         "in-process" if args.workers == 0 else f"LocalCluster of {args.workers or 'all'} workers")
-    log(f"{prog}: {len(spec.tasks())} tasks ({len(cfg.methods)} methods x {len(cfg.sigmas)} sigma x "
-        f"{cfg.trials} trials) on {where} -> {sweep_dir}")
     t0 = time.perf_counter()
-    summary = run_sweep(spec, sweep_dir, workers=args.workers, scheduler=args.scheduler,
-                        progress=not args.quiet, log=log)
-    ds = open_sweep(sweep_dir)
-    print(format_summary(ds))
-    if not args.no_plots:
-        log(f"plot: {make_plot(ds, sweep_dir / 'fig1_accuracy_f1.png')}")
-    print(f"merged: {sweep_dir / 'benchmark.h5'} (rieszflow.studies.sweep.open_sweep({str(sweep_dir)!r})); "
-          f"wall time {time.perf_counter() - t0:.1f} s")
-    if summary.failed:
-        print(summary.format(), file=sys.stderr)
+    failed, merged = 0, {}
+    for sp in chosen:
+        log(f"{prog}: sweep {sp.name}: {len(sp.tasks())} tasks on {where} -> {out / sp.name}")
+        summary = run_sweep(sp, out / sp.name, workers=args.workers, scheduler=args.scheduler,
+                            progress=not args.quiet, log=log)
+        failed += summary.failed
+        if summary.failed:
+            print(summary.format(), file=sys.stderr)
+        if summary.done + summary.skipped:
+            merged[sp.name] = open_sweep(out / sp.name)
+    if "benchmark" in merged:
+        print(format_summary(merged["benchmark"]))
+        if not args.no_plots:
+            log(f"plot: {make_plot(merged['benchmark'], out / 'benchmark' / 'fig1_accuracy_f1.png')}")
+    if "ablation" in merged:
+        print(format_ablation(merged["ablation"]))
+    if "runtime" in merged:
+        print(format_runtime(merged["runtime"]))
+    if "benchmark" in merged:
+        print(format_verdicts(merged["benchmark"], merged.get("ablation")))
+    print("merged: " + ", ".join(str(out / n / f"{n}.h5") for n in merged)
+          + f" (rieszflow.studies.sweep.open_sweep(dir)); wall time {time.perf_counter() - t0:.1f} s")
+    if failed:
         return 1
     return 0

@@ -20,10 +20,12 @@ import numpy as np
 
 from rieszflow.studies.base import StudyConfig, config_int, config_real
 from rieszflow.studies.synthetic.data import draw_labels, make_dataset
-from rieszflow.studies.synthetic.methods import METHODS
+from rieszflow.studies.synthetic.methods import BENCHMARK_METHODS, METHODS
 from rieszflow.studies.sweep import SweepSpec, Task
 
-__all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "benchmark_task", "benchmark_spec", "format_summary"]
+__all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "ABLATION_METHODS", "benchmark_task", "benchmark_spec",
+           "ablation_spec", "runtime_spec", "specs", "format_summary", "fit_power_law",
+           "format_runtime", "format_ablation", "format_verdicts", "PAPER_TABLE4"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +49,18 @@ class SyntheticConfig(StudyConfig):
     trials : int
         Trials per (method, sigma); 3.
     methods : tuple of str
-        Names from :data:`rieszflow.studies.synthetic.methods.METHODS`.
+        Names from :data:`rieszflow.studies.synthetic.methods.METHODS` for Fig. 1 and the runtime
+        law (default ``BENCHMARK_METHODS``; ``langevin_log``/``langevin_riesz`` need the ablation's
+        lam grid).
+    langevin_N, langevin_steps : int
+        Particles (300) and steps T_max (2000) of the Langevin features.
+    langevin_eta, langevin_beta, langevin_radius, langevin_clip : float
+        Step (30), inverse temperature (100), frequency-norm bound (5) and gradient clip (1).
+    ablation_lams, ablation_s, ablation_sigmas, ablation_trials
+        Interaction ablation (F.1.7, Fig. 3): strengths lam, the Riesz exponent s of the
+        non-log kernel (the paper does not state it; default 1), noise levels, trials (10).
+    runtime_sizes, runtime_sigma, runtime_trials
+        Runtime law (Fig. 2, Table 4): 8 log-spaced n (p, D as above), sigma (1), trials (3).
     seed : int
         Root seed of the task streams.
     backend : str
@@ -66,7 +79,20 @@ class SyntheticConfig(StudyConfig):
     data_seed: int = 42
     sigmas: tuple = tuple(float(v) for v in np.logspace(-5, 5, 11))
     trials: int = 3
-    methods: tuple = tuple(METHODS)
+    methods: tuple = BENCHMARK_METHODS
+    langevin_N: int = 300
+    langevin_steps: int = 2000
+    langevin_eta: float = 30.0
+    langevin_beta: float = 100.0
+    langevin_radius: float = 5.0
+    langevin_clip: float = 1.0
+    ablation_lams: tuple = (0.0, 0.2, 0.5, 0.8, 1.0, 1.5)
+    ablation_s: float = 1.0
+    ablation_sigmas: tuple = tuple(float(v) for v in np.logspace(-5, 5, 11))
+    ablation_trials: int = 10
+    runtime_sizes: tuple = tuple(int(round(v)) for v in np.logspace(np.log10(100), np.log10(3200), 8))
+    runtime_sigma: float = 1.0
+    runtime_trials: int = 3
     seed: int = 0
     backend: str = "numpy"
 
@@ -78,6 +104,10 @@ class SyntheticConfig(StudyConfig):
         config_int("data_seed", self.data_seed, minimum=0)
         config_int("trials", self.trials, minimum=1)
         config_int("seed", self.seed, minimum=0)
+        config_int("langevin_N", self.langevin_N, minimum=2)
+        config_int("langevin_steps", self.langevin_steps, minimum=0)
+        for name in ("langevin_eta", "langevin_beta", "langevin_radius", "langevin_clip"):
+            config_real(name, getattr(self, name), positive=True)
         sigmas = tuple(float(config_real("sigmas", s, nonnegative=True)) for s in self.sigmas)
         if not sigmas or len(set(sigmas)) != len(sigmas):
             raise ValueError(f"sigmas={self.sigmas!r}: need distinct noise levels")
@@ -85,6 +115,24 @@ class SyntheticConfig(StudyConfig):
         unknown = [m for m in methods if m not in METHODS]
         if unknown or not methods:
             raise ValueError(f"methods: unknown {unknown or 'empty list'}; allowed: {', '.join(METHODS)}")
+        config_int("ablation_trials", self.ablation_trials, minimum=1)
+        config_int("runtime_trials", self.runtime_trials, minimum=1)
+        config_real("runtime_sigma", self.runtime_sigma, nonnegative=True)
+        from rieszflow.engine.energy import check_s
+
+        try:
+            check_s(self.ablation_s)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"ablation_s: {e}") from None
+        for name in ("ablation_lams", "ablation_sigmas"):
+            vals = tuple(float(config_real(name, v, nonnegative=True)) for v in getattr(self, name))
+            if not vals or len(set(vals)) != len(vals):
+                raise ValueError(f"{name}={getattr(self, name)!r}: need distinct values")
+            object.__setattr__(self, name, vals)
+        sizes = tuple(config_int("runtime_sizes", v, minimum=10) for v in self.runtime_sizes)
+        if len(sizes) < 3 or len(set(sizes)) != len(sizes):
+            raise ValueError(f"runtime_sizes={self.runtime_sizes!r}: need >= 3 distinct sizes (a power-law fit)")
+        object.__setattr__(self, "runtime_sizes", sizes)
         if self.backend != "numpy":
             raise ValueError(f"backend={self.backend!r}: the benchmark runs on numpy only")
         object.__setattr__(self, "sigmas", sigmas)
@@ -92,8 +140,34 @@ class SyntheticConfig(StudyConfig):
 
 
 
-#: ``--quick``: every built method, five noise levels, two trials (seconds on 2 cores).
-QUICK_OVERRIDES = {"sigmas": (1e-5, 1e-2, 1.0, 1e2, 1e5), "trials": 2}
+#: ``--quick``: every built method, fewer noise levels, trials and sizes (about 15 minutes on 2 cores).
+QUICK_OVERRIDES = {"sigmas": (1e-5, 1e-2, 1.0, 1e2, 1e5), "trials": 2,
+                   "ablation_sigmas": (1e-3, 1.0, 1e2), "ablation_trials": 2,
+                   "runtime_sizes": (50, 75, 110, 160, 240, 360, 540, 800), "runtime_trials": 2}
+
+#: Methods of the interaction ablation: Langevin features with lam from the grid (log and Riesz
+#: repulsion) against plain RFF.
+ABLATION_METHODS = ("rff_svm", "langevin_log", "langevin_riesz")
+
+
+_WARM = set()
+
+
+def _warm_up(method: str, X_train, y_train, X_test, config: dict) -> None:
+    """Run ``method`` once per process on a tiny problem before it is timed.
+
+    The first call in a worker pays for lazy imports and Numba compilation; the runtime law
+    would otherwise measure them at whichever n a worker happens to run first.
+    """
+    if method in _WARM:
+        return
+    k = min(20, X_train.shape[0])
+    y = y_train[:k].copy()
+    y[: k // 2], y[k // 2:] = 0, 1                    # both classes present
+    tiny = {**config, "langevin_steps": 2, "langevin_N": min(int(config["langevin_N"]), 8),
+            "D": min(int(config["D"]), 8)}
+    METHODS[method](X_train[:k], y, X_test[:5], np.random.default_rng(0), tiny)
+    _WARM.add(method)
 
 
 def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
@@ -112,7 +186,9 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
     -------
     xarray.Dataset
         Scalars ``accuracy``, ``f1`` (binary, positive class, zero_division = 0), ``seconds``
-        (wall time of the method from features to test predictions), ``test_positive_rate``.
+        (wall time of the method from features to test predictions, after a per-process warm-up
+        that pays for imports and Numba compilation), ``test_positive_rate``;
+        for the Langevin methods also ``omega`` (feature, coord) and ``phase`` (feature).
 
     References
     ----------
@@ -121,16 +197,30 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
     import xarray as xr
     from sklearn.metrics import accuracy_score, f1_score
 
-    data = make_dataset(config["n"], config["p"], config["data_seed"])
-    sigma = float(dict(task.params)["sigma"])
-    labels = Task(task.sweep, "labels", task.params, task.trial).seed_sequence(config["seed"])
+    params = dict(task.params)
+    data = make_dataset(int(params.get("n", config["n"])), config["p"], config["data_seed"])
+    sigma = float(params.get("sigma", config["runtime_sigma"]))
+    # the labels of (grid point, trial) are shared by every method: paired comparisons; the
+    # method's own parameters (lam) do not enter them
+    shared = tuple((k, v) for k, v in task.params if k != "lam")
+    labels = Task(task.sweep, "labels", shared, task.trial).seed_sequence(config["seed"])
     y = draw_labels(data.logit, sigma, np.random.default_rng(labels))
     X_train, X_test = data.X[data.train], data.X[data.test]
+    method_config = {**config, **params}
+    _warm_up(task.method, X_train, y[data.train], X_test, method_config)
     t0 = time.perf_counter()
-    y_pred = METHODS[task.method](X_train, y[data.train], X_test, rng, config)
+    y_pred = METHODS[task.method](X_train, y[data.train], X_test, rng, method_config)
     seconds = time.perf_counter() - t0
+    extras = {}
+    if isinstance(y_pred, tuple):                 # (predictions, learned arrays)
+        y_pred, learned = y_pred
+        extras = {"omega": (("feature", "coord"), learned["omega"],
+                            {"long_name": "learned frequencies omega (features used by the SVM)",
+                             "units": "1"}),
+                  "phase": (("feature",), learned["b"],
+                            {"long_name": "fixed phases b of the learned features", "units": "rad"})}
     y_test = y[data.test]
-    return xr.Dataset({
+    ds = xr.Dataset({
         "accuracy": ((), accuracy_score(y_test, y_pred), {"long_name": "test accuracy", "units": "1"}),
         "f1": ((), f1_score(y_test, y_pred, zero_division=0),
                {"long_name": "test F1 score (binary, positive class, zero_division = 0)", "units": "1"}),
@@ -138,7 +228,12 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
                                   "units": "s"}),
         "test_positive_rate": ((), float(np.mean(y_test)),
                                {"long_name": "fraction of positive test labels", "units": "1"}),
+        **extras,
     })
+    for dim, name in (("feature", "feature index (of the D used)"), ("coord", "input coordinate")):
+        if dim in ds.dims:
+            ds = ds.assign_coords({dim: (dim, np.arange(ds.sizes[dim]), {"long_name": name, "units": "1"})})
+    return ds
 
 
 def benchmark_spec(cfg: SyntheticConfig) -> SweepSpec:
@@ -187,3 +282,232 @@ def format_summary(ds) -> str:
             lines.append(row)
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def ablation_spec(cfg: SyntheticConfig) -> SweepSpec:
+    """The interaction ablation of F.1.7 (Fig. 3): ``(rff_svm, langevin_log, langevin_riesz) x lam x
+    sigma x trials``.
+
+    Parameters
+    ----------
+    cfg : SyntheticConfig
+
+    Returns
+    -------
+    rieszflow.studies.sweep.SweepSpec
+    """
+    return SweepSpec(name="ablation", function="rieszflow.studies.synthetic.study:benchmark_task",
+                     methods=ABLATION_METHODS, grid={"lam": cfg.ablation_lams, "sigma": cfg.ablation_sigmas},
+                     trials=cfg.ablation_trials, config=cfg.to_dict(), root_seed=cfg.seed,
+                     units={"lam": "1", "sigma": "1"})
+
+
+def runtime_spec(cfg: SyntheticConfig) -> SweepSpec:
+    """The runtime law of Fig. 2 / Table 4: ``methods x n x trials`` at ``sigma = runtime_sigma``.
+
+    Parameters
+    ----------
+    cfg : SyntheticConfig
+
+    Returns
+    -------
+    rieszflow.studies.sweep.SweepSpec
+    """
+    return SweepSpec(name="runtime", function="rieszflow.studies.synthetic.study:benchmark_task",
+                     methods=cfg.methods, grid={"n": cfg.runtime_sizes}, trials=cfg.runtime_trials,
+                     config=cfg.to_dict(), root_seed=cfg.seed, units={"n": "1"})
+
+
+def specs(cfg: SyntheticConfig) -> list:
+    """The three sweeps of ``rieszflow synthetic``: benchmark, ablation, runtime.
+
+    Parameters
+    ----------
+    cfg : SyntheticConfig
+
+    Returns
+    -------
+    list of rieszflow.studies.sweep.SweepSpec
+    """
+    return [benchmark_spec(cfg), ablation_spec(cfg), runtime_spec(cfg)]
+
+
+def fit_power_law(n, seconds):
+    """Least-squares fit of ``log t = log c + gamma log n`` (Table 4's ``t(n) = c n^gamma``).
+
+    Parameters
+    ----------
+    n : array_like, shape (k,)
+        Sizes, ``> 0``; ``k >= 3`` finite pairs are needed.
+    seconds : array_like, shape (k,)
+        Wall times, ``> 0`` (NaN entries are dropped).
+
+    Returns
+    -------
+    dict
+        ``gamma`` (exponent), ``c`` (prefactor, s), ``sigma_log`` (standard deviation of the
+        log residuals, ``ddof = 2``: two fitted parameters), ``gamma_se`` (its standard error)
+        and ``n_obs``.
+
+    Raises
+    ------
+    ValueError
+        If fewer than 3 finite positive pairs remain.
+
+    References
+    ----------
+    Paper 000, App. F, Table 4 and Fig. 2.
+    """
+    n = np.asarray(n, dtype=np.float64).ravel()
+    t = np.asarray(seconds, dtype=np.float64).ravel()
+    ok = np.isfinite(n) & np.isfinite(t) & (n > 0) & (t > 0)
+    if ok.sum() < 3:
+        raise ValueError(f"fit_power_law needs >= 3 finite positive (n, t) pairs; got {int(ok.sum())}")
+    x, z = np.log(n[ok]), np.log(t[ok])
+    A = np.stack([np.ones_like(x), x], axis=1)
+    coef, *_ = np.linalg.lstsq(A, z, rcond=None)
+    resid = z - A @ coef
+    dof = max(x.size - 2, 1)
+    sigma = float(np.sqrt(resid @ resid / dof))
+    gamma_se = sigma / float(np.sqrt(((x - x.mean()) ** 2).sum()))
+    return {"gamma": float(coef[1]), "c": float(np.exp(coef[0])), "sigma_log": sigma,
+            "gamma_se": gamma_se, "n_obs": int(x.size)}
+
+
+#: Table 4 of paper 000 as printed: method -> (gamma, c, sigma_log, n_obs); None: not built here.
+PAPER_TABLE4 = {
+    "MKL-SVM": (1.961, 8.00e-05, 0.671, 8, None),
+    "SVM (RBF kernel)": (1.477, 3.00e-06, 0.503, 8, "rbf_svm"),
+    "Optimized RFF (lin SVM)": (0.967, 3.55e-04, 0.085, 8, None),
+    "RFF (linear SVM)": (0.799, 9.50e-05, 0.319, 8, "rff_svm"),
+    "Langevin (Alg-1, lin SVM)": (0.730, 3.82e-01, 0.430, 8, "langevin_svm"),
+    "Linear Logistic": (0.021, 1.16e-01, 0.290, 8, "logistic"),
+}
+
+
+def format_runtime(ds) -> str:
+    """Table 4 measured (fit over the per-n mean wall times) next to the paper's values.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        :func:`rieszflow.studies.sweep.open_sweep` of the runtime sweep (dims method, n, trial).
+
+    Returns
+    -------
+    str
+    """
+    lines = ["Runtime law t(n) = c n^gamma (fit over the per-n mean wall time of each method; "
+             "paper 000 Table 4 beside)",
+             f"{'model':<28}{'gamma':>14}{'c':>11}{'sigma_log':>10}{'n_obs':>6}   "
+             f"{'paper gamma':>11}{'paper c':>10}{'sigma_log':>10}"]
+    for label, (g, c, sl, nobs, method) in PAPER_TABLE4.items():
+        paper = f"{g:>11.3f}{c:>10.2e}{sl:>10.3f}"
+        if method is None or method not in ds.method.values:
+            lines.append(f"{label:<28}{'not built':>14}{'':>11}{'':>10}{'':>6}   {paper}")
+            continue
+        t = ds["seconds"].sel({"method": method}).mean("trial").values
+        try:
+            f = fit_power_law(ds.n.values, t)
+        except ValueError:
+            lines.append(f"{label:<28}{'no data':>14}{'':>11}{'':>10}{'':>6}   {paper}")
+            continue
+        lines.append(f"{label:<28}{f['gamma']:>8.3f}+-{f['gamma_se']:<4.2f}{f['c']:>11.2e}"
+                     f"{f['sigma_log']:>10.3f}{f['n_obs']:>6d}   {paper}")
+    return "\n".join(lines)
+
+
+def format_ablation(ds) -> str:
+    """Accuracy per (method, lam) against sigma: mean +- sd over trials (Fig. 3 as a table).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        :func:`rieszflow.studies.sweep.open_sweep` of the ablation sweep (dims method, lam,
+        sigma, trial).
+
+    Returns
+    -------
+    str
+    """
+    lines = ["ablation (F.1.7): test accuracy, mean +- sd over trials",
+             f"{'method':<16}{'lam':>5}" + "".join(f"{'sigma=' + format(float(s), '.0e'):>16}"
+                                                   for s in ds.sigma.values)]
+    for m in ds.method.values:
+        for lam in ds.lam.values:
+            row = f"{str(m):<16}{float(lam):>5.1f}"
+            for s in ds.sigma.values:
+                v = ds["accuracy"].sel({"method": m, "lam": lam, "sigma": s}).values.astype(float)
+                if not np.isfinite(v).any():
+                    row += f"{'n/a':>16}"
+                else:
+                    sd = float(np.nanstd(v, ddof=1)) if np.isfinite(v).sum() > 1 else float("nan")
+                    row += f"{np.nanmean(v):>10.3f}+-{sd:<4.3f}"
+            lines.append(row)
+    return "\n".join(lines)
+
+
+def _paired(a, b):
+    """Mean difference a - b over paired finite entries, its SE, n, and the two-sided Wilcoxon p."""
+    from scipy.stats import wilcoxon
+
+    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    ok = np.isfinite(a) & np.isfinite(b)
+    d = a[ok] - b[ok]
+    if d.size < 2:
+        return None
+    p = float(wilcoxon(d).pvalue) if np.any(d != 0) else 1.0
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)), int(d.size), p
+
+
+def format_verdicts(bench, ablation=None) -> str:
+    """The paper's claims of App. F.1.6-F.1.7, each with a paired test across (sigma, trial).
+
+    Every method of one (sigma, trial) sees the same labels, so differences are paired; the test
+    is the two-sided Wilcoxon signed-rank test (scipy), with the mean difference and its SE.
+
+    Parameters
+    ----------
+    bench : xarray.Dataset
+        The merged benchmark sweep.
+    ablation : xarray.Dataset, optional
+        The merged ablation sweep.
+
+    Returns
+    -------
+    str
+        One line per claim: holds / fails / not supported at this size / not built.
+    """
+    def verdict(name, a, b, claim):
+        r = _paired(a, b)
+        if r is None:
+            return f"{name}: no paired results"
+        mean, se, k, p = r
+        word = ("holds" if mean > 0 and p < 0.05 else "fails (the other is better)" if mean < 0 and p < 0.05
+                else "not supported (no significant difference)")
+        return (f"{name}: {claim}: mean accuracy difference {mean:+.4f} +- {se:.4f} over {k} paired "
+                f"(sigma, trial), Wilcoxon p = {p:.3g}: {word}")
+
+    lines = ["verdicts on paper 000's claims (paired over (sigma, trial); moderate noise 1 <= sigma <= 100)"]
+    methods = list(bench.method.values)
+    moderate = bench.sigma[(bench.sigma >= 1) & (bench.sigma <= 100)].values
+    if "langevin_svm" in methods and "rff_svm" in methods and moderate.size:
+        sel = {"sigma": moderate}
+        lines.append(verdict("F.1.6", bench.accuracy.sel({"method": "langevin_svm", **sel}).values,
+                             bench.accuracy.sel({"method": "rff_svm", **sel}).values,
+                             "Langevin features (Alg. 1, lam = 0.5) beat plain RFF"))
+    else:
+        lines.append("F.1.6: Langevin against RFF at moderate noise: not in this sweep")
+    lines.append("F.1.6: Alg. 1 beats Sinha-Duchi importance-sampled features: not built (method (5))")
+    if ablation is not None and "langevin_log" in ablation.method.values:
+        mod = ablation.sigma[(ablation.sigma >= 1) & (ablation.sigma <= 100)].values
+        mid = [v for v in ablation.lam.values if 0.5 <= float(v) <= 1.0]
+        if mod.size and mid and 0.0 in ablation.lam.values:
+            log = ablation.accuracy.sel({"method": "langevin_log", "sigma": mod})
+            best_mid = log.sel(lam=mid).mean("lam")
+            lines.append(verdict("F.1.7", best_mid.values, log.sel(lam=0.0).values,
+                                 "log repulsion with lam in [0.5, 1] (mean over those lam) beats lam = 0"))
+            rff = ablation.accuracy.sel({"method": "rff_svm", "sigma": mod}).mean("lam")
+            lines.append(verdict("F.1.7", best_mid.values, rff.values,
+                                 "log repulsion with lam in [0.5, 1] beats vanilla RFF"))
+    return "\n".join(lines)
