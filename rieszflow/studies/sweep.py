@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as _dt
 import hashlib
 import importlib
 import itertools
@@ -582,7 +583,9 @@ def open_sweep(outdir, *, write: bool = True):
         Dimensions ``method``, the grid parameters (in grid order), ``trial``, then the tasks'
         own; every coordinate of the full grid is present, and a variable is NaN (float) where its
         task has no complete file (not run yet, or failed). Root attributes: ``kind = "sweep"``,
-        the spec as ``config`` (JSON), ``n_tasks``, ``n_complete``.
+        the spec as ``config`` (JSON), ``n_tasks``, ``n_complete``, ``wall_seconds`` (from the
+        first task's start to the last task's end, read from the task files; 1 s resolution) and
+        ``task_seconds_total`` (the tasks' own wall times summed).
 
     Raises
     ------
@@ -598,13 +601,16 @@ def open_sweep(outdir, *, write: bool = True):
     outdir = Path(outdir)
     spec = _load_spec(outdir)
     names = [k for k, _ in spec.grid]
-    parts = []
+    parts, spans = [], []
     for task in spec.tasks():
         path = outdir / "tasks" / task.filename
         if not path.exists():
             continue
         with xr.open_dataset(path, engine="h5netcdf") as ds:
             ds = ds.load()
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            end = _dt.datetime.fromisoformat(str(ds.attrs["created"])).timestamp()
+            spans.append((end - float(ds.attrs["wall_seconds"]), end, float(ds.attrs["wall_seconds"])))
         ds.attrs = {}
         coords = {"method": [task.method], **{k: [v] for k, v in task.params}, "trial": [task.trial]}
         parts.append(ds.expand_dims(coords))
@@ -627,6 +633,9 @@ def open_sweep(outdir, *, write: bool = True):
     merged.attrs = {"rieszflow_format": FORMAT, "kind": SWEEP_KIND, "status": "complete",
                     **provenance(), "config": json.dumps(spec.to_dict(), sort_keys=True),
                     "n_tasks": len(spec.tasks()), "n_complete": len(parts)}
+    if spans:       # from the task files: first start to last end (a resumed sweep includes its gap)
+        merged.attrs["wall_seconds"] = max(e for _, e, _ in spans) - min(b for b, _, _ in spans)
+        merged.attrs["task_seconds_total"] = sum(w for _, _, w in spans)
     merged.attrs = {k: _attr_value(v) for k, v in merged.attrs.items()}
     if write:
         out = outdir / f"{spec.name}.h5"

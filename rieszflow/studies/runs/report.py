@@ -106,9 +106,15 @@ def _sweep_tables(ds) -> str:
     head = (f"sweep {spec['name']}: {int(ds.attrs['n_complete'])} of {int(ds.attrs['n_tasks'])} tasks "
             f"complete; configuration {json.dumps(spec['config'], sort_keys=True)}")
     if spec["function"] == "rieszflow.studies.synthetic.study:benchmark_task":
-        from rieszflow.studies.synthetic.study import format_summary
+        from rieszflow.studies.synthetic import study
 
-        return head + "\n\n" + format_summary(ds)
+        table = {"benchmark": study.format_summary, "ablation": study.format_ablation,
+                 "runtime": study.format_runtime}[spec["name"]](ds)
+        if spec["name"] == "benchmark":
+            table += "\n\n" + study.format_verdicts(ds)
+        elif spec["name"] == "ablation":
+            table += "\n\n" + study.ablation_verdicts(ds)
+        return head + "\n\n" + table
     return head + "\n\n" + str(ds.mean("trial"))
 
 

@@ -25,7 +25,8 @@ from rieszflow.studies.sweep import SweepSpec, Task
 
 __all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "ABLATION_METHODS", "benchmark_task", "benchmark_spec",
            "ablation_spec", "runtime_spec", "specs", "format_summary", "fit_power_law",
-           "format_runtime", "format_ablation", "format_verdicts", "PAPER_TABLE4"]
+           "format_runtime", "format_ablation", "format_verdicts", "ablation_verdicts",
+           "PAPER_TABLE4"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -460,6 +461,48 @@ def _paired(a, b):
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)), int(d.size), p
 
 
+def _verdict(name, a, b, claim):
+    r = _paired(a, b)
+    if r is None:
+        return f"{name}: {claim}: no paired results"
+    mean, se, k, p = r
+    word = ("holds" if mean > 0 and p < 0.05 else "fails (the other is better)" if mean < 0 and p < 0.05
+            else "not supported (no significant difference)")
+    return (f"{name}: {claim}: mean accuracy difference {mean:+.4f} +- {se:.4f} over {k} paired "
+            f"(sigma, trial), Wilcoxon p = {p:.3g}: {word}")
+
+
+def ablation_verdicts(ablation) -> str:
+    """F.1.7's claims (lam in [0.5, 1] beats lam = 0 and vanilla RFF at moderate noise), paired.
+
+    Parameters
+    ----------
+    ablation : xarray.Dataset
+        The merged ablation sweep.
+
+    Returns
+    -------
+    str
+    """
+    lines = []
+    mod = ablation.sigma[(ablation.sigma >= 1) & (ablation.sigma <= 100)].values
+    mid = [v for v in ablation.lam.values if 0.5 <= float(v) <= 1.0]
+    if not (mod.size and mid and 0.0 in ablation.lam.values):
+        return "F.1.7: the ablation grid has no moderate sigma, no lam in [0.5, 1] or no lam = 0"
+    for method, kernel in (("langevin_log", "log"), ("langevin_riesz", "Riesz")):
+        if method not in ablation.method.values:
+            continue
+        acc = ablation.accuracy.sel({"method": method, "sigma": mod})
+        best_mid = acc.sel(lam=mid).mean("lam")
+        lines.append(_verdict("F.1.7", best_mid.values, acc.sel(lam=0.0).values,
+                              f"{kernel} repulsion with lam in [0.5, 1] (mean over those lam) beats lam = 0"))
+        if "rff_svm" in ablation.method.values:
+            rff = ablation.accuracy.sel({"method": "rff_svm", "sigma": mod}).mean("lam")
+            lines.append(_verdict("F.1.7", best_mid.values, rff.values,
+                                  f"{kernel} repulsion with lam in [0.5, 1] beats vanilla RFF"))
+    return "\n".join(lines)
+
+
 def format_verdicts(bench, ablation=None) -> str:
     """The paper's claims of App. F.1.6-F.1.7, each with a paired test across (sigma, trial).
 
@@ -478,36 +521,17 @@ def format_verdicts(bench, ablation=None) -> str:
     str
         One line per claim: holds / fails / not supported at this size / not built.
     """
-    def verdict(name, a, b, claim):
-        r = _paired(a, b)
-        if r is None:
-            return f"{name}: no paired results"
-        mean, se, k, p = r
-        word = ("holds" if mean > 0 and p < 0.05 else "fails (the other is better)" if mean < 0 and p < 0.05
-                else "not supported (no significant difference)")
-        return (f"{name}: {claim}: mean accuracy difference {mean:+.4f} +- {se:.4f} over {k} paired "
-                f"(sigma, trial), Wilcoxon p = {p:.3g}: {word}")
-
     lines = ["verdicts on paper 000's claims (paired over (sigma, trial); moderate noise 1 <= sigma <= 100)"]
     methods = list(bench.method.values)
     moderate = bench.sigma[(bench.sigma >= 1) & (bench.sigma <= 100)].values
     if "langevin_svm" in methods and "rff_svm" in methods and moderate.size:
         sel = {"sigma": moderate}
-        lines.append(verdict("F.1.6", bench.accuracy.sel({"method": "langevin_svm", **sel}).values,
-                             bench.accuracy.sel({"method": "rff_svm", **sel}).values,
-                             "Langevin features (Alg. 1, lam = 0.5) beat plain RFF"))
+        lines.append(_verdict("F.1.6", bench.accuracy.sel({"method": "langevin_svm", **sel}).values,
+                              bench.accuracy.sel({"method": "rff_svm", **sel}).values,
+                              "Langevin features (Alg. 1, lam = 0.5) beat plain RFF"))
     else:
         lines.append("F.1.6: Langevin against RFF at moderate noise: not in this sweep")
     lines.append("F.1.6: Alg. 1 beats Sinha-Duchi importance-sampled features: not built (method (5))")
-    if ablation is not None and "langevin_log" in ablation.method.values:
-        mod = ablation.sigma[(ablation.sigma >= 1) & (ablation.sigma <= 100)].values
-        mid = [v for v in ablation.lam.values if 0.5 <= float(v) <= 1.0]
-        if mod.size and mid and 0.0 in ablation.lam.values:
-            log = ablation.accuracy.sel({"method": "langevin_log", "sigma": mod})
-            best_mid = log.sel(lam=mid).mean("lam")
-            lines.append(verdict("F.1.7", best_mid.values, log.sel(lam=0.0).values,
-                                 "log repulsion with lam in [0.5, 1] (mean over those lam) beats lam = 0"))
-            rff = ablation.accuracy.sel({"method": "rff_svm", "sigma": mod}).mean("lam")
-            lines.append(verdict("F.1.7", best_mid.values, rff.values,
-                                 "log repulsion with lam in [0.5, 1] beats vanilla RFF"))
+    if ablation is not None:
+        lines.append(ablation_verdicts(ablation))
     return "\n".join(lines)
