@@ -21,6 +21,7 @@ from rieszflow.studies.cli import build_parser
 from rieszflow.studies.cli import main as cli_main
 from rieszflow.studies.sweep import SweepSpec, Task, open_sweep, run_sweep
 from rieszflow.studies.synthetic.data import draw_labels, log_odds, make_dataset
+from rieszflow.studies.synthetic.methods import project_simplex, sinha_duchi_weights, stratified_indices
 from rieszflow.studies.synthetic.study import SyntheticConfig, benchmark_spec, fit_power_law
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
@@ -185,10 +186,15 @@ def test_synthetic_cli_contract(tmp_path, capsys):
     assert cli_main(["synthetic", "--resume", *one, "--no-plots", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "12 of 12 tasks complete before, skipped; running 0" in printed
-    assert "F.1.6: Alg. 1 beats Sinha-Duchi importance-sampled features: not built" in printed
+    assert "F.1.6: Langevin against RFF at moderate noise: not in this sweep" in printed
     assert cli_main(["synthetic", "--resume", "--quiet", "--seed", "9", *one, "--out", str(out)]) == 2
     assert "seed: stored 0, given 9" in capsys.readouterr().err
-    # another configuration on the same directory: refused, nothing overwritten
+    # a grown grid (one more noise level, one more trial) reuses every complete task
+    grown = tmp_path / "grown.json"
+    grown.write_text(json.dumps(SMALL.replace(sigmas=SMALL.sigmas + (10.0,), trials=3).to_dict()))
+    assert cli_main(["synthetic", "--config", str(grown), *one, "--no-plots", "--out", str(out)]) == 0
+    assert "12 of 24 tasks complete before, skipped; running 12" in capsys.readouterr().out
+    # another configuration (a field that changes results) on the same directory: refused
     assert cli_main(["synthetic", "--quick", "--quiet", *one, "--out", str(out)]) == 2
     assert "another configuration" in capsys.readouterr().err
     assert cli_main(["synthetic", "--quiet", "--set", "methods=nope", "--out", str(out)]) == 2
@@ -258,3 +264,41 @@ def test_langevin_features_learn_inside_the_ball_and_are_stored():
     assert ds.omega.shape == (12, 10) and ds.phase.shape == (12,)
     assert np.all(np.linalg.norm(ds.omega.values, axis=1) <= 5.0 + 1e-12)
     assert 0.0 <= float(ds.accuracy) <= 1.0 and np.all((ds.phase >= 0) & (ds.phase < 2 * np.pi))
+
+
+@pytest.mark.parametrize("m, rho_fraction", [(40, 0.005), (300, 0.005), (300, 0.5)])
+def test_sinha_duchi_weights_satisfy_kkt_and_match_a_general_solver(m, rho_fraction):
+    """max q^T v over the simplex within ||q - u||^2 <= rho/m: KKT conditions, and the optimum of
+    scipy's SLSQP on the same problem (small m)."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(m)
+    v = rng.gamma(2.0, 1.0, m) ** 2
+    rho = m * rho_fraction
+    q = sinha_duchi_weights(v, rho)
+    u, r = np.full(m, 1.0 / m), rho / m
+    assert np.all(q >= 0) and abs(q.sum() - 1) < 1e-12
+    gap = float((q - u) @ (q - u))
+    assert gap <= r * (1 + 1e-8)                                   # feasible
+    # stationarity: q = proj_simplex(u + v / lam); on the support v - lam (q - u) is one constant nu,
+    # off the support v + lam u <= nu; the ball constraint is active (lam > 0)
+    support = q > 1e-14
+    lam = (v[support][0] - v[support][1]) / ((q - u)[support][0] - (q - u)[support][1])
+    nu = v[support] - lam * (q - u)[support]
+    assert lam > 0 and np.ptp(nu) < 1e-6 * np.abs(nu).max()
+    assert np.all(v[~support] + lam * u[~support] <= nu.mean() + 1e-6 * abs(nu.mean()))
+    assert abs(gap - r) < 1e-6 * r                                 # active
+    if m <= 40:
+        res = minimize(lambda x: -x @ v, u, jac=lambda x: -v, method="SLSQP", bounds=[(0, 1)] * m,
+                       constraints=[{"type": "eq", "fun": lambda x: x.sum() - 1},
+                                    {"type": "ineq", "fun": lambda x: r - (x - u) @ (x - u)}],
+                       options={"ftol": 1e-14, "maxiter": 1000})
+        assert q @ v >= -res.fun - 1e-6 * abs(res.fun)
+    np.testing.assert_allclose(project_simplex(np.array([0.2, 0.3, 0.5])), [0.2, 0.3, 0.5])
+    np.testing.assert_allclose(project_simplex(np.array([2.0, 0.0, -1.0])), [1.0, 0.0, 0.0])
+
+
+def test_stratified_indices_give_every_weight_its_share():
+    q = np.array([0.5, 0.25, 0.125, 0.125, 0.0])
+    idx = stratified_indices(q, 16, np.random.default_rng(0))
+    assert np.bincount(idx, minlength=5).tolist() == [8, 4, 2, 2, 0]

@@ -123,7 +123,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         0 when every task is complete; 1 if any task failed (listed); 2 on bad input.
     """
     from rieszflow.studies.synthetic.study import (QUICK_OVERRIDES, SyntheticConfig, format_ablation,
-                                                   format_runtime, format_summary, format_verdicts, specs)
+                                                   format_runtime, format_summary, format_verdicts, specs,
+                                                   task_config)
     from rieszflow.studies.sweep import open_sweep, run_sweep
 
     prog = "rieszflow synthetic"
@@ -162,12 +163,15 @@ def run_from_args(args: argparse.Namespace) -> int:
     out.mkdir(exist_ok=True)
     cfg_file = out / "config.json"
     if cfg_file.is_file() and not args.overwrite:
+        # the grids (methods, noise levels, trials, sizes) may grow: complete tasks are reused;
+        # any other field changes the tasks' results and is refused
         before = SyntheticConfig.from_dict(json.loads(cfg_file.read_text()))
-        if before != cfg:
-            diff = "; ".join(f"{k}: stored {getattr(before, k)!r}, given {getattr(cfg, k)!r}"
-                             for k in cfg.to_dict() if getattr(before, k) != getattr(cfg, k))
+        old, new = task_config(before), task_config(cfg)
+        if old != new:
+            diff = "; ".join(f"{k}: stored {old[k]!r}, given {new[k]!r}" for k in new if old[k] != new[k])
             print(f"{prog}: error: {out} holds a sweep of another configuration ({diff}); rerun with "
-                  f"the same options, use --resume, or --overwrite to replace it", file=sys.stderr)
+                  f"the same options (grids may change), use --resume, or --overwrite to replace it",
+                  file=sys.stderr)
             return 2
     cfg_file.write_text(json.dumps(cfg.to_dict(), indent=1, sort_keys=True))
     log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))

@@ -7,8 +7,8 @@ are the engine's ``rff`` feature map (:mod:`rieszflow.engine.features`), scaled 
 
 References
 ----------
-Paper 000, App. F.1.2 (baselines (1)-(3) and the Langevin features (6); (4) MKL and (5)
-Sinha-Duchi are not built yet: see docs/synthetic.md).
+Paper 000, App. F.1.2 (baselines (1)-(3), the Sinha-Duchi features (5) and the Langevin
+features (6); (4) MKL is not built yet: see docs/synthetic.md).
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import math
 import numpy as np
 
 
-__all__ = ["METHODS", "BENCHMARK_METHODS", "logistic", "rbf_svm", "rff_features", "rff_svm", "langevin_svm"]
+__all__ = ["METHODS", "BENCHMARK_METHODS", "project_simplex", "sinha_duchi_weights", "sinha_duchi_svm",
+           "stratified_indices", "logistic", "rbf_svm", "rff_features", "rff_svm", "langevin_svm"]
 
 
 def logistic(X_train, y_train, X_test, rng, config):
@@ -179,6 +180,163 @@ def langevin_svm(lam: float | None, s: float | None = 0.0):
     return fit_predict
 
 
+def project_simplex(z):
+    """Euclidean projection onto the probability simplex ``{q >= 0, sum q = 1}`` (sort and threshold).
+
+    Parameters
+    ----------
+    z : ndarray, shape (m,), float64
+
+    Returns
+    -------
+    ndarray, shape (m,), float64
+
+    References
+    ----------
+    Duchi, Shalev-Shwartz, Singer and Chandra (2008), "Efficient projections onto the l1-ball";
+    docs/specs/attention_reference.md section 3.3.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    s = np.sort(z)[::-1]
+    c = np.cumsum(s)
+    j = np.arange(1, z.size + 1)
+    k = int(np.nonzero(s - (c - 1.0) / j > 0)[0][-1]) + 1
+    return np.maximum(z - (c[k - 1] - 1.0) / k, 0.0)
+
+
+def sinha_duchi_weights(v, rho: float, tol: float = 1e-10):
+    """Maximise ``q^T v`` over the simplex within the chi-square ball ``||q - u||^2 <= rho / m``.
+
+    The optimum of the partial Lagrangian is ``q(lam) = proj_simplex(u + v / lam)``; ``lam`` is
+    bracketed by doubling or halving from 1 and bisected until the bracket is below
+    ``tol * lam_start`` (Sinha and Duchi 2016, Sec. 3; the chi-square case of the spec).
+
+    Parameters
+    ----------
+    v : ndarray, shape (m,), float64
+        Alignment scores ``((Phi^T y)_k)^2`` of the m candidate features.
+    rho : float
+        Divergence budget (``D_chi2(q || u) = m ||q - u||^2 <= rho``), ``> 0``.
+    tol : float, default 1e-10
+        Relative bracket width at which the bisection stops.
+
+    Returns
+    -------
+    ndarray, shape (m,), float64
+        The weights q (non-negative, summing to 1). When the ball contains the whole simplex
+        (``rho / m >= 1 - 1/m``) this is the vertex at ``argmax v``.
+
+    Raises
+    ------
+    ValueError
+        If ``v`` is not finite or ``rho`` / ``tol`` is not positive.
+
+    References
+    ----------
+    Sinha and Duchi (2016), "Learning kernels with random features", NeurIPS, Sec. 3;
+    docs/specs/attention_reference.md sections 3.2-3.3.
+    """
+    from rieszflow.engine._checks import check_real
+
+    v = np.asarray(v, dtype=np.float64).ravel()
+    if v.size < 1 or not np.isfinite(v).all():
+        raise ValueError("v must be a non-empty finite vector")
+    rho = check_real("rho", rho, positive=True)
+    tol = check_real("tol", tol, positive=True)
+    m = v.size
+    u = np.full(m, 1.0 / m)
+    r = rho / m
+    if r >= 1.0 - 1.0 / m:
+        q = np.zeros(m)
+        q[int(np.argmax(v))] = 1.0
+        return q
+
+    def g(lam):
+        d = project_simplex(u + v / lam) - u
+        return 0.5 * float(d @ d) - 0.5 * r
+
+    lo = hi = 1.0
+    if g(1.0) >= 0:
+        while g(hi) >= 0:
+            lo, hi = hi, 2.0 * hi
+    else:
+        while g(lo) < 0 and lo > 1e-300:
+            hi, lo = lo, 0.5 * lo
+    start = hi
+    while hi - lo >= tol * start:
+        mid = 0.5 * (lo + hi)
+        if g(mid) < 0:
+            hi = mid
+        else:
+            lo = mid
+    return project_simplex(u + v / hi)
+
+
+def stratified_indices(q, D: int, rng):
+    """D indices drawn from the weights q by stratified (systematic-per-stratum) sampling.
+
+    The k-th index is the inverse CDF of q at ``(k + U_k) / D``, ``U_k ~ U[0, 1)``: every stratum
+    of probability 1/D gets one draw, so a weight q_m yields ``floor(D q_m)`` or one more copies
+    (repeats are the paper's "padding" when fewer than D candidates carry weight).
+
+    Parameters
+    ----------
+    q : ndarray, shape (m,), float64
+        Non-negative weights summing to 1.
+    D : int
+        Number of indices, ``>= 1``.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (D,), int64
+    """
+    cdf = np.cumsum(np.asarray(q, dtype=np.float64))
+    cdf /= cdf[-1]
+    return np.minimum(np.searchsorted(cdf, (np.arange(D) + rng.random(D)) / D, side="right"),
+                      cdf.size - 1).astype(np.int64)
+
+
+def sinha_duchi_svm(X_train, y_train, X_test, rng, config):
+    """(5) Optimised random features (Sinha and Duchi 2016) + linear SVM (``C = 1``).
+
+    ``N_w = config["sd_candidates"]`` (1e4) candidates ``w ~ N(0, 2 gamma I)``, ``b ~ U[0, 2 pi]``;
+    scores ``v = (Phi^T y)^2`` with ``Phi = cos(X W^T + b)`` and labels +-1; weights
+    :func:`sinha_duchi_weights` with ``rho = N_w * config["sd_rho_fraction"]`` (0.005) and
+    ``tol = config["sd_tol"]`` (1e-10); D features by :func:`stratified_indices`; then
+    ``sqrt(2/D) cos(W x + b)`` and a linear SVM.
+
+    Parameters
+    ----------
+    X_train : ndarray, shape (n_train, p), float64
+    y_train : ndarray, shape (n_train,), int64
+    X_test : ndarray, shape (n_test, p), float64
+    rng : numpy.random.Generator
+        Draws W, b and the stratified offsets.
+    config : dict
+        ``D``, ``gamma``, ``sd_candidates``, ``sd_rho_fraction``, ``sd_tol``.
+
+    Returns
+    -------
+    ndarray, shape (n_test,), int64
+
+    References
+    ----------
+    Paper 000, App. F.1.2 (5); Sinha and Duchi (2016), NeurIPS.
+    """
+    from sklearn.svm import LinearSVC
+
+    D, gamma, m = int(config["D"]), float(config["gamma"]), int(config["sd_candidates"])
+    W = rng.normal(0.0, math.sqrt(2.0 * gamma), size=(m, X_train.shape[1]))
+    b = rng.uniform(0.0, 2.0 * math.pi, size=m)
+    v = (np.cos(X_train @ W.T + b).T @ (2.0 * y_train - 1.0)) ** 2
+    q = sinha_duchi_weights(v, m * float(config["sd_rho_fraction"]), float(config["sd_tol"]))
+    idx = stratified_indices(q, D, rng)
+    clf = LinearSVC(C=1.0, loss="hinge", max_iter=20000)
+    clf.fit(rff_features(X_train, W[idx], b[idx]), y_train)
+    return clf.predict(rff_features(X_test, W[idx], b[idx]))
+
+
 #: Method name -> ``fit_predict(X_train, y_train, X_test, rng, config)`` returning the test
 #: predictions, or ``(predictions, extras)`` with learned arrays to store. Adding a method is one
 #: entry here.
@@ -188,6 +346,7 @@ METHODS = {
     "rbf_svm_gamma0.01": rbf_svm(0.01),
     "rbf_svm_gamma100": rbf_svm(100.0),
     "rff_svm": rff_svm,
+    "sinha_duchi_svm": sinha_duchi_svm,
     "langevin_svm": langevin_svm(0.5),
     "langevin_svm_lam0": langevin_svm(0.0),
     "langevin_log": langevin_svm(None, 0.0),      # ablation: lam from the grid, log kernel
@@ -196,4 +355,4 @@ METHODS = {
 
 #: The methods of Fig. 1 (the ablation-only entries take lam from their grid).
 BENCHMARK_METHODS = ("logistic", "rbf_svm", "rbf_svm_gamma0.01", "rbf_svm_gamma100", "rff_svm",
-                     "langevin_svm", "langevin_svm_lam0")
+                     "sinha_duchi_svm", "langevin_svm", "langevin_svm_lam0")
