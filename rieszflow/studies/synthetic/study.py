@@ -498,6 +498,9 @@ def _verdict(name, a, b, claim):
     mean, se, k, p = r
     word = ("holds" if mean > 0 and p < 0.05 else "fails (the other is better)" if mean < 0 and p < 0.05
             else "not supported (no significant difference)")
+    floor = 2.0 / 2.0 ** k                       # the smallest two-sided exact Wilcoxon p with k pairs
+    if floor >= 0.05:
+        word += f"; with {k} pairs no p below {floor:.3g} is possible: run the full size to decide"
     return (f"{name}: {claim}: mean accuracy difference {mean:+.4f} +- {se:.4f} over {k} paired "
             f"(sigma, trial), Wilcoxon p = {p:.3g}: {word}")
 
