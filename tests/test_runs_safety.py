@@ -148,3 +148,23 @@ def test_cli_contract_basics(tmp_path, capsys):
     bad.write_bytes(data[: len(data) // 2])
     with pytest.raises(RunFileError):
         open_run(bad)
+
+
+def test_a_signal_whose_exception_python_swallowed_is_raised_at_the_next_record(tmp_path):
+    """CI found it: a SIGTERM delivered inside a weakref callback raised there, Python printed
+    'Exception ignored' and the run went on to exit 0. The handler now also records the signal,
+    and the writer's next append raises it."""
+    from rieszflow.engine import storage
+
+    with storage.interruptible():
+        with pytest.raises(storage.RunInterrupted) as e:
+            with TrajectoryWriter(tmp_path / "x.h5", "demo") as w:
+                w.dimension("time", None)
+                w.variable("x", ("time",), attrs={"long_name": "x", "units": "1"})
+                w.append("time", {"x": 0.0}, coord=0.0)
+                storage._PENDING_SIGNAL = signal.SIGTERM          # as if the raise had been swallowed
+                w.append("time", {"x": 1.0}, coord=1.0)
+        assert e.value.exit_code == 143
+    ds = open_run(tmp_path / "x.h5", kind="demo")
+    assert ds.attrs["status"] == "interrupted" and ds.sizes["time"] == 1
+    assert storage._PENDING_SIGNAL is None

@@ -62,7 +62,7 @@ import numpy as np
 
 from rieszflow.engine.backend import to_numpy
 
-__all__ = ["FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
+__all__ = ["raise_pending_signal", "FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
            "check_resumable", "RunInterrupted", "interruptible", "RunLock", "missing_cf_attributes"]
 
 #: Value of the root attribute ``rieszflow_format`` of every file rieszflow writes.
@@ -114,19 +114,45 @@ def interruptible():
     ------
     None
     """
+    global _PENDING_SIGNAL
+
     def handler(signum, frame):
-        raise RunInterrupted(signum)
+        global _PENDING_SIGNAL
+        _PENDING_SIGNAL = signum    # kept: an exception raised inside a weakref or __del__
+        raise RunInterrupted(signum)  # callback is swallowed by Python; writers re-raise it
 
     try:
         old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     except ValueError:              # not the main thread
         yield
         return
+    _PENDING_SIGNAL = None
     try:
         yield
     finally:
+        _PENDING_SIGNAL = None
         for sig, h in old.items():
             signal.signal(sig, h)
+
+
+#: The signal caught by :func:`interruptible` (None if none): when Python swallowed the
+#: exception of the handler (it was raised inside a weakref or ``__del__`` callback), the next
+#: :meth:`TrajectoryWriter.append` raises it again, so no interrupt is lost.
+_PENDING_SIGNAL: int | None = None
+
+
+def raise_pending_signal() -> None:
+    """Raise :class:`RunInterrupted` if :func:`interruptible` caught a signal that was swallowed.
+
+    Raises
+    ------
+    RunInterrupted
+        With the pending signal (SIGINT or SIGTERM).
+    """
+    global _PENDING_SIGNAL
+    if _PENDING_SIGNAL is not None:
+        signum, _PENDING_SIGNAL = _PENDING_SIGNAL, None
+        raise RunInterrupted(signum)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -553,6 +579,7 @@ class TrajectoryWriter:
         ValueError
             If a record has the wrong shape.
         """
+        raise_pending_signal()      # a SIGINT/SIGTERM whose exception Python swallowed
         f = self._f
         records = {}
         for name, val in values.items():              # check every record before growing the file

@@ -58,14 +58,26 @@ class SyntheticConfig(StudyConfig):
         Particles (300) and steps T_max (2000) of the Langevin features.
     langevin_eta, langevin_beta, langevin_radius, langevin_clip : float
         Step (30), inverse temperature (100), frequency-norm bound (5) and gradient clip (1).
-    sd_candidates, sd_rho_fraction, sd_tol
-        Sinha-Duchi features: candidates N_w (1e4), rho = N_w * sd_rho_fraction (0.005), bisection
-        tolerance (1e-10).
-    ablation_lams, ablation_s, ablation_sigmas, ablation_trials
-        Interaction ablation (F.1.7, Fig. 3): strengths lam, the Riesz exponent s of the
-        non-log kernel (the paper does not state it; default 1), noise levels, trials (10).
-    runtime_sizes, runtime_sigma, runtime_trials
-        Runtime law (Fig. 2, Table 4): 8 log-spaced n (p, D as above), sigma (1), trials (3).
+    sd_candidates : int
+        Sinha-Duchi candidate features N_w (1e4).
+    sd_rho_fraction : float
+        Divergence budget rho = N_w * sd_rho_fraction (0.005).
+    sd_tol : float
+        Relative bisection tolerance (1e-10).
+    ablation_lams : tuple of float
+        Interaction strengths lam of the ablation (F.1.7, Fig. 3).
+    ablation_s : float
+        Riesz exponent of the non-log ablation kernel (the paper does not state it; default 1).
+    ablation_sigmas : tuple of float
+        Noise levels of the ablation.
+    ablation_trials : int
+        Trials of the ablation (10).
+    runtime_sizes : tuple of int
+        Sizes n of the runtime law (Fig. 2, Table 4): 8 log-spaced values.
+    runtime_sigma : float
+        Noise level of the runtime law (1).
+    runtime_trials : int
+        Trials of the runtime law (3).
     seed : int
         Root seed of the task streams.
     backend : str
