@@ -499,8 +499,8 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
         for stale in task_dir.glob(".*.tmp"):        # left by a killed sweep: we hold the lock
             stale.unlink()
         spec_file = outdir / "sweep.json"
+        todo, complete = _pending(spec, task_dir)     # refuses mismatched files before any write
         spec_file.write_text(json.dumps(spec.to_dict(), indent=1, sort_keys=True))
-        todo, complete = _pending(spec, task_dir)
         total = len(todo) + len(complete)
         if complete:
             log(f"sweep {spec.name}: {len(complete)} of {total} tasks complete before, skipped; "
@@ -527,8 +527,8 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
                 from distributed import as_completed
 
                 with _client(workers, scheduler) as client:
-                    futures = {client.submit(execute_task, *a, key=f"{spec.name}-{a[1].digest}",
-                                             pure=False): a[1] for a in args}
+                    # random keys (pure=False): two sweeps on one scheduler never share a task
+                    futures = {client.submit(execute_task, *a, pure=False): a[1] for a in args}
                     for fut in as_completed(futures):
                         try:
                             result = fut.result()
@@ -583,6 +583,7 @@ def open_sweep(outdir, *, write: bool = True):
         Dimensions ``method``, the grid parameters (in grid order), ``trial``, then the tasks'
         own; every coordinate of the full grid is present, and a variable is NaN (float) where its
         task has no complete file (not run yet, or failed). Root attributes: ``kind = "sweep"``,
+        ``status`` ("complete", or "partial" while tasks are missing),
         the spec as ``config`` (JSON), ``n_tasks``, ``n_complete``, ``wall_seconds`` (from the
         first task's start to the last task's end, read from the task files; 1 s resolution) and
         ``task_seconds_total`` (the tasks' own wall times summed).
@@ -592,7 +593,8 @@ def open_sweep(outdir, *, write: bool = True):
     FileNotFoundError
         If ``outdir`` has no ``sweep.json``.
     ValueError
-        If no task is complete yet.
+        If no task is complete yet, a task file holds another configuration than ``sweep.json``,
+        or a task variable is not numeric or changes shape between tasks.
     """
     import xarray as xr
 
@@ -601,38 +603,55 @@ def open_sweep(outdir, *, write: bool = True):
     outdir = Path(outdir)
     spec = _load_spec(outdir)
     names = [k for k, _ in spec.grid]
-    parts, spans = [], []
+    axes = {"method": list(spec.methods), **{k: list(v) for k, v in spec.grid},
+            "trial": list(range(spec.trials))}
+    position = {ax: {v: i for i, v in enumerate(vals)} for ax, vals in axes.items()}
+    shape = tuple(len(v) for v in axes.values())
+    data, dims, attrs, coords, spans, n_complete = {}, {}, {}, {}, [], 0
     for task in spec.tasks():
         path = outdir / "tasks" / task.filename
         if not path.exists():
             continue
+        expected = json.loads(json.dumps(spec.task_config(task), sort_keys=True))
+        if _read_task_config(path) != expected:
+            raise ValueError(f"{path} was written with another configuration than {outdir / 'sweep.json'}; "
+                             f"rerun the sweep with its configuration or remove the file")
         with xr.open_dataset(path, engine="h5netcdf") as ds:
             ds = ds.load()
         with contextlib.suppress(KeyError, TypeError, ValueError):
             end = _dt.datetime.fromisoformat(str(ds.attrs["created"])).timestamp()
             spans.append((end - float(ds.attrs["wall_seconds"]), end, float(ds.attrs["wall_seconds"])))
-        ds.attrs = {}
-        coords = {"method": [task.method], **{k: [v] for k, v in task.params}, "trial": [task.trial]}
-        parts.append(ds.expand_dims(coords))
-    if not parts:
+        index = (position["method"][task.method], *[position[k][v] for k, v in task.params],
+                 position["trial"][task.trial])
+        for name, var in ds.data_vars.items():
+            if var.dtype.kind not in "biuf":
+                raise ValueError(f"{path}: variable {name!r} has dtype {var.dtype}; a sweep merges "
+                                 f"numbers only (NaN marks a missing task)")
+            if name not in data:                       # one full-grid array per variable, NaN-filled
+                dims[name], attrs[name] = var.dims, dict(var.attrs)
+                data[name] = np.full(shape + var.shape, np.nan)
+                for d in var.dims:
+                    if d in ds.coords:
+                        coords.setdefault(d, ds[d].variable)
+            if var.dims != dims[name] or data[name].shape[len(shape):] != var.shape:
+                raise ValueError(f"{path}: variable {name!r} has dims {var.dims} {var.shape}, other tasks "
+                                 f"{dims[name]} {data[name].shape[len(shape):]}")
+            data[name][index] = var.values
+        n_complete += 1
+    if not n_complete:
         raise ValueError(f"{outdir}: no task of sweep {spec.name!r} is complete yet")
-    merged = xr.merge(parts, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
-    full = {"method": list(spec.methods), **{k: list(v) for k, v in spec.grid},
-            "trial": list(range(spec.trials))}
-    merged = merged.reindex(full)                      # absent tasks: NaN, never zero
-    merged = merged.transpose("method", *names, "trial", ...)
+    grid_dims = ("method", *names, "trial")
+    merged = xr.Dataset({name: (grid_dims + dims[name], arr, attrs[name]) for name, arr in data.items()},
+                        coords={**{ax: vals for ax, vals in axes.items()}, **coords})
     merged["method"].attrs.update(long_name="method", units="1")
     merged["trial"].attrs.update(long_name="trial (independent repetition)", units="1")
     for k in names:
         merged[k].attrs.update(long_name=f"sweep parameter {k}", units=spec.units.get(k, "1"))
-    for v in merged.data_vars:                         # reindex/merge may drop attributes
-        for p in parts:
-            if v in p:
-                merged[v].attrs = {**p[v].attrs, **merged[v].attrs}
-                break
-    merged.attrs = {"rieszflow_format": FORMAT, "kind": SWEEP_KIND, "status": "complete",
+    n_tasks = len(spec.tasks())
+    merged.attrs = {"rieszflow_format": FORMAT, "kind": SWEEP_KIND,
+                    "status": "complete" if n_complete == n_tasks else "partial",
                     **provenance(), "config": json.dumps(spec.to_dict(), sort_keys=True),
-                    "n_tasks": len(spec.tasks()), "n_complete": len(parts)}
+                    "n_tasks": n_tasks, "n_complete": n_complete}
     if spans:       # from the task files: first start to last end (a resumed sweep includes its gap)
         merged.attrs["wall_seconds"] = max(e for _, e, _ in spans) - min(b for b, _, _ in spans)
         merged.attrs["task_seconds_total"] = sum(w for _, _, w in spans)
