@@ -174,3 +174,47 @@ def test_write_once_studies_recompute_an_interrupted_file_to_the_same_numbers(na
     assert set(a.variables) == set(b.variables)
     for v in sorted(set(a.variables) - wall):
         np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
+
+
+def test_preset_then_config_then_options(tmp_path, monkeypatch, capsys):
+    """Review finding: token-flow's --quick (and run's --smoke) beat --config. The order is
+    preset < --config < options < --set."""
+    from rieszflow.studies.token_flow import study
+
+    seen = {}
+
+    def fake(cfg, out, **kwargs):
+        seen["cfg"] = cfg
+        raise ArithmeticError("stop here")
+
+    monkeypatch.setattr(study, "run_token_flow_study", fake)
+    cfg = tmp_path / "tf.json"
+    cfg.write_text(json.dumps({"n_tokens": 48}))
+    assert cli_main(["token-flow", "--quick", "--config", str(cfg), "--set", "n_seeds=5", "--quiet",
+                     "--out", str(tmp_path / "x.h5")]) == 1
+    assert seen["cfg"].n_tokens == 48 and seen["cfg"].n_seeds == 5 and seen["cfg"].t_end == 20.0
+
+
+def test_a_size_flag_on_resume_must_match_the_stored_sizes(written, capsys):
+    """Review finding: --quick --resume over a file of other sizes was silently ignored."""
+    path = written["ldp"]                                   # written from a small --config, not --quick
+    assert cli_main(["ldp", "--quick", "--resume", "--quiet", "--out", str(path)]) == 2
+    assert "--quick" in capsys.readouterr().err
+    assert cli_main(["run", "--smoke", "--resume", "--quiet", "--out", str(written["run"])]) == 0
+    capsys.readouterr()                                     # the same sizes as --smoke: accepted
+
+
+def test_an_interrupted_overwrite_keeps_the_old_file(written, tmp_path, monkeypatch):
+    """Review finding: attention-theory opened its writer before computing, so an interrupted
+    --overwrite had already replaced the complete file by a header."""
+    import shutil
+
+    from rieszflow.studies.attention_theory import study
+
+    path = tmp_path / "at.h5"
+    shutil.copy(written["attention-theory"], path)
+    before = path.read_bytes()
+    monkeypatch.setattr(study, "experiments", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    assert cli_main(["attention-theory", "--quick", "--quiet", "--overwrite", "--out", str(path)]) == 130
+    assert path.read_bytes() == before and open_run(path).attrs["status"] == "complete"
+    assert not path.with_name("at.h5.lock").exists()

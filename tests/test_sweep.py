@@ -302,3 +302,19 @@ def test_stratified_indices_give_every_weight_its_share():
     q = np.array([0.5, 0.25, 0.125, 0.125, 0.0])
     idx = stratified_indices(q, 16, np.random.default_rng(0))
     assert np.bincount(idx, minlength=5).tolist() == [8, 4, 2, 2, 0]
+
+
+def test_synthetic_default_output_directory_and_resume(tmp_path, monkeypatch, capsys):
+    """Review finding: without --out the sweep failed ('the directory runs ... does not exist') and
+    --resume said 'None holds no sweep'."""
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "small.json"
+    cfg.write_text(json.dumps(SMALL.to_dict()))
+    one = ["--sweep", "benchmark", "--workers", "0", "--quiet", "--no-plots"]
+    assert cli_main(["synthetic", "--config", str(cfg), *one]) == 0
+    assert (tmp_path / "runs" / "synthetic-seed0" / "benchmark" / "benchmark.h5").exists()
+    assert cli_main(["synthetic", "--resume", *one]) == 0
+    assert cli_main(["synthetic", "--resume", "--quick", *one]) == 2           # the quick default path
+    assert "runs/synthetic-quick-seed0 holds no sweep" in capsys.readouterr().err
+    assert cli_main(["synthetic", "--resume", "--quick", *one, "--out", "runs/synthetic-seed0"]) == 2
+    assert "--quick" in capsys.readouterr().err                                # other sizes: refused

@@ -420,7 +420,7 @@ def replace_config(cfg, changes: Mapping[str, Any]):
 
 
 def resolve_config(cfg_cls, preset, *, config_file=None, given: Mapping[str, Any] | None = None,
-                   overrides=(), special=None, resume_from=None):
+                   overrides=(), special=None, resume_from=None, preset_flag: str | None = None):
     """The one configuration rule of every subcommand.
 
     A fresh run starts from the preset (``--quick`` or the full sizes), whose keys the
@@ -447,6 +447,10 @@ def resolve_config(cfg_cls, preset, *, config_file=None, given: Mapping[str, Any
         ``--set`` parsers for fields with their own syntax.
     resume_from : path-like, optional
         ``--out`` when ``--resume`` is given.
+    preset_flag : str, optional
+        The size flag given (``"--quick"``, ``"--smoke"``), if any: on resume its preset must
+        agree with the stored configuration (seed, backend and given options aside), so a size
+        flag is never silently ignored.
 
     Returns
     -------
@@ -473,6 +477,11 @@ def resolve_config(cfg_cls, preset, *, config_file=None, given: Mapping[str, Any
             new = getattr(replace_config(stored, {key: value}), key)
             if new != getattr(stored, key):
                 diff.append(f"{key}: stored {getattr(stored, key)!r}, given {new!r}")
+        if preset_flag is not None:
+            skip = {"seed", "backend", *changes}
+            for key, value in preset.to_dict().items():
+                if key not in skip and getattr(replace_config(stored, {key: value}), key) != getattr(stored, key):
+                    diff.append(f"{key}: stored {getattr(stored, key)!r}, {preset_flag} {value!r}")
         if diff:
             raise ValueError(f"--resume: {resume_from} was written with another configuration "
                              f"({'; '.join(diff)}); drop these options (the file's configuration is "

@@ -75,7 +75,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         config = resolve_config(AttentionTheoryConfig,
                                 AttentionTheoryConfig.quick() if args.quick else AttentionTheoryConfig(),
                                 config_file=args.config, given=given_options(seed=args.seed), overrides=args.set,
-                                resume_from=out if args.resume else None)
+                                resume_from=out if args.resume else None,
+                                preset_flag="--quick" if args.quick else None)
         check_output(out, args.overwrite or args.resume)
     except (ValueError, TypeError, FileExistsError, FileNotFoundError) as e:
         print(f"rieszflow attention-theory: error: {e}", file=sys.stderr)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rieszflow.engine.storage import TrajectoryWriter, check_resumable, open_run
+from rieszflow.engine.storage import RunLock, TrajectoryWriter, check_resumable, open_run
 from rieszflow.studies.attention_theory.config import AttentionTheoryConfig
 
 
@@ -254,10 +254,15 @@ def run(config: AttentionTheoryConfig, out, overwrite: bool = False, quiet: bool
             print(f"[attention-theory] {msg}", file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
-    with TrajectoryWriter(path, KIND, config=config.to_dict(), overwrite=overwrite or resume,
-                          attrs=_attrs(config)) as w:       # holds the run lock while computing
+    lock = RunLock(path)          # one writer per path while computing; the old file stays intact
+    lock.acquire()                # until the results exist (an interrupted --overwrite loses nothing)
+    try:
         rows, fam, fp, model = experiments(config, log)
         table = format_table(rows, model)
+    finally:
+        lock.release()
+    with TrajectoryWriter(path, KIND, config=config.to_dict(), overwrite=overwrite or resume,
+                          attrs=_attrs(config)) as w:
         _write(w, rows, fam, fp, model, table)
     plots = make_plots(path, rows, fam, fp) if plots else []
     log(f"done in {time.perf_counter() - t0:.1f} s -> {path}")

@@ -59,7 +59,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         cfg = resolve_config(LDPConfig, (quick_config if args.quick else full_config)(),
                              config_file=args.config, given=given_options(seed=args.seed, backend=args.backend),
-                             overrides=args.set, resume_from=args.out if args.resume else None)
+                             overrides=args.set, resume_from=args.out if args.resume else None,
+                             preset_flag="--quick" if args.quick else None)
     except (OSError, ValueError) as e:
         print(f"rieszflow ldp: error: {e}", file=sys.stderr)
         return 2

@@ -136,8 +136,6 @@ def run_from_args(args) -> int:
         for key in ("dataset", "seed", "backend", "feature_map", "qk", "alignment"):
             if getattr(args, key) is not None:
                 changes[key] = getattr(args, key)
-        if args.smoke:
-            changes.update(SMOKE_OVERRIDES)
         if args.vanilla:
             changes["kernel"] = False
         if args.softmax:
@@ -147,8 +145,10 @@ def run_from_args(args) -> int:
             changes["epochs"] = args.epochs
         if args.phase_a_epochs is not None:
             changes["phase_a_epochs"] = args.phase_a_epochs
-        cfg = resolve_config(MainJobConfig, MainJobConfig(), config_file=args.config, given=changes,
-                             overrides=args.set, resume_from=args.out if args.resume else None)
+        preset = MainJobConfig().replace(**SMOKE_OVERRIDES) if args.smoke else MainJobConfig()
+        cfg = resolve_config(MainJobConfig, preset, config_file=args.config, given=changes,
+                             overrides=args.set, resume_from=args.out if args.resume else None,
+                             preset_flag="--smoke" if args.smoke else None)
     except ValueError as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)
         return 2

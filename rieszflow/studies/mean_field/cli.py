@@ -63,7 +63,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         cfg = resolve_config(MeanFieldConfig, (quick_config if args.quick else full_config)(),
                              config_file=args.config, given=given_options(seed=args.seed, backend=args.backend),
-                             overrides=args.set, resume_from=args.out if args.resume else None)
+                             overrides=args.set, resume_from=args.out if args.resume else None,
+                             preset_flag="--quick" if args.quick else None)
         if args.problem:
             kept = tuple(q for q in cfg.problems if q.name in args.problem)
             if not kept:

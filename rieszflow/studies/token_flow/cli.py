@@ -72,13 +72,15 @@ def run_from_args(args) -> int:
     try:
         given = given_options(seed=args.seed, backend=args.backend,
                               kernel_from=None if args.kernel_from is None else str(args.kernel_from))
+        preset = TokenFlowConfig()                  # the sizes: preset < --config < options < --set
         if args.backend == "cupy":
-            given.update({k: v for k, v in GPU_OVERRIDES.items()})
+            preset = preset.replace(**GPU_OVERRIDES)
         if args.quick:
-            given.update(QUICK_OVERRIDES)
-        cfg = resolve_config(TokenFlowConfig, TokenFlowConfig(), config_file=args.config, given=given,
+            preset = preset.replace(**QUICK_OVERRIDES)
+        cfg = resolve_config(TokenFlowConfig, preset, config_file=args.config, given=given,
                              overrides=args.set, special={"wendel_cases": _wendel_cases},
-                             resume_from=out if args.resume else None)
+                             resume_from=out if args.resume else None,
+                             preset_flag="--quick" if args.quick else None)
         if cfg.kernel_from is not None:
             if not Path(cfg.kernel_from).exists():
                 raise ValueError(f"--kernel-from {cfg.kernel_from!r} does not exist; pass a "

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine.backend import get_backend, to_numpy
-from rieszflow.engine.storage import TrajectoryWriter, check_resumable, open_run
+from rieszflow.engine.storage import RunLock, TrajectoryWriter, check_resumable, open_run
 from rieszflow.engine.tokenflow import (
     LinearKernel,
     SoftmaxKernel,
@@ -537,9 +537,11 @@ def run_token_flow_study(cfg: TokenFlowConfig, out, *, kernel_from=None, overwri
              "energy_normalisation": "E_beta = (1/(2 beta n^2)) sum over all ordered pairs i,j "
                                      "(diagonal included)",
              "w1_cost": "euclidean (l2)"}
-    # resume of an incomplete file: recomputed and replaced under the run lock (see above)
-    with TrajectoryWriter(out, KIND, config=cfg.to_dict(), attrs=attrs,
-                          overwrite=overwrite or resume) as writer:
+    # The sections are computed under the run lock with the old file intact (an interrupted
+    # --overwrite or --resume loses nothing); the file is replaced only when they are done.
+    lock = RunLock(out)
+    lock.acquire()
+    try:
         for key, fn in (("grid", lambda: clustering_grid(cfg, backend, rngs[0], quiet=quiet)),
                         ("wendel", lambda: wendel_table(cfg, rngs[1])),
                         ("phase", lambda: phase_boundary(cfg, backend, rngs[2], quiet=quiet)),
@@ -550,6 +552,10 @@ def run_token_flow_study(cfg: TokenFlowConfig, out, *, kernel_from=None, overwri
             results[key] = fn()
             timings[key] = time.perf_counter() - t0
             log(f"  section {key} done in {timings[key]:.1f} s")
+    finally:
+        lock.release()
+    with TrajectoryWriter(out, KIND, config=cfg.to_dict(), attrs=attrs,
+                          overwrite=overwrite or resume) as writer:
         _write(writer, results)
         # one representative trajectory (first beta of the grid, d = 3 if present) for inspection
         d_ex = 3 if 3 in cfg.dims else cfg.dims[0]
