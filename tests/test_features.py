@@ -516,3 +516,38 @@ def test_draws_constants_follows_the_registry():
         else:
             with pytest.raises(ValueError, match="rng=None"):
                 make_feature_map(name, 3, 4)
+
+
+def test_orthogonal_init_is_a_feature_map_option():
+    """init='orthogonal' is available to every map (the Performer's FAVOR+ uses it); it is the
+    default of porf_softplus only; row_norms without it is an error."""
+    rng = np.random.default_rng(3)
+    fm = make_feature_map("favor", 4, 10, init="orthogonal", row_norms="fixed")
+    om = fm.init_omega(rng)
+    np.testing.assert_allclose(om[:4] @ om[:4].T, np.eye(4), atol=1e-12)   # omega_scale 1, fixed norms
+    np.testing.assert_allclose(om[4:8] @ om[4:8].T, np.eye(4), atol=1e-12)
+    assert make_feature_map("porf_softplus", 4, 5).init == "orthogonal"
+    assert make_feature_map("softplus", 4, 5).init == "iid"
+    with pytest.raises(ValueError, match="row_norms"):
+        make_feature_map("favor", 4, 5, row_norms="chi")
+    with pytest.raises(ValueError, match="init"):
+        make_feature_map("favor", 4, 5, init="sobol")
+
+
+def test_orthogonal_favor_estimates_the_softmax_kernel():
+    """FAVOR+ (orthogonal blocks, chi row norms, omega_scale = sqrt(d)) is an unbiased estimator of
+    exp(q . k / tau): the mean over independent draws lies within 4 standard errors."""
+    d, m, draws = 4, 8, 4000
+    rng = np.random.default_rng(11)
+    q = np.array([0.3, -0.5, 0.2, 0.4])
+    k = np.array([-0.1, 0.6, 0.3, 0.2])
+    tau = 2.0
+    fm = make_feature_map("favor", d, m, tau=tau, omega_scale=math.sqrt(d), init="orthogonal")
+    est = np.empty(draws)
+    for i in range(draws):
+        om = fm.init_omega(rng)
+        pq, _ = fm.forward(q[None], om)
+        pk, _ = fm.forward(k[None], om)
+        est[i] = float(pq[0] @ pk[0])
+    se = est.std(ddof=1) / math.sqrt(draws)
+    assert abs(est.mean() - math.exp(q @ k / tau)) < 4 * se

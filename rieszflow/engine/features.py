@@ -116,6 +116,14 @@ class FeatureMap(abc.ABC):
             Raise ValueError when ``x`` or ``omega`` holds NaN or inf. On CuPy this
             costs one device synchronisation per call; set False in hot loops
             whose inputs are already checked.
+        init : {"iid", "orthogonal"}, default ``cls.default_init``
+            Initial law of :meth:`init_omega`: i.i.d. Gaussian rows, or
+            orthogonal blocks (Yu et al. 2016; the Performer's orthogonal random
+            features, Choromanski et al. 2020, section 2.4). "orthogonal" is the
+            default of porf_softplus only.
+        row_norms : {"chi", "fixed"}, default "chi"
+            Row norms of ``init="orthogonal"`` (see :meth:`init_omega`); an error
+            with ``init="iid"``.
 
     Attributes
     ----------
@@ -147,7 +155,11 @@ class FeatureMap(abc.ABC):
     positive: bool = True
     uses_floor: bool = False
     fixed_names: tuple = ()
-    options: tuple = ("omega_scale", "check_finite")
+    options: tuple = ("omega_scale", "check_finite", "init", "row_norms")
+    #: Initial law of :meth:`init_omega` when the option ``init`` is not given.
+    default_init: str = "iid"
+    _INITS = ("iid", "orthogonal")
+    _ROW_NORMS = ("chi", "fixed")
 
     def __init__(self, d, m, *, tau=1.0, floor=1e-6, rng=None, **fixed):
         if type(self) is FeatureMap:
@@ -168,6 +180,18 @@ class FeatureMap(abc.ABC):
         if not isinstance(check_finite, (bool, np.bool_)):
             raise TypeError(f"check_finite must be a bool; got {check_finite!r}")
         self.check_finite = bool(check_finite)
+        self.init = fixed.pop("init", None) or self.default_init
+        if self.init not in self._INITS:
+            raise ValueError(f"{self.name}: init={self.init!r} is not allowed; allowed: "
+                             f"{', '.join(self._INITS)}")
+        row_norms = fixed.pop("row_norms", None)
+        if row_norms is not None and self.init != "orthogonal":
+            raise ValueError(f"{self.name}: row_norms={row_norms!r} applies only to "
+                             f"init='orthogonal' (this map has init={self.init!r})")
+        self.row_norms = row_norms or "chi"
+        if self.row_norms not in self._ROW_NORMS:
+            raise ValueError(f"{self.name}: row_norms={self.row_norms!r} is not allowed; allowed: "
+                             f"{', '.join(self._ROW_NORMS)}")
         self._init_fixed(rng, fixed)
 
     @classmethod
@@ -339,7 +363,9 @@ class FeatureMap(abc.ABC):
     def init_omega(self, rng, dtype=np.float64):
         """Draw the particles' initial configuration.
 
-        Default law (all maps except porf_softplus): i.i.d. rows
+        With ``init="orthogonal"`` (the default of porf_softplus) the rows are
+        orthogonal blocks, see :class:`PorfSoftplusFeatureMap`. Otherwise
+        (``init="iid"``, the default of every other map): i.i.d. rows
         ``omega_k ~ N(0, (omega_scale**2 / d) I_d)``, so ``E |omega_k|^2 = omega_scale**2``
         and ``|omega_k|^2 * d / omega_scale**2 ~ chi^2_d``. With the default
         ``omega_scale = 1`` typical particles have norm about 1, inside the
@@ -372,8 +398,27 @@ class FeatureMap(abc.ABC):
         paper 000, App. D (FAVOR with omega ~ N(0, I)); App. F.2 (per-particle norm 1.5).
         """
         rng, dtype = self._check_init_args(rng, dtype)
+        if self.init == "orthogonal":
+            return self._orthogonal_omega(rng, dtype)
         std = self.omega_scale / math.sqrt(self.d)
         return (std * rng.standard_normal((self.m, self.d))).astype(dtype)
+
+    def _orthogonal_omega(self, rng, dtype):
+        """Orthogonal blocks: ``ceil(m / d)`` Haar d x d blocks, row k rescaled to
+        ``omega_scale * r_k / sqrt(d)`` with ``r_k ~ chi_d`` ("chi") or ``sqrt(d)`` ("fixed")."""
+        d, m = self.d, self.m
+        blocks = []
+        for _ in range(-(-m // d)):
+            q, r = np.linalg.qr(rng.standard_normal((d, d)))
+            q = q * np.where(np.diag(r) < 0, -1.0, 1.0)     # Haar measure (Mezzadri 2006)
+            blocks.append(q.T)                               # rows orthonormal
+        omega = np.concatenate(blocks, axis=0)[:m]
+        if self.row_norms == "chi":
+            radii = np.sqrt(rng.chisquare(d, size=m))
+        else:
+            radii = np.full(m, math.sqrt(d))
+        omega = omega * (self.omega_scale / math.sqrt(d) * radii)[:, None]
+        return omega.astype(dtype)
 
     @staticmethod
     def _check_init_args(rng, dtype):
@@ -668,8 +713,9 @@ class PorfSoftplusFeatureMap(SoftplusFeatureMap):
     rng : numpy.random.Generator or None, default None
         See :class:`FeatureMap`.
     **fixed
-        Map options by name: ``omega_scale`` and ``check_finite`` (see
-        :class:`FeatureMap`), and ``row_norms`` below.
+        Map options by name: ``omega_scale``, ``check_finite``, ``init`` (default
+        "orthogonal" here; "iid" gives the softplus map's law) and ``row_norms``
+        (see :class:`FeatureMap`).
     row_norms : {"chi", "fixed"}, default "chi"
         Row rescaling of the orthogonal blocks (Yu et al. 2016; Choromanski et al.
         use "chi" as ``scaling=0`` and ``sqrt(d)`` as ``scaling=1``).
@@ -688,54 +734,7 @@ class PorfSoftplusFeatureMap(SoftplusFeatureMap):
     """
 
     name = "porf_softplus"
-    options = FeatureMap.options + ("row_norms",)
-    _ROW_NORMS = ("chi", "fixed")
-
-    def _init_fixed(self, rng, fixed):
-        row_norms = fixed.pop("row_norms", "chi")
-        if row_norms not in self._ROW_NORMS:
-            raise ValueError(f"porf_softplus: row_norms={row_norms!r} is not allowed; allowed: "
-                             f"{', '.join(self._ROW_NORMS)}")
-        self.row_norms = row_norms
-
-    def init_omega(self, rng, dtype=np.float64):
-        """Orthogonal-block initial particles (see the class docstring).
-
-        Parameters
-        ----------
-        rng : numpy.random.Generator
-        dtype : {float64, float32}, default float64
-
-        Returns
-        -------
-        omega : numpy.ndarray, shape (m, d)
-            Rows ``b*d .. b*d + d - 1`` are mutually orthogonal for every block b.
-
-        Raises
-        ------
-        TypeError
-            If ``rng`` is not a numpy.random.Generator.
-        ValueError
-            If ``dtype`` is not float32 or float64.
-
-        References
-        ----------
-        Yu et al. (2016), "Orthogonal random features", section 3.
-        """
-        rng, dtype = self._check_init_args(rng, dtype)
-        d, m = self.d, self.m
-        blocks = []
-        for _ in range(-(-m // d)):
-            q, r = np.linalg.qr(rng.standard_normal((d, d)))
-            q = q * np.where(np.diag(r) < 0, -1.0, 1.0)     # Haar measure (Mezzadri 2006)
-            blocks.append(q.T)                               # rows orthonormal
-        omega = np.concatenate(blocks, axis=0)[:m]
-        if self.row_norms == "chi":
-            radii = np.sqrt(rng.chisquare(d, size=m))
-        else:
-            radii = np.full(m, math.sqrt(d))
-        omega = omega * (self.omega_scale / math.sqrt(d) * radii)[:, None]
-        return omega.astype(dtype)
+    default_init = "orthogonal"
 
 
 class Sigmoid2FeatureMap(_L1FeatureMap):

@@ -24,6 +24,7 @@ SUBCOMMANDS = (
     ("attention-theory", "rieszflow.studies.attention_theory.cli"),
     ("token-flow", "rieszflow.studies.token_flow.cli"),
     ("synthetic", "rieszflow.studies.synthetic.cli"),
+    ("nlp", "rieszflow.studies.nlp.cli"),
     ("kgd", "rieszflow.studies.kgd.cli"),
     ("status", "rieszflow.studies.runs.cli:register_status"),
     ("compare", "rieszflow.studies.runs.cli:register_compare"),

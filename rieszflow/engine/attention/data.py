@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DATA_DIR", "DATASETS", "TextSplit", "load_split", "WordPieceTokenizer", "encode",
-           "EncodedSplit", "batches"]
+__all__ = ["DATA_DIR", "DATASETS", "CLASS_NAMES", "TextSplit", "load_split", "load_qqp",
+           "WordPieceTokenizer", "encode", "EncodedSplit", "batches"]
 
 #: Root of the bundled data (``<repo>/data``).
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
@@ -50,6 +50,13 @@ DATASETS = {
     },
 }
 
+#: Names of label 0 and label 1 of each dataset (bundled or read from a folder).
+CLASS_NAMES = {"rt": ("negative", "positive"), "sst2": ("negative", "positive"),
+               "qqp": ("not_duplicate", "duplicate")}
+
+#: Columns of the GLUE QQP files (train.tsv, dev.tsv; the test split has no labels).
+QQP_COLUMNS = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
+
 VOCAB_PATH = DATA_DIR / "bert-base-uncased" / "vocab.txt"
 VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 
@@ -60,10 +67,10 @@ class TextSplit:
 
     Parameters
     ----------
-    texts : tuple of str, length n
-        The texts.
+    texts : tuple of str or of (str, str), length n
+        The texts, or text pairs (QQP's question pairs).
     labels : numpy.ndarray of int64, shape (n,)
-        0 = negative, 1 = positive.
+        Label 0 or 1 (:data:`CLASS_NAMES` names them per dataset).
     name : str
         ``"<dataset>/<split>"``.
     """
@@ -139,6 +146,74 @@ def load_split(dataset: str, split: str, *, verify: bool = True) -> TextSplit:
     return TextSplit(tuple(texts), np.asarray(labels, dtype=np.int64), f"{dataset}/{split}")
 
 
+def load_qqp(folder, split: str) -> TextSplit:
+    """Read one split of the GLUE QQP task (Quora Question Pairs) from a folder.
+
+    QQP is not bundled (its terms of use do not allow redistribution here): pass
+    the folder of the GLUE download, which holds ``train.tsv`` and ``dev.tsv`` with
+    the header ``id qid1 qid2 question1 question2 is_duplicate`` (tab-separated,
+    no quoting; GLUE's test split has no labels and is not read).
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The GLUE QQP folder.
+    split : {"train", "dev"}
+        Which file to read.
+
+    Returns
+    -------
+    TextSplit
+        ``texts`` are ``(question1, question2)`` pairs; labels 1 = duplicate.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder or the split's file does not exist (the message names both).
+    ValueError
+        On an unknown split, a wrong header, a row without six fields, an empty
+        question, or a label outside {0, 1} (the message gives file and line).
+
+    References
+    ----------
+    Wang et al. (2019), "GLUE: a multi-task benchmark and analysis platform for natural
+    language understanding", ICLR (arXiv:1804.07461); paper 000, Section 5 (QQP).
+    """
+    if split not in ("train", "dev"):
+        raise ValueError(f"split={split!r} is not allowed for QQP; allowed: train, dev (GLUE's "
+                         f"test split has no labels)")
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"qqp_dir={str(folder)!r} is not a folder; expected the GLUE QQP "
+                                f"folder holding train.tsv and dev.tsv")
+    path = root / f"{split}.tsv"
+    if not path.is_file():
+        raise FileNotFoundError(f"qqp_dir={str(folder)!r} has no {split}.tsv; expected the GLUE QQP "
+                                f"folder holding train.tsv and dev.tsv")
+    texts, labels = [], []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader, None)
+        if header is None or tuple(header) != QQP_COLUMNS:
+            raise ValueError(f"{path}: header {header!r}, expected the GLUE QQP columns "
+                             f"{list(QQP_COLUMNS)!r}")
+        for lineno, row in enumerate(reader, start=2):
+            if len(row) != len(QQP_COLUMNS):
+                raise ValueError(f"{path}:{lineno}: {len(row)} tab-separated fields, expected "
+                                 f"{len(QQP_COLUMNS)} ({', '.join(QQP_COLUMNS)})")
+            q1, q2, lab = row[3].strip(), row[4].strip(), row[5]
+            if lab not in ("0", "1"):
+                raise ValueError(f"{path}:{lineno}: is_duplicate={lab!r}, expected 0 or 1")
+            if not q1 or not q2:
+                raise ValueError(f"{path}:{lineno}: an empty question (question1={q1!r}, "
+                                 f"question2={q2!r})")
+            texts.append((q1, q2))
+            labels.append(int(lab))
+    if not texts:
+        raise ValueError(f"{path}: no rows after the header")
+    return TextSplit(tuple(texts), np.asarray(labels, dtype=np.int64), f"qqp/{split}")
+
+
 class WordPieceTokenizer:
     """BERT uncased WordPiece tokenizer over the bundled vocabulary.
 
@@ -184,7 +259,10 @@ class WordPieceTokenizer:
 
         Parameters
         ----------
-        texts : sequence of str
+        texts : sequence of str or of (str, str)
+            Single texts (``[CLS] a [SEP]``) or pairs (``[CLS] a [SEP] b [SEP]``,
+            truncated longest-first; the model has no segment embedding, so the
+            ``[SEP]`` token alone marks the boundary).
 
         Returns
         -------

@@ -16,7 +16,73 @@ from rieszflow.engine._checks import check_real
 
 from rieszflow.engine.backend import namespace, to_numpy
 
-__all__ = ["Adam"]
+__all__ = ["Adam", "WarmupCosine"]
+
+
+class WarmupCosine:
+    """Linear warm-up followed by cosine decay to zero: a multiplier of the base rate.
+
+    For the optimiser step with 0-based index ``t`` (``t`` steps taken before it),
+    ``W = warmup_steps``, ``T = total_steps``::
+
+        f(t) = (t + 1) / W                                   for t < W
+        f(t) = (1 + cos(pi * (t - W) / (T - W))) / 2         for W <= t < T
+        f(t) = 0                                             for t >= T
+
+    so the first step already moves (``1 / W``), the rate peaks at ``t = W - 1``
+    and reaches 0 at ``t = T``. Steps past ``T`` get rate 0 (the schedule is over).
+
+    Parameters
+    ----------
+    total_steps : int
+        Number of optimiser steps of the whole training, ``>= 1``.
+    warmup_steps : int
+        Warm-up steps, ``0 <= warmup_steps < total_steps``.
+
+    Raises
+    ------
+    ValueError
+        If the step counts are not integers in range.
+
+    References
+    ----------
+    Loshchilov & Hutter (2017), "SGDR: stochastic gradient descent with warm restarts"
+    (cosine annealing); Goyal et al. (2017) (linear warm-up); paper 000, Section 5
+    ("AdamW with linear warmup and cosine decay").
+    """
+
+    def __init__(self, total_steps: int, warmup_steps: int):
+        for name, v in (("total_steps", total_steps), ("warmup_steps", warmup_steps)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ValueError(f"{name}={v!r} must be an integer")
+        if total_steps < 1:
+            raise ValueError(f"total_steps={total_steps} must be >= 1")
+        if not 0 <= warmup_steps < total_steps:
+            raise ValueError(f"warmup_steps={warmup_steps} must lie in [0, total_steps={total_steps})")
+        self.total_steps, self.warmup_steps = int(total_steps), int(warmup_steps)
+
+    def __call__(self, t: int) -> float:
+        """Multiplier of the base rate for the step with 0-based index ``t``.
+
+        Parameters
+        ----------
+        t : int
+            Steps taken before this one, ``>= 0``.
+
+        Returns
+        -------
+        float
+            In [0, 1].
+        """
+        w, n = self.warmup_steps, self.total_steps
+        if t < w:
+            return (t + 1) / w
+        if t >= n:
+            return 0.0
+        return 0.5 * (1.0 + math.cos(math.pi * (t - w) / (n - w)))
+
+    def __repr__(self):
+        return f"WarmupCosine(total_steps={self.total_steps}, warmup_steps={self.warmup_steps})"
 
 
 class Adam:
@@ -50,6 +116,10 @@ class Adam:
     decoupled : bool, default False
         False: classic L2 added to the gradient (PyTorch ``Adam``); True:
         decoupled decay (``AdamW``).
+    schedule : callable or None, default None
+        ``schedule(t) -> float``, the multiplier of ``lr`` for the step with
+        0-based index ``t`` (e.g. :class:`WarmupCosine`); the decoupled decay uses
+        the scheduled rate too, as PyTorch's AdamW does. None: constant ``lr``.
 
     Raises
     ------
@@ -72,7 +142,7 @@ class Adam:
     """
 
     def __init__(self, params: dict, names, lr: float = 2e-4, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, decoupled: bool = False):
+                 weight_decay: float = 0.0, decoupled: bool = False, schedule=None):
         names = [names] if isinstance(names, str) else list(names)
         unknown = [k for k in names if k not in params]
         if unknown:
@@ -90,6 +160,9 @@ class Adam:
         self.eps = check_real("eps", eps, low=0.0, low_open=True)
         self.weight_decay = check_real("weight_decay", weight_decay, low=0.0)
         self.decoupled = bool(decoupled)
+        if schedule is not None and not callable(schedule):
+            raise ValueError(f"schedule={schedule!r} must be a callable t -> multiplier, or None")
+        self.schedule = schedule
         self.params = params
         self.names = names
         self.t = 0
@@ -123,11 +196,12 @@ class Adam:
             if tuple(grads[k].shape) != tuple(self.params[k].shape):
                 raise ValueError(f"grads[{k!r}] has shape {tuple(grads[k].shape)}; expected "
                                  f"{tuple(self.params[k].shape)}")
+        lr = self.lr if self.schedule is None else self.lr * float(self.schedule(self.t))
         self.t += 1
         b1, b2 = self.betas
         c1 = 1.0 - b1 ** self.t
         c2 = 1.0 - b2 ** self.t
-        step = self.lr / c1
+        step = lr / c1
         sqrt_c2 = math.sqrt(c2)
         for k in self.names:
             p = self.params[k]
@@ -149,7 +223,7 @@ class Adam:
             xp.divide(m, tmp, out=tmp)
             tmp *= step                         # lr * m_hat / (sqrt(v_hat) + eps)
             if self.weight_decay and self.decoupled:
-                p *= 1.0 - self.lr * self.weight_decay
+                p *= 1.0 - lr * self.weight_decay
             p -= tmp
 
     def state_dict(self) -> dict:

@@ -34,8 +34,11 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "projected Langevin dynamics on alignment + lam * Riesz repulsion; Phase B "
                     "freezes them and trains the rest with cross-entropy. Writes one HDF5 file "
                     "(xarray.open_dataset(path, engine='h5netcdf')) and prints the test metrics.")
-    p.add_argument("--dataset", choices=("rt", "sst2"), default=None,
-                   help="rt = Rotten Tomatoes (default), sst2 = GLUE SST-2")
+    p.add_argument("--dataset", choices=("rt", "sst2", "qqp"), default=None,
+                   help="rt = Rotten Tomatoes (default), sst2 = GLUE SST-2 (both bundled), qqp = GLUE "
+                        "QQP (not bundled: needs --qqp-dir)")
+    p.add_argument("--qqp-dir", default=None, metavar="DIR",
+                   help="folder of the GLUE QQP task (train.tsv, dev.tsv); implies --dataset qqp")
     p.add_argument("--feature-map", choices=_FEATURE_MAPS, default=None,
                    help="positive random-feature map of paper 000 App. D (default: softplus)")
     mode = p.add_mutually_exclusive_group()
@@ -43,12 +46,26 @@ def register(subparsers) -> argparse.ArgumentParser:
                       help="Phase B only (particles stay at their initial law): the matched baseline")
     mode.add_argument("--softmax", action="store_true",
                       help="exact softmax attention baseline with learned W_Q, W_K (Phase B only)")
+    mode.add_argument("--performer", action="store_true",
+                      help="Performer baseline (Phase B only): FAVOR+ with learned W_Q, W_K, "
+                           "orthogonal N(0, I) features, data normaliser d_k^(-1/4), fixed features "
+                           "(--set redraw_every=N redraws them every N steps)")
+    mode.add_argument("--linformer", action="store_true",
+                      help="Linformer baseline (Phase B only): softmax attention over keys and "
+                           "values projected to length k (--set linformer_k=K, default 32)")
     p.add_argument("--qk", choices=("shared", "learned"), default=None,
                    help="Q = K = reshape(x) (default for linear attention, the paper's feature-map "
                         "variants) or learned W_Q, W_K (default for --softmax)")
     p.add_argument("--alignment", choices=("onehot", "kta"), default=None,
                    help="Phase A objective: eq. (C.4) one-hot label kernel (default) or centred KTA")
     p.add_argument("--epochs", type=non_negative_int, default=None, help="Phase B epochs (default 10)")
+    p.add_argument("--optimizer", choices=("adam", "adamw"), default=None,
+                   help="Phase B optimiser: adam = App. F.2 (Adam, constant rate 2e-4; default), "
+                        "adamw = Section 5 (AdamW, weight decay 0.01, linear warm-up over 10%% of "
+                        "the steps, cosine decay)")
+    p.add_argument("--phase-a-after", type=non_negative_int, default=None, metavar="K",
+                   help="run Phase A after K Phase B epochs instead of first (default 0, the "
+                        "paper's order); the matched control is --vanilla with the same seed")
     p.add_argument("--phase-a-epochs", type=non_negative_int, default=None,
                    help="Phase A epochs (default 2; the paper allows up to 10)")
     add_study_arguments(
@@ -123,24 +140,43 @@ def run_from_args(args) -> int:
         printed); 2 on a usage or input error (message on stderr).
     """
     from rieszflow.studies.base import resolve_config
-    from rieszflow.studies.main_job.config import SMOKE_OVERRIDES, MainJobConfig
+    from rieszflow.studies.main_job.config import (OPTIMIZERS, PERFORMER, SMOKE_OVERRIDES,
+                                                   MainJobConfig, performer_scales)
 
     try:
-        no_phase_a = "--vanilla" if args.vanilla else "--softmax" if args.softmax else None
-        if no_phase_a and (args.phase_a_epochs is not None or args.alignment is not None):
-            raise ValueError(f"{no_phase_a} has no Phase A: --phase-a-epochs and --alignment do "
-                             f"not apply")
-        if args.softmax and args.feature_map is not None:
-            raise ValueError("--softmax uses exact softmax attention: --feature-map does not apply")
+        no_phase_a = next((f"--{k}" for k in ("vanilla", "softmax", "performer", "linformer")
+                           if getattr(args, k)), None)
+        if no_phase_a and (args.phase_a_epochs is not None or args.alignment is not None
+                           or args.phase_a_after is not None):
+            raise ValueError(f"{no_phase_a} has no Phase A: --phase-a-epochs, --phase-a-after and "
+                             f"--alignment do not apply")
+        for flag in ("softmax", "performer", "linformer"):
+            if getattr(args, flag) and args.feature_map is not None:
+                raise ValueError(f"--{flag} fixes its attention: --feature-map does not apply")
+            if getattr(args, flag) and args.qk == "shared":
+                raise ValueError(f"--{flag} is a learned-W_Q, W_K baseline: --qk shared does not apply")
         changes = {}
-        for key in ("dataset", "seed", "backend", "feature_map", "qk", "alignment"):
+        for key in ("dataset", "seed", "backend", "feature_map", "qk", "alignment", "qqp_dir",
+                    "phase_a_after"):
             if getattr(args, key) is not None:
                 changes[key] = getattr(args, key)
+        if args.qqp_dir is not None:
+            if args.dataset not in (None, "qqp"):
+                raise ValueError(f"--qqp-dir reads QQP, but --dataset is {args.dataset}")
+            changes["dataset"] = "qqp"
+        elif args.dataset == "qqp":
+            raise ValueError("--dataset qqp needs --qqp-dir DIR (the GLUE QQP folder with train.tsv "
+                             "and dev.tsv): QQP is not bundled")
         if args.vanilla:
             changes["kernel"] = False
         if args.softmax:
-            changes.update(kernel=False, attention="softmax", feature_map=None,
-                           qk=args.qk or "learned")
+            changes.update(kernel=False, attention="softmax", feature_map=None, qk="learned")
+        if args.linformer:
+            changes.update(kernel=False, attention="linformer", feature_map=None, qk="learned")
+        if args.performer:
+            changes.update(PERFORMER)
+        if args.optimizer is not None:
+            changes.update(OPTIMIZERS[args.optimizer])
         if args.epochs is not None:
             changes["epochs"] = args.epochs
         if args.phase_a_epochs is not None:
@@ -149,6 +185,13 @@ def run_from_args(args) -> int:
         cfg = resolve_config(MainJobConfig, preset, config_file=args.config, given=changes,
                              overrides=args.set, resume_from=args.out if args.resume else None,
                              preset_flag="--smoke" if args.smoke else None)
+        if args.performer and not args.resume:
+            fixed = [kv.split("=", 1)[0].strip() for kv in (args.set or [])]
+            clash = sorted(set(fixed) & {"tau", "omega_scale"})
+            if clash:
+                raise ValueError(f"--performer sets tau and omega_scale to sqrt(d_k); --set "
+                                 f"{', '.join(clash)} contradicts it")
+            cfg = cfg.replace(**performer_scales(cfg))
     except ValueError as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)
         return 2

@@ -7,13 +7,18 @@ import math
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 from rieszflow.studies.base import StudyConfig
 
-__all__ = ["MainJobConfig", "SMOKE_OVERRIDES"]
+__all__ = ["MainJobConfig", "SMOKE_OVERRIDES", "PERFORMER", "OPTIMIZERS", "performer_scales"]
 
 #: Feature maps of the kernel runs: the engine registry's positive maps (one edit in features.py adds one).
 _FEATURE_MAPS = ATTENTION_FEATURE_MAPS
 _ALIGNMENTS = ("onehot", "kta")
 _QK = ("shared", "learned")
-_ATTENTION = ("linear", "softmax")
+_ATTENTION = ("linear", "softmax", "linformer")
+_DATASETS = ("rt", "sst2", "qqp")
+_FEATURE_INITS = ("default", "iid", "orthogonal")
+_STABILISE = ("none", "seq")
+_OPTIMIZERS = ("adam", "adamw")
+_SCHEDULES = ("constant", "warmup_cosine")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,24 +31,55 @@ class MainJobConfig(StudyConfig):
     ~0.09 per step), and 2 epochs keep ``rieszflow run`` within 15 minutes on
     2 cores; ``--phase-a-epochs 10`` is the paper's full budget.
 
+    The optimiser of Phase B: App. F.2 says Adam with learning rate 2e-4, Section 5
+    says AdamW with linear warm-up and cosine decay. The default is F.2's constant-rate
+    Adam (the appendix is the detailed protocol, and it is what every stored result
+    of this project used); ``optimizer="adamw", schedule="warmup_cosine"`` (CLI
+    ``--optimizer adamw``) is Section 5's.
+
     Parameters
     ----------
-    dataset : {"rt", "sst2"}
-        Rotten Tomatoes (train/validation/test) or SST-2 (train minus a held-out
-        validation slice / dev used as test, since GLUE test labels are private).
+    dataset : {"rt", "sst2", "qqp"}
+        Rotten Tomatoes (train/validation/test); SST-2 or QQP (train minus a
+        held-out validation slice / the GLUE dev split used as test, since GLUE
+        test labels are private). QQP is not bundled: it needs ``qqp_dir``.
+    qqp_dir : str
+        Folder of the GLUE QQP task (``train.tsv``, ``dev.tsv``); required by, and
+        only allowed with, ``dataset="qqp"``.
     feature_map : str or None
         Positive random-feature map of App. D (``engine.features``) for linear
-        attention; must be None for softmax attention.
+        attention; must be None for softmax and Linformer attention.
     kernel : bool
         Phase A (particle learning) on; False gives the "vanilla" run (Phase B only).
-    attention : {"linear", "softmax"}
-        Kernelized linear attention, or exact softmax attention (baseline).
+    attention : {"linear", "softmax", "linformer"}
+        Kernelized linear attention, exact softmax attention (baseline), or
+        Linformer attention (baseline; Wang et al. 2020, arXiv:2006.04768).
     qk : {"shared", "learned"}
         ``Q = K = reshape(x)`` (the paper's feature-map variants) or learned W_Q, W_K.
     m : int
         Random features (particles) per head (paper: 256).
     d_model, n_heads, d_ff, n_layers, dropout, max_len : model sizes (paper: 128, 2, 256, 2, 0.1, 128).
+    linformer_k : int
+        Projected sequence length k of Linformer attention (the paper does not
+        state it; 32 = max_len / 4). Used only by ``attention="linformer"``.
     tau, floor : feature-map temperature and positive floor (App. D).
+    feature_init : {"default", "iid", "orthogonal"}
+        Initial law of the particles: the map's own default (orthogonal blocks
+        for porf_softplus, i.i.d. Gaussian rows otherwise), or forced.
+    omega_scale : float
+        ``E |omega_k|^2 = omega_scale^2`` at initialisation (``engine.features``;
+        ``sqrt(d_k)`` gives N(0, I), the Performer's law).
+    stabilise : {"none", "seq"}
+        FAVOR's exponent shift (``engine.features.FavorFeatureMap``); only
+        for ``feature_map="favor"``.
+    project_init : bool
+        Project the initial particles onto the ball of radius ``radius`` (the
+        domain of Phase A). False only for runs without Phase A (the Performer
+        baseline, whose N(0, I) features are not confined to a ball).
+    redraw_every : int
+        Phase B optimiser steps between redraws of the random features from their
+        initial law (the Performer's feature redrawing); 0 keeps them fixed. Only
+        for runs without Phase A.
     embed_std : float
         Standard deviation of the token-embedding initialisation (not stated in
         the paper; see ``engine.attention.model.TransformerClassifier``).
@@ -71,10 +107,26 @@ class MainJobConfig(StudyConfig):
         seconds after the previous one (and at every epoch end), so an interrupted
         first epoch resumes; 0 checkpoints after every step. Resume is bit-identical
         wherever the checkpoint falls.
+    phase_a_after : int
+        Phase B epochs run *before* Phase A (0: the paper's order, Phase A on the
+        untrained network). With ``k > 0`` the run trains k epochs of Phase B,
+        then runs Phase A on the partly trained representations, then the
+        remaining ``epochs - k`` Phase B epochs; the matched control is the
+        vanilla run of the same seed (same Phase B batches and dropout masks).
     epochs : int
         Phase B epochs, >= 1 (paper: 10).
     lr : float
-        Adam learning rate of Phase B (paper: 2e-4).
+        Peak learning rate of Phase B (paper: 2e-4).
+    optimizer : {"adam", "adamw"}
+        Adam (App. F.2) or AdamW with decoupled weight decay (Section 5).
+    weight_decay : float
+        L2 (adam) or decoupled (adamw) weight decay, >= 0.
+    schedule : {"constant", "warmup_cosine"}
+        Constant rate, or linear warm-up over ``warmup_fraction`` of the Phase B
+        steps followed by cosine decay to 0 (Section 5).
+    warmup_fraction : float
+        Fraction of the Phase B optimiser steps spent warming up, in [0, 1);
+        used by ``schedule="warmup_cosine"``.
     seed : int
     backend : {"numpy", "cupy"}
     dtype : {"float32", "float64"}
@@ -83,11 +135,14 @@ class MainJobConfig(StudyConfig):
         examples; 0 means all. Used by ``--smoke``.
     sst2_validation : int
         Size of the validation slice carved from SST-2 train.
+    qqp_validation : int
+        Size of the validation slice carved from QQP train.
     """
 
     config_label = "config"      # the name in error messages
 
     dataset: str = "rt"
+    qqp_dir: str = ""
     feature_map: str = "softplus"
     kernel: bool = True
     attention: str = "linear"
@@ -99,8 +154,14 @@ class MainJobConfig(StudyConfig):
     n_layers: int = 2
     dropout: float = 0.1
     max_len: int = 128
+    linformer_k: int = 32
     tau: float = 1.0
     floor: float = 1e-6
+    feature_init: str = "default"
+    omega_scale: float = 1.0
+    stabilise: str = "none"
+    project_init: bool = True
+    redraw_every: int = 0
     embed_std: float = 1.0
     batch_size: int = 64
     phase_a_epochs: int = 2
@@ -114,14 +175,20 @@ class MainJobConfig(StudyConfig):
     alignment: str = "onehot"
     record_every: int = 5
     checkpoint_seconds: float = 30.0
+    phase_a_after: int = 0
     epochs: int = 10
     lr: float = 2e-4
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    schedule: str = "constant"
+    warmup_fraction: float = 0.1
     seed: int = 0
     backend: str = "numpy"
     dtype: str = "float32"
     train_limit: int = 0
     eval_limit: int = 0
     sst2_validation: int = 872
+    qqp_validation: int = 5000
 
     def __post_init__(self):
         def is_real(v):
@@ -132,34 +199,51 @@ class MainJobConfig(StudyConfig):
             if v not in allowed:
                 raise ValueError(f"{name}={v!r} is not allowed; choose one of {', '.join(allowed)}")
 
-        choice("dataset", ("rt", "sst2"))
+        choice("dataset", _DATASETS)
         choice("attention", _ATTENTION)
-        if not isinstance(self.kernel, bool):
-            raise ValueError(f"kernel={self.kernel!r} must be a bool (True: Phase A on)")
+        for name in ("kernel", "project_init"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be a bool")
+        if not isinstance(self.qqp_dir, str):
+            raise ValueError(f"qqp_dir={self.qqp_dir!r} must be a path string")
+        if self.dataset == "qqp" and not self.qqp_dir:
+            raise ValueError("dataset='qqp' needs qqp_dir (CLI --qqp-dir): the folder of the GLUE "
+                             "QQP task with train.tsv and dev.tsv; QQP is not bundled")
+        if self.dataset != "qqp" and self.qqp_dir:
+            raise ValueError(f"qqp_dir={self.qqp_dir!r} is only used with dataset='qqp' "
+                             f"(dataset is {self.dataset!r})")
         if self.attention == "linear":
             choice("feature_map", _FEATURE_MAPS)
         elif self.feature_map is not None:
-            raise ValueError(f"feature_map={self.feature_map!r} is not used by softmax attention; "
-                             f"pass feature_map=None")
+            raise ValueError(f"feature_map={self.feature_map!r} is not used by {self.attention} "
+                             f"attention; pass feature_map=None")
+        choice("feature_init", _FEATURE_INITS)
+        choice("stabilise", _STABILISE)
+        choice("optimizer", _OPTIMIZERS)
+        choice("schedule", _SCHEDULES)
+        if self.stabilise != "none" and self.feature_map != "favor":
+            raise ValueError(f"stabilise={self.stabilise!r} applies to feature_map='favor' only "
+                             f"(feature_map is {self.feature_map!r})")
         choice("alignment", _ALIGNMENTS)
         choice("qk", _QK)
         choice("backend", ("numpy", "cupy"))
         choice("dtype", ("float32", "float64"))
         for name in ("m", "d_model", "n_heads", "d_ff", "n_layers", "max_len", "batch_size",
-                     "record_every"):
+                     "record_every", "linformer_k"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name}={v!r} must be a positive integer")
         for name in ("phase_a_epochs", "epochs", "train_limit", "eval_limit", "seed",
-                     "sst2_validation"):
+                     "sst2_validation", "qqp_validation", "phase_a_after", "redraw_every"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{name}={v!r} must be a non-negative integer")
-        for name in ("eta", "beta", "clip_norm", "radius", "delta", "lr", "tau", "embed_std"):
+        for name in ("eta", "beta", "clip_norm", "radius", "delta", "lr", "tau", "embed_std",
+                     "omega_scale"):
             v = getattr(self, name)
             if not is_real(v) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name}={v!r} must be a finite positive number")
-        for name in ("lam", "floor", "checkpoint_seconds"):
+        for name in ("lam", "floor", "checkpoint_seconds", "weight_decay"):
             v = getattr(self, name)
             if not is_real(v) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name}={v!r} must be a finite non-negative number")
@@ -169,9 +253,23 @@ class MainJobConfig(StudyConfig):
             raise ValueError(f"dropout={self.dropout!r} must lie in [0, 1)")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if not (is_real(self.warmup_fraction) and 0 <= self.warmup_fraction < 1):
+            raise ValueError(f"warmup_fraction={self.warmup_fraction!r} must lie in [0, 1)")
         if self.kernel and self.attention != "linear":
-            raise ValueError("kernel=True (Phase A) needs attention='linear': softmax attention "
-                             "has no feature particles to learn")
+            raise ValueError(f"kernel=True (Phase A) needs attention='linear': {self.attention} "
+                             f"attention has no feature particles to learn")
+        if self.kernel and not self.project_init:
+            raise ValueError("project_init=False is allowed only without Phase A (kernel=False): "
+                             "Phase A's particles live in the ball of radius `radius`")
+        if self.redraw_every and (self.kernel or self.attention != "linear"):
+            raise ValueError(f"redraw_every={self.redraw_every} redraws random features, which only "
+                             f"a linear-attention run without Phase A has (kernel=False)")
+        if self.phase_a_after and not self.kernel:
+            raise ValueError(f"phase_a_after={self.phase_a_after} places Phase A after some Phase B "
+                             f"epochs; it needs kernel=True")
+        if self.phase_a_after >= max(self.epochs, 1):
+            raise ValueError(f"phase_a_after={self.phase_a_after} must be < epochs={self.epochs} "
+                             f"(Phase B must continue after Phase A)")
         if self.kernel and self.phase_a_epochs == 0:
             raise ValueError("kernel=True with phase_a_epochs=0 would be a vanilla run under a "
                              "'Kernel-' name; set kernel=False (--vanilla) or phase_a_epochs >= 1")
@@ -183,6 +281,8 @@ class MainJobConfig(StudyConfig):
         for name in ("train_limit", "eval_limit"):
             if getattr(self, name) == 1:
                 raise ValueError(f"{name}=1 is not allowed: 0 (all examples) or >= 2")
+        if not self.qqp_validation >= 1:
+            raise ValueError(f"qqp_validation={self.qqp_validation} must be >= 1")
         if self.dataset == "sst2" and not 1 <= self.sst2_validation < 67349:
             raise ValueError(f"sst2_validation={self.sst2_validation} must lie in [1, 67349) "
                              f"(examples carved from SST-2 train for model selection)")
@@ -194,11 +294,78 @@ class MainJobConfig(StudyConfig):
         """Run name in the paper's table style, e.g. ``Kernel-softplus``."""
         if self.attention == "softmax":
             return "Vaswani-softmaxattn" if self.qk == "learned" else "Softmax-shared-qk"
+        if self.attention == "linformer":
+            return "Linformer"
+        if (self.feature_map == "favor" and self.qk == "learned" and not self.kernel
+                and self.feature_init == "orthogonal"):
+            return "Performer"
         prefix = "Kernel" if self.kernel else "Vanilla"
         suffix = "-WqWk" if self.qk == "learned" else ""
-        return f"{prefix}-{self.feature_map}{suffix}"
+        after = f"-after{self.phase_a_after}" if self.phase_a_after else ""
+        return f"{prefix}-{self.feature_map}{suffix}{after}"
+
+    def feature_options(self) -> dict:
+        """Keyword options of ``engine.features.make_feature_map`` for this run.
+
+        Returns
+        -------
+        dict
+            ``tau``, ``floor``, ``omega_scale``, and ``init`` / ``stabilise`` when they
+            differ from the map's default; empty for softmax and Linformer attention.
+        """
+        if self.attention != "linear":
+            return {}
+        opts = {"tau": self.tau, "floor": self.floor}
+        if self.omega_scale != 1.0:
+            opts["omega_scale"] = self.omega_scale
+        if self.feature_init != "default":
+            opts["init"] = self.feature_init
+        if self.stabilise != "none":
+            opts["stabilise"] = self.stabilise
+        return opts
 
 
 #: What ``--smoke`` changes: a seconds-long run through every code path.
 SMOKE_OVERRIDES = dict(m=16, d_model=32, d_ff=64, batch_size=32, phase_a_epochs=1, epochs=1,
                        train_limit=256, eval_limit=128, record_every=2, max_len=64)
+
+
+#: The Performer baseline (Choromanski et al. 2021, "Rethinking attention with Performers",
+#: arXiv:2009.14794): FAVOR+ positive features with learned W_Q, W_K, orthogonal N(0, I) features
+#: (omega_scale = sqrt(d_k), chi row norms), the data normaliser d_k^(-1/4) on q and k (tau =
+#: sqrt(d_k) for d_k = 64, the paper's head size), a per-sequence max shift for stability, no
+#: ball projection, features fixed (redraw_every = 0; the Performer paper also redraws them).
+#: d_k is fixed by the model sizes, so the two sqrt(d_k) entries are filled in by
+#: :func:`performer_scales` from the configuration's d_model / n_heads.
+PERFORMER = dict(kernel=False, attention="linear", feature_map="favor", qk="learned",
+                 feature_init="orthogonal", stabilise="seq", project_init=False)
+
+#: Phase B optimisers: App. F.2's Adam at a constant rate, and Section 5's AdamW with linear
+#: warm-up and cosine decay (weight decay 0.01 and 10% warm-up are not stated by the paper; they
+#: are PyTorch's AdamW default and a common choice).
+OPTIMIZERS = {"adam": dict(optimizer="adam", weight_decay=0.0, schedule="constant"),
+              "adamw": dict(optimizer="adamw", weight_decay=0.01, schedule="warmup_cosine",
+                            warmup_fraction=0.1)}
+
+
+def performer_scales(cfg: MainJobConfig) -> dict:
+    """The d_k-dependent entries of the Performer baseline for ``cfg``'s model sizes.
+
+    Parameters
+    ----------
+    cfg : MainJobConfig
+        Its ``d_model`` and ``n_heads`` give the head size ``d_k``.
+
+    Returns
+    -------
+    dict
+        ``tau = sqrt(d_k)`` (the data normaliser ``d_k^(-1/4)`` on q and k, so that the
+        features estimate ``exp(q . k / sqrt(d_k))``, the softmax kernel of scaled
+        dot-product attention) and ``omega_scale = sqrt(d_k)`` (features N(0, I_{d_k})).
+
+    References
+    ----------
+    Choromanski et al. (2021), arXiv:2009.14794, Lemma 1 and section 2.4.
+    """
+    r = math.sqrt(cfg.d_model // cfg.n_heads)
+    return {"tau": r, "omega_scale": r}

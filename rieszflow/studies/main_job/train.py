@@ -40,14 +40,16 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine.backend import get_backend, to_numpy
-from rieszflow.engine.attention.data import WordPieceTokenizer, batches, encode, load_split
+from rieszflow.engine.attention.data import (CLASS_NAMES as DATASET_CLASSES, WordPieceTokenizer,
+                                             batches, encode, load_qqp, load_split)
 from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metrics
 from rieszflow.engine.storage import TrajectoryWriter
 from rieszflow.studies.main_job.alignment import ALIGNMENTS
 from rieszflow.studies.main_job.config import MainJobConfig
 
-#: Labels of the two classes of Rotten Tomatoes and SST-2 (label 0 and 1).
-CLASS_NAMES = ("negative", "positive")
+#: Labels of the two classes of Rotten Tomatoes and SST-2 (label 0 and 1); QQP's are in
+#: ``engine.attention.data.CLASS_NAMES``.
+CLASS_NAMES = DATASET_CLASSES["rt"]
 
 __all__ = ["MainJob", "run_main_job", "load_data", "alignment_gradients"]
 
@@ -57,15 +59,18 @@ KIND = "main_job"
 def load_data(cfg: MainJobConfig):
     """Tokenized train / validation / test splits of ``cfg.dataset``.
 
-    For SST-2 the GLUE test labels are private: the dev split serves as the
-    test split and ``cfg.sst2_validation`` examples carved (seeded) from train
-    serve as validation. ``train_limit`` / ``eval_limit`` subsample (seeded).
+    For SST-2 and QQP the GLUE test labels are private: the dev split serves as the
+    test split and ``cfg.sst2_validation`` (``cfg.qqp_validation``) examples carved
+    (seeded) from train serve as validation. ``train_limit`` / ``eval_limit``
+    subsample (seeded). QQP is read from ``cfg.qqp_dir``
+    (:func:`engine.attention.data.load_qqp`); its question pairs are encoded as
+    ``[CLS] q1 [SEP] q2 [SEP]``.
 
     Parameters
     ----------
     cfg : MainJobConfig
-        Uses ``dataset``, ``max_len``, ``seed``, ``sst2_validation``, ``train_limit`` and
-        ``eval_limit``.
+        Uses ``dataset``, ``qqp_dir``, ``max_len``, ``seed``, ``sst2_validation``,
+        ``qqp_validation``, ``train_limit`` and ``eval_limit``.
 
     Returns
     -------
@@ -80,12 +85,21 @@ def load_data(cfg: MainJobConfig):
         tr, va, te = (load_split("rt", s) for s in ("train", "validation", "test"))
         tr, va, te = (encode(s, tok) for s in (tr, va, te))
     else:
-        full = encode(load_split("sst2", "train"), tok)
-        te = encode(load_split("sst2", "dev"), tok)
+        if cfg.dataset == "sst2":
+            full = encode(load_split("sst2", "train"), tok)
+            te = encode(load_split("sst2", "dev"), tok)
+            n_val = cfg.sst2_validation
+        else:
+            full = encode(load_qqp(cfg.qqp_dir, "train"), tok)
+            te = encode(load_qqp(cfg.qqp_dir, "dev"), tok)
+            n_val = cfg.qqp_validation
+        if n_val >= len(full):
+            raise ValueError(f"{cfg.dataset}_validation={n_val} leaves no training examples "
+                             f"({len(full)} in train)")
         perm = rng.permutation(len(full))
-        vi, ti = perm[:cfg.sst2_validation], perm[cfg.sst2_validation:]
-        va = type(full)([full.ids[i] for i in vi], full.labels[vi], "sst2/train-heldout")
-        tr = type(full)([full.ids[i] for i in ti], full.labels[ti], "sst2/train-rest")
+        vi, ti = perm[:n_val], perm[n_val:]
+        va = type(full)([full.ids[i] for i in vi], full.labels[vi], f"{cfg.dataset}/train-heldout")
+        tr = type(full)([full.ids[i] for i in ti], full.labels[ti], f"{cfg.dataset}/train-rest")
 
     def limit(split, n):
         if n <= 0 or n >= len(split):
@@ -162,31 +176,50 @@ class MainJob:
 
         cfg = self.cfg
         ss = np.random.SeedSequence(cfg.seed)
-        s_init, s_a, s_b = ss.spawn(3)
+        # spawn(4)[:3] == spawn(3): adding the redraw stream changed no earlier stream
+        s_init, s_a, s_b, s_redraw = ss.spawn(4)
         self.rng_init = np.random.default_rng(s_init)
         self.rng_a = np.random.default_rng(s_a)
         self.rng_b = np.random.default_rng(s_b)
+        self.rng_redraw = np.random.default_rng(s_redraw)
         self.tok, self.train, self.val, self.test = load_data(cfg)
+        self.class_names = DATASET_CLASSES[cfg.dataset]
         linear = cfg.attention == "linear"
+        extra = {"linformer_k": cfg.linformer_k} if cfg.attention == "linformer" else {}
         self.model = TransformerClassifier(
             vocab_size=self.tok.vocab_size, max_len=cfg.max_len, d_model=cfg.d_model,
             n_heads=cfg.n_heads, d_ff=cfg.d_ff, n_layers=cfg.n_layers, n_classes=2,
             dropout=cfg.dropout, attention=cfg.attention,
             feature_map=cfg.feature_map if linear else None, m=cfg.m, qk=cfg.qk,
-            feature_options={"tau": cfg.tau, "floor": cfg.floor} if linear else None,
-            embed_std=cfg.embed_std, rng=self.rng_init, dtype=cfg.dtype, backend=cfg.backend)
+            feature_options=cfg.feature_options() if linear else None,
+            embed_std=cfg.embed_std, rng=self.rng_init, dtype=cfg.dtype, backend=cfg.backend,
+            **extra)
         self.omega_names = list(self.model.particle_names())
-        # Start inside the domain: project the initial law onto the ball (the HDF5 attribute
-        # omega_init_projected counts the particles that moved).
+        self.omega_init_projected = self._project_particles() if cfg.project_init else 0
+
+    def _project_particles(self):
+        """Start inside the domain: project the particles onto the ball of radius ``radius``
+        (the HDF5 attribute ``omega_init_projected`` counts the particles that moved)."""
         from rieszflow.engine.space import Ball
 
-        ball, moved = Ball(cfg.radius), 0
+        ball, moved = Ball(self.cfg.radius), 0
         for name in self.omega_names:
             om = self.model.params[name]                           # (H, m, d_k)
             flat = om.reshape(-1, om.shape[-1])
             moved += int(to_numpy(~ball.contains(flat)).sum())
             self.model.params[name] = ball.project(flat).reshape(om.shape).astype(om.dtype)
-        self.omega_init_projected = moved
+        return moved
+
+    def _redraw_features(self):
+        """Redraw every layer's random features from their initial law (Performer-style
+        redrawing, ``redraw_every``), from the dedicated generator ``rng_redraw``."""
+        for name, fmap in zip(self.omega_names, self.model.feature_maps):
+            om = self.model.params[name]
+            new = np.stack([fmap.init_omega(self.rng_redraw, dtype=self.model.dtype)
+                            for _ in range(om.shape[0])])
+            self.model.params[name] = self.backend.asarray(new)
+        if self.cfg.project_init:
+            self._project_particles()
 
     def _open_writer(self):
         cfg = self.cfg
@@ -272,6 +305,7 @@ class MainJob:
                 "phase_a_steps": self.step_a,
                 "lengths": {d: w.length(d) for d in ("time", "step", "epoch", "batch")},
                 "rng_a": self.rng_a.bit_generator.state, "rng_b": self.rng_b.bit_generator.state,
+                "rng_redraw": self.rng_redraw.bit_generator.state,
                 "elapsed": self.elapsed,
                 # inside a Phase A epoch: batches done and the generator state at the epoch start
                 "partial": partial}
@@ -301,6 +335,7 @@ class MainJob:
         adam = {k[5:]: z[k] for k in z.files if k.startswith("adam/")} or None
         self.rng_a.bit_generator.state = meta["rng_a"]
         self.rng_b.bit_generator.state = meta["rng_b"]
+        self.rng_redraw.bit_generator.state = meta["rng_redraw"]
         self.elapsed = meta["elapsed"]
         for d, n in meta["lengths"].items():  # drop records written after the checkpoint
             w.truncate(d, n)
@@ -331,7 +366,7 @@ class MainJob:
                 steppers[(name, h)] = step_fn
         return steppers
 
-    def _phase_a_epoch(self, w, epoch, partial=None):
+    def _phase_a_epoch(self, w, epoch, partial=None, *, opt=None, best=(None, -1.0, 0)):
         """One Phase A epoch; with ``partial`` (from a mid-epoch checkpoint) it continues one.
 
         The batch order is drawn from ``rng_a`` when the epoch starts; a mid-epoch checkpoint
@@ -402,7 +437,7 @@ class MainJob:
             if max_disp < cfg.delta:
                 return True
             if time.perf_counter() - last_ckpt >= cfg.checkpoint_seconds and done < n_batches:
-                self._save_ckpt(w, "A", epoch, None, -1.0, 0,
+                self._save_ckpt(w, "A", epoch, *best, opt,
                                 partial={"batches_done": done, "rng_epoch_start": epoch_start})
                 last_ckpt = time.perf_counter()
         return False
@@ -443,6 +478,8 @@ class MainJob:
             loss, dlogits, p = softmax_cross_entropy(logits, y)
             grads = model.backward(dlogits, wrt=self.trainable)
             opt.step(grads)
+            if cfg.redraw_every and opt.t % cfg.redraw_every == 0:
+                self._redraw_features()
             loss = float(loss)
             w.append("batch", {"batch_loss": loss})
             tot_loss += loss * len(labels)
@@ -451,8 +488,33 @@ class MainJob:
         return tot_loss / n, tot_hit / n
 
     # -- driver ------------------------------------------------------------------------------
+    def _units(self):
+        """The run's epochs in order: ``("A", e)`` Phase A epochs and ``("B", e)`` Phase B epochs.
+
+        Paper order (``phase_a_after = 0``): every Phase A epoch, then every Phase B epoch.
+        With ``phase_a_after = k``: Phase B epochs 1..k, Phase A, Phase B epochs k+1..epochs.
+        """
+        cfg = self.cfg
+        k = cfg.phase_a_after if cfg.kernel else 0
+        units = [("B", e) for e in range(1, k + 1)]
+        if cfg.kernel:
+            units += [("A", e) for e in range(1, cfg.phase_a_epochs + 1)]
+        return units + [("B", e) for e in range(k + 1, cfg.epochs + 1)]
+
+    def _optimizer(self):
+        """Phase B's optimiser: Adam (App. F.2) or AdamW (Section 5), constant or warm-up + cosine."""
+        from rieszflow.engine.attention.optim import Adam, WarmupCosine
+
+        cfg = self.cfg
+        schedule = None
+        if cfg.schedule == "warmup_cosine":
+            total = cfg.epochs * -(-len(self.train) // cfg.batch_size)
+            schedule = WarmupCosine(total, int(round(cfg.warmup_fraction * total)))
+        return Adam(self.model.params, self.trainable, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                    decoupled=cfg.optimizer == "adamw", schedule=schedule)
+
     def run(self) -> dict:
-        """Run Phases A and B and the test evaluation; return the test metrics.
+        """Run Phases A and B (in the order of ``phase_a_after``) and the test evaluation.
 
         Returns
         -------
@@ -460,8 +522,6 @@ class MainJob:
             :data:`rieszflow.engine.attention.metrics.METRIC_NAMES` plus ``train_seconds``,
             ``phase_a_seconds``, ``phase_b_seconds``, ``best_epoch``.
         """
-        from rieszflow.engine.attention.optim import Adam
-
         cfg = self.cfg
         self._build()
         self.elapsed = {"phase_a": 0.0, "phase_b": 0.0}
@@ -472,8 +532,9 @@ class MainJob:
         status = "failed"
         try:
             self.trainable = [k for k in self.model.params if k not in set(self.omega_names)]
-            opt = Adam(self.model.params, self.trainable, lr=cfg.lr)
-            start_a, start_b, best_state, best_acc, best_epoch = 1, 1, None, -1.0, 0
+            opt = self._optimizer()
+            units = self._units()
+            start, best_state, best_acc, best_epoch = 0, None, -1.0, 0
             stopped_early, partial_a = False, None
             if self.resume:
                 meta, best_state, adam = self._load_ckpt(w)
@@ -481,30 +542,27 @@ class MainJob:
                 stopped_early = meta["stopped_early"]
                 self.step_a = meta["phase_a_steps"]
                 partial_a = meta.get("partial")
-                if meta["phase"] == "A" and not stopped_early:
-                    start_a = meta["epoch"] + (0 if partial_a else 1)
-                else:                                      # Phase A is over (finished or stopped)
-                    start_a = cfg.phase_a_epochs + 1
-                    start_b = meta["epoch"] + 1 if meta["phase"] == "B" else 1
-                    if adam is not None:
-                        opt.load_state_dict(adam)
+                done = units.index((meta["phase"], meta["epoch"]))
+                start = done if partial_a else done + 1
+                if adam is not None:
+                    opt.load_state_dict(adam)
             elif cfg.attention == "linear":
                 self._record_omega(w)                      # snapshot of the initial law at step 0
-            # Phase A
-            if cfg.kernel:
-                for epoch in range(start_a, cfg.phase_a_epochs + 1):
-                    t0 = time.perf_counter()
-                    stopped_early = self._phase_a_epoch(w, epoch, partial_a if epoch == start_a else None)
+            for phase, epoch in units[start:]:
+                t0 = time.perf_counter()
+                if phase == "A":
+                    if stopped_early:                      # the early stop of Phase A fired
+                        continue
+                    stopped_early = self._phase_a_epoch(w, epoch, partial_a, opt=opt, best=(
+                        best_state, best_acc, best_epoch))
+                    partial_a = None
                     self.elapsed["phase_a"] += time.perf_counter() - t0
                     if self.step_a % cfg.record_every:
                         self._record_omega(w)               # always keep the final particles
-                    self._save_ckpt(w, "A", epoch, None, -1.0, 0, stopped_early=stopped_early)
-                    if stopped_early:
-                        break
-            w.set_attrs(phase_a_steps=self.step_a, phase_a_stopped_early=int(stopped_early))
-            # Phase B
-            for epoch in range(start_b, cfg.epochs + 1):
-                t0 = time.perf_counter()
+                    w.set_attrs(phase_a_steps=self.step_a, phase_a_stopped_early=int(stopped_early))
+                    self._save_ckpt(w, "A", epoch, best_state, best_acc, best_epoch, opt,
+                                    stopped_early=stopped_early)
+                    continue
                 tr_loss, tr_acc = self._phase_b_epoch(w, opt, epoch)
                 self.elapsed["phase_b"] += time.perf_counter() - t0
                 va_loss, va_acc, _ = self._evaluate(self.val)
@@ -518,6 +576,7 @@ class MainJob:
                     best_state = self.model.state_dict()
                 self._save_ckpt(w, "B", epoch, best_state, best_acc, best_epoch, opt,
                                 stopped_early=stopped_early)
+            w.set_attrs(phase_a_steps=self.step_a, phase_a_stopped_early=int(stopped_early))
             if best_state is not None:
                 self.model.load_state_dict(best_state)
             # Test, once, with the checkpoint chosen on validation accuracy.
@@ -525,8 +584,9 @@ class MainJob:
             # predictions first: if a metric cannot be computed, they are still in the file
             w.dimension("example", len(self.test), coords=np.arange(len(self.test)),
                         attrs={"long_name": "test example (row of the test split)", "units": "1"})
-            w.dimension("class", 2, coords=np.array(CLASS_NAMES),
-                        attrs={"long_name": "sentiment class (label 0 = negative, 1 = positive)",
+            names = self.class_names
+            w.dimension("class", 2, coords=np.array(names),
+                        attrs={"long_name": f"class (label 0 = {names[0]}, 1 = {names[1]})",
                                "units": "1"})
             w.variable("test_proba", ("example", "class"), data=P,
                        attrs={"long_name": "predicted class probability on the test split",
@@ -534,7 +594,7 @@ class MainJob:
             w.variable("test_label", ("example",), dtype="i8", data=self.test.labels,
                        attrs={"long_name": "true test label", "units": "1",
                               "flag_values": np.arange(2, dtype=np.int64),
-                              "flag_meanings": " ".join(CLASS_NAMES)})
+                              "flag_meanings": " ".join(names)})
             metrics = classification_metrics(self.test.labels, P)
             w.dimension("metric", len(METRIC_NAMES), coords=np.array(METRIC_NAMES),
                         attrs={"long_name": "test metric name", "units": "1"})

@@ -2,37 +2,17 @@
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import sys
 import time
 from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.sweep_cli import add_sweep_arguments, prepare_sweep_dir, run_sweeps
 
-__all__ = ["register", "run_from_args", "make_plot", "add_sweep_arguments", "SWEEPS"]
+__all__ = ["register", "run_from_args", "make_plot", "SWEEPS"]
 
 #: The sweeps of the study, in the order they run.
 SWEEPS = ("benchmark", "ablation", "runtime")
-
-
-def add_sweep_arguments(parser) -> None:
-    """Add ``--workers`` and ``--scheduler``, the options of every study that runs a sweep.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The subcommand's parser.
-    """
-    from rieszflow.studies.cli import non_negative_int
-
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=non_negative_int, default=None, metavar="N",
-                       help="LocalCluster worker processes, one thread each (default: the machine's "
-                            "cores); 0 runs the tasks in this process, one after the other")
-    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                       help="submit to an existing Dask scheduler (e.g. tcp://host:8786) instead; its "
-                            "workers must see --out (docs/sweeps.md)")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -126,8 +106,6 @@ def run_from_args(args: argparse.Namespace) -> int:
     from rieszflow.studies.synthetic.study import (QUICK_OVERRIDES, SyntheticConfig, format_ablation,
                                                    format_runtime, format_summary, format_verdicts, specs,
                                                    task_config)
-    from rieszflow.studies.sweep import open_sweep, run_sweep
-
     prog = "rieszflow synthetic"
     preset = SyntheticConfig().replace(**QUICK_OVERRIDES) if args.quick else SyntheticConfig()
     default = args.out is None
@@ -144,57 +122,14 @@ def run_from_args(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
-    if default:
-        Path("runs").mkdir(exist_ok=True)              # the documented default output directory
-    if out.exists() and not out.is_dir():
-        print(f"{prog}: error: --out {str(out)!r} is a file; a sweep writes a directory", file=sys.stderr)
-        return 2
-    if not out.parent.is_dir():
-        print(f"{prog}: error: the directory {out.parent} of --out does not exist", file=sys.stderr)
-        return 2
+    status = prepare_sweep_dir(prog, out, cfg, SyntheticConfig, specs(cfg), task_config,
+                               overwrite=args.overwrite, default=default)
+    if status is not None:
+        return status
     chosen = [sp for sp in specs(cfg) if sp.name in (args.sweep or SWEEPS)]
-    if args.overwrite:     # the whole --out: every sweep's tasks, merged file and failures
-        from rieszflow.engine.storage import RunLock
-
-        for sp in specs(cfg):
-            if (out / sp.name).exists():
-                lock = RunLock(out / sp.name / sp.name)     # refused while another sweep writes there
-                lock.acquire()
-                try:
-                    shutil.rmtree(out / sp.name / "tasks", ignore_errors=True)
-                    for stale in (out / sp.name / f"{sp.name}.h5", out / sp.name / "failures.json",
-                                  out / sp.name / "sweep.json"):
-                        stale.unlink(missing_ok=True)
-                finally:
-                    lock.release()
-    out.mkdir(exist_ok=True)
-    cfg_file = out / "config.json"
-    if cfg_file.is_file() and not args.overwrite:
-        # the grids (methods, noise levels, trials, sizes) may grow: complete tasks are reused;
-        # any other field changes the tasks' results and is refused
-        before = SyntheticConfig.from_dict(json.loads(cfg_file.read_text()))
-        old, new = task_config(before), task_config(cfg)
-        if old != new:
-            diff = "; ".join(f"{k}: stored {old[k]!r}, given {new[k]!r}" for k in new if old[k] != new[k])
-            print(f"{prog}: error: {out} holds a sweep of another configuration ({diff}); rerun with "
-                  f"the same options (grids may change), use --resume, or --overwrite to replace it",
-                  file=sys.stderr)
-            return 2
-    cfg_file.write_text(json.dumps(cfg.to_dict(), indent=1, sort_keys=True))
     log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))
-    where = f"scheduler {args.scheduler}" if args.scheduler else (
-        "in-process" if args.workers == 0 else f"LocalCluster of {args.workers or 'all'} workers")
     t0 = time.perf_counter()
-    failed, merged = 0, {}
-    for sp in chosen:
-        log(f"{prog}: sweep {sp.name}: {len(sp.tasks())} tasks on {where} -> {out / sp.name}")
-        summary = run_sweep(sp, out / sp.name, workers=args.workers, scheduler=args.scheduler,
-                            progress=not args.quiet, log=log)
-        failed += summary.failed
-        if summary.failed:
-            print(summary.format(), file=sys.stderr)
-        if summary.done + summary.skipped:
-            merged[sp.name] = open_sweep(out / sp.name)
+    merged, failed = run_sweeps(prog, out, chosen, args, log)
     if "benchmark" in merged:
         print(format_summary(merged["benchmark"]))
         if not args.no_plots:

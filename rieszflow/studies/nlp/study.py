@@ -1,0 +1,656 @@
+"""``rieszflow nlp``: paper 000's NLP tables (Tables 1, 2, 6, 8) as a sweep of main-job runs.
+
+One sweep per dataset (``nlp-rt``, ``nlp-sst2`` and, given a GLUE folder, ``nlp-qqp``); one task
+is one (variant, seed) main-job run (:class:`~rieszflow.studies.main_job.MainJob`). The variants
+are the rows of Tables 6-8:
+
+* learned-W_Q, W_K baselines: exact softmax attention (``Vaswani-softmaxattn``), FAVOR linear
+  attention with learned W_Q, W_K (``Vanilla-favor-WqWk``), the Performer (FAVOR+ with orthogonal
+  N(0, I) features and the d_k^(-1/4) data normaliser, :data:`~rieszflow.studies.main_job.config.PERFORMER`)
+  and Linformer (projected length ``linformer_k``);
+* for each positive feature map of the engine's registry, with ``Q = K = reshape(x)``: the vanilla
+  run (Phase B only) and the kernel run (Phase A, then Phase B);
+* the variant an audit of the main job asked for: Phase A after ``phase_a_after`` Phase B epochs
+  (``Kernel-<map>-after<k>``), whose matched control is the same seed's vanilla run.
+
+Every FAVOR run uses FAVOR's per-sequence max shift (``stabilise="seq"``), which cancels exactly
+in normalised attention: with the unstabilised formula of App. D a tiny run's features underflowed
+to 0/0 (NaN) within two epochs.
+
+The main-job seed of a task is ``seed + trial``: every variant of one trial starts from the
+same seed, so a vanilla run and its kernel run share the initial weights, the Phase B batches and
+the dropout masks (the matched pairs of Table 2).
+
+References
+----------
+Paper 000, Section 5 (Tables 1 and 2) and App. F.2 (Tables 6-8); McNemar (1947); Dietterich
+(1998) for McNemar's test between classifiers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
+from rieszflow.studies.base import StudyConfig, config_int
+from rieszflow.studies.sweep import SweepSpec, Task
+
+__all__ = ["NLPConfig", "QUICK_OVERRIDES", "BASELINES", "variant_configs", "nlp_task", "specs",
+           "task_config", "GRID_FIELDS", "table_rows", "format_detailed", "format_table1",
+           "format_table2", "format_verdicts", "table_csv", "wall_seconds", "PAPER_TABLE2", "TABLE_METRICS"]
+
+#: The learned-W_Q, W_K baselines of Tables 6-8, by their names in the tables.
+BASELINES = ("Vaswani-softmaxattn", "Vanilla-favor-WqWk", "Performer", "Linformer")
+
+#: Columns of Tables 6-8: (metric name in the main job's ``test_metrics``, column header, better).
+TABLE_METRICS = (("accuracy", "Acc", "max"), ("f1_micro", "F1 mu", "max"), ("f1_macro", "F1 M", "max"),
+                 ("f1_weighted", "F1 w", "max"), ("roc_auc", "ROC-AUC", "max"),
+                 ("pr_auc", "PR-AUC", "max"), ("mcc", "MCC", "max"),
+                 ("balanced_accuracy", "BalAcc", "max"), ("log_loss", "LogLoss", "min"),
+                 ("brier", "Brier", "min"), ("ece", "ECE", "min"))
+
+#: Paper 000, Table 2: accuracy change from matched vanilla to kernel (Q = K), per dataset and map
+#: (sigmoid2 is not in the paper's Table 2).
+PAPER_TABLE2 = {
+    "sst2": {"favor": -0.0149, "elu": 0.0080, "softplus": -0.0046, "softmaxfeat": 0.0080,
+             "cos2": -0.0023, "porf_softplus": 0.0046},
+    "qqp": {"favor": -0.0018, "elu": 0.0034, "softplus": 0.0074, "softmaxfeat": 0.0108,
+            "cos2": 0.0096, "porf_softplus": 0.0059},
+    "rt": {"favor": -0.0235, "elu": 0.0253, "softplus": -0.0019, "softmaxfeat": 0.0385,
+           "cos2": 0.0216, "porf_softplus": 0.0150},
+}
+
+_DATASETS = ("rt", "sst2", "qqp")
+
+
+@dataclasses.dataclass(frozen=True)
+class NLPConfig(StudyConfig):
+    """Configuration of the NLP tables (defaults: the full protocol of paper 000, App. F.2).
+
+    Fields not listed keep the main job's defaults (:class:`~rieszflow.studies.main_job.config.MainJobConfig`:
+    hidden size 128, two heads, d_ff 256, two layers, dropout 0.1, max length 128, batch 64,
+    eta 2e-3, beta 50, lam 1e-3, log repulsion, radius 1.5, lr 2e-4).
+
+    Parameters
+    ----------
+    datasets : tuple of str
+        Among "rt", "sst2" (bundled) and "qqp" (needs ``qqp_dir``); one sweep each.
+    qqp_dir : str
+        The GLUE QQP folder (train.tsv, dev.tsv); adds "qqp" to ``datasets`` when given.
+    feature_maps : tuple of str
+        Positive maps of the engine registry (vanilla and kernel runs each); default all.
+    baselines : tuple of str
+        Subset of :data:`BASELINES`.
+    late_maps : tuple of str
+        Maps of the Phase-A-after-k variant (subset of ``feature_maps``); empty: none.
+    phase_a_after : int
+        k, the Phase B epochs before Phase A in the late variant (``1 <= k < epochs``).
+    seeds : int
+        Trials (main-job seeds ``seed .. seed + seeds - 1``); 3 in the paper.
+    seed : int
+        First main-job seed.
+    epochs, phase_a_epochs : int
+        Phase B epochs (10) and Phase A epochs (2, the main job's default; the paper allows
+        up to 10 with an early stop that cannot fire at beta = 50).
+    m : int
+        Random features (particles) per head (256).
+    linformer_k : int
+        Projected length of Linformer (32).
+    optimizer : {"adam", "adamw"}
+        Phase B optimiser: App. F.2's Adam at a constant rate (default) or Section 5's AdamW
+        with warm-up and cosine decay (``main_job.config.OPTIMIZERS``).
+    train_limit, eval_limit : int
+        Subsample of the training / evaluation splits (0 = all).
+    backend : {"numpy", "cupy"}
+    """
+
+    config_label = "nlp config"
+
+    datasets: tuple = ("rt", "sst2")
+    qqp_dir: str = ""
+    feature_maps: tuple = ATTENTION_FEATURE_MAPS
+    baselines: tuple = BASELINES
+    late_maps: tuple = ATTENTION_FEATURE_MAPS
+    phase_a_after: int = 2
+    seeds: int = 3
+    seed: int = 0
+    epochs: int = 10
+    phase_a_epochs: int = 2
+    m: int = 256
+    linformer_k: int = 32
+    optimizer: str = "adam"
+    train_limit: int = 0
+    eval_limit: int = 0
+    backend: str = "numpy"
+
+    def __post_init__(self):
+        def subset(name, allowed, empty_ok=False):
+            vals = tuple(getattr(self, name))
+            bad = [v for v in vals if v not in allowed]
+            if bad or len(set(vals)) != len(vals) or (not vals and not empty_ok):
+                raise ValueError(f"{name}={vals!r}: need distinct values from {', '.join(allowed)}"
+                                 + (f" (unknown: {bad})" if bad else ""))
+            object.__setattr__(self, name, vals)
+
+        subset("datasets", _DATASETS)
+        subset("feature_maps", ATTENTION_FEATURE_MAPS, empty_ok=True)
+        subset("baselines", BASELINES, empty_ok=True)
+        subset("late_maps", self.feature_maps, empty_ok=True)
+        if not isinstance(self.qqp_dir, str):
+            raise ValueError(f"qqp_dir={self.qqp_dir!r} must be a path string")
+        if self.qqp_dir and "qqp" not in self.datasets:
+            object.__setattr__(self, "datasets", self.datasets + ("qqp",))
+        if "qqp" in self.datasets and not self.qqp_dir:
+            raise ValueError("datasets contains 'qqp' but qqp_dir is empty: QQP is not bundled; pass "
+                             "--qqp-dir DIR (the GLUE QQP folder with train.tsv and dev.tsv)")
+        if not (self.feature_maps or self.baselines):
+            raise ValueError("feature_maps and baselines are both empty: the sweep would have no run")
+        config_int("seeds", self.seeds, minimum=1)
+        config_int("seed", self.seed, minimum=0)
+        config_int("epochs", self.epochs, minimum=1)
+        config_int("phase_a_epochs", self.phase_a_epochs, minimum=1)
+        config_int("m", self.m, minimum=2)
+        config_int("linformer_k", self.linformer_k, minimum=1)
+        config_int("train_limit", self.train_limit, minimum=0)
+        config_int("eval_limit", self.eval_limit, minimum=0)
+        config_int("phase_a_after", self.phase_a_after, minimum=1)
+        if self.late_maps and self.phase_a_after >= self.epochs:
+            raise ValueError(f"phase_a_after={self.phase_a_after} must be < epochs={self.epochs} "
+                             f"(Phase B continues after Phase A); or set late_maps=[]")
+        if self.optimizer not in ("adam", "adamw"):
+            raise ValueError(f"optimizer={self.optimizer!r}: allowed adam, adamw")
+        if self.backend not in ("numpy", "cupy"):
+            raise ValueError(f"backend={self.backend!r}: allowed numpy, cupy")
+        for name in ("train_limit", "eval_limit"):
+            if getattr(self, name) == 1:
+                raise ValueError(f"{name}=1 is not allowed: 0 (all examples) or >= 2")
+
+
+#: ``--quick``: every variant of the tables at reduced size on the two bundled datasets: Phase B
+#: 2 epochs, Phase A 1 epoch (after 1 Phase B epoch in the late variant), 64 particles per head,
+#: 2,000 training and 500 validation / 500 test examples (seeded subsamples), 3 seeds.
+QUICK_OVERRIDES = {"epochs": 2, "phase_a_epochs": 1, "phase_a_after": 1, "m": 64,
+                   "train_limit": 2000, "eval_limit": 500}
+
+#: Fields that only say which tasks exist: left out of the configuration stored in every task file.
+GRID_FIELDS = ("datasets", "feature_maps", "baselines", "late_maps", "seeds")
+
+
+def task_config(cfg: NLPConfig) -> dict:
+    """The configuration every task sees and stores: :class:`NLPConfig` without the grids.
+
+    Parameters
+    ----------
+    cfg : NLPConfig
+
+    Returns
+    -------
+    dict
+    """
+    return {k: v for k, v in cfg.to_dict().items() if k not in GRID_FIELDS}
+
+
+def _main_job_config(config: dict, dataset: str, seed: int, **changes):
+    from rieszflow.studies.main_job.config import OPTIMIZERS, MainJobConfig
+
+    if changes.get("feature_map") == "favor":
+        # one shift per sequence: exact in exact arithmetic (it cancels in normalised attention),
+        # and it keeps the unstabilised map of App. D from underflowing to 0/0 during training
+        changes.setdefault("stabilise", "seq")
+    base = dict(dataset=dataset, qqp_dir=config["qqp_dir"] if dataset == "qqp" else "", seed=seed,
+                epochs=config["epochs"], phase_a_epochs=config["phase_a_epochs"], m=config["m"],
+                linformer_k=config["linformer_k"], train_limit=config["train_limit"],
+                eval_limit=config["eval_limit"], backend=config["backend"],
+                **OPTIMIZERS[config["optimizer"]])
+    return MainJobConfig(**{**base, **changes})
+
+
+def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late_maps) -> dict:
+    """The main-job configuration of every variant, keyed by its table name.
+
+    Parameters
+    ----------
+    config : dict
+        :func:`task_config` of an :class:`NLPConfig`.
+    dataset : str
+        "rt", "sst2" or "qqp".
+    seed : int
+        Main-job seed.
+    maps, baselines, late_maps : sequence of str
+        Feature maps (vanilla and kernel runs), baselines (:data:`BASELINES`) and maps of the
+        Phase-A-after-k variant.
+
+    Returns
+    -------
+    dict
+        Name (``MainJobConfig.name``) to :class:`~rieszflow.studies.main_job.config.MainJobConfig`,
+        in table order: baselines, then vanilla / kernel per map, then the late variants.
+    """
+    from rieszflow.studies.main_job.config import PERFORMER, performer_scales
+
+    out = {}
+    for b in baselines:
+        if b == "Vaswani-softmaxattn":
+            cfg = _main_job_config(config, dataset, seed, kernel=False, attention="softmax",
+                                   feature_map=None, qk="learned")
+        elif b == "Vanilla-favor-WqWk":
+            cfg = _main_job_config(config, dataset, seed, kernel=False, feature_map="favor", qk="learned")
+        elif b == "Performer":
+            cfg = _main_job_config(config, dataset, seed, **PERFORMER)
+            cfg = cfg.replace(**performer_scales(cfg))
+        else:
+            cfg = _main_job_config(config, dataset, seed, kernel=False, attention="linformer",
+                                   feature_map=None, qk="learned")
+        out[b] = cfg
+    for fm in maps:
+        for kernel in (False, True):
+            cfg = _main_job_config(config, dataset, seed, feature_map=fm, kernel=kernel)
+            out[cfg.name] = cfg
+    for fm in late_maps:
+        cfg = _main_job_config(config, dataset, seed, feature_map=fm, kernel=True,
+                               phase_a_after=config["phase_a_after"])
+        out[cfg.name] = cfg
+    return out
+
+
+def _method_names(cfg: NLPConfig) -> tuple:
+    return tuple(variant_configs(task_config(cfg), "rt", cfg.seed, cfg.feature_maps, cfg.baselines,
+                                 cfg.late_maps))
+
+
+def nlp_task(task: Task, config: dict, rng: np.random.Generator):
+    """Run one (variant, seed) main-job task and return its results as a dataset.
+
+    The main job writes its own HDF5 file in a temporary directory (removed afterwards); the
+    task keeps the test metrics, the test predictions (for McNemar's test), the validation
+    curve and the wall times. ``rng`` is unused: the variant's randomness is the main-job seed
+    ``seed + trial`` (matched pairs, see the module docstring).
+
+    Parameters
+    ----------
+    task : Task
+        ``method`` is a variant name of :func:`variant_configs`; ``params`` holds ``dataset``.
+    config : dict
+        :func:`task_config` of an :class:`NLPConfig`.
+    rng : numpy.random.Generator
+        Unused.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``test_metrics`` (metric), ``test_proba`` (example; P(label 1)), ``test_label``
+        (example), ``val_accuracy`` (epoch), ``train_seconds``, ``phase_a_seconds``,
+        ``phase_b_seconds``, ``best_epoch``; the main job's configuration as attribute
+        ``main_job_config`` (JSON).
+
+    Raises
+    ------
+    ValueError
+        If ``task.method`` is not a variant of this configuration.
+    """
+    import xarray as xr
+
+    from rieszflow.engine.attention.metrics import METRIC_NAMES
+    from rieszflow.studies.main_job.train import run_main_job
+
+    del rng
+    dataset = dict(task.params)["dataset"]
+    seed = config["seed"] + task.trial
+    name = task.method
+    maps = [m for m in ATTENTION_FEATURE_MAPS if name.split("-")[1:2] == [m]]
+    variants = variant_configs(config, dataset, seed, maps, [name] if name in BASELINES else [], maps)
+    if name not in variants:
+        raise ValueError(f"method={name!r} is not a variant of the NLP tables; allowed: the baselines "
+                         f"{', '.join(BASELINES)}, Vanilla-<map>, Kernel-<map>, "
+                         f"Kernel-<map>-after{config['phase_a_after']}")
+    cfg = variants[name]
+    with tempfile.TemporaryDirectory(prefix="rieszflow-nlp-") as tmp:
+        out = Path(tmp) / "run.h5"
+        metrics = run_main_job(cfg, out, quiet=True)
+        with xr.open_dataset(out, engine="h5netcdf") as run:
+            proba = run["test_proba"].values[:, 1].astype(np.float64)
+            label = run["test_label"].values.astype(np.int64)
+            val = run["val_accuracy"].values.astype(np.float64)
+    one = {"units": "1"}
+    ds = xr.Dataset(
+        {"test_metrics": (("metric",), np.array([metrics[k] for k in METRIC_NAMES]),
+                          {"long_name": "test-split metrics of the validation-selected checkpoint",
+                           "units": "1 (log_loss in nats)"}),
+         "test_proba": (("example",), proba, {"long_name": "predicted probability of label 1 on the "
+                                                           "test split", **one}),
+         "test_label": (("example",), label, {"long_name": "true test label", **one}),
+         "val_accuracy": (("epoch",), val, {"long_name": "validation accuracy after each Phase B "
+                                                         "epoch", **one}),
+         "train_seconds": ((), metrics["train_seconds"], {"long_name": "training wall time "
+                                                          "(Phase A + Phase B)", "units": "s"}),
+         "phase_a_seconds": ((), metrics["phase_a_seconds"], {"long_name": "Phase A wall time",
+                                                              "units": "s"}),
+         "phase_b_seconds": ((), metrics["phase_b_seconds"], {"long_name": "Phase B wall time",
+                                                              "units": "s"}),
+         "best_epoch": ((), int(metrics["best_epoch"]), {"long_name": "Phase B epoch selected on "
+                                                        "validation accuracy", **one})},
+        coords={"metric": ("metric", np.array(METRIC_NAMES), {"long_name": "test metric name", **one}),
+                "example": ("example", np.arange(label.size), {"long_name": "test example", **one}),
+                "epoch": ("epoch", np.arange(1, val.size + 1), {"long_name": "Phase B epoch", **one})})
+    ds.attrs["main_job_config"] = json.dumps(cfg.to_dict(), sort_keys=True)
+    ds.attrs["main_job_seed"] = seed
+    return ds
+
+
+def specs(cfg: NLPConfig) -> list:
+    """One sweep per dataset: ``nlp-<dataset>`` over the variants and ``seeds`` trials.
+
+    Parameters
+    ----------
+    cfg : NLPConfig
+
+    Returns
+    -------
+    list of SweepSpec
+    """
+    methods = _method_names(cfg)
+    return [SweepSpec(name=f"nlp-{d}", function="rieszflow.studies.nlp.study:nlp_task",
+                      methods=methods, grid={"dataset": (d,)}, trials=cfg.seeds,
+                      config=task_config(cfg), root_seed=cfg.seed) for d in cfg.datasets]
+
+
+# --------------------------------------------------------------------------- tables
+
+def _metrics(ds, method):
+    """(seeds, metrics) array of one method: NaN rows for missing tasks."""
+    v = ds["test_metrics"].sel({"method": method}).values
+    return v.reshape(-1, v.shape[-1])
+
+
+def table_rows(ds) -> list:
+    """Per-variant means and standard deviations over seeds, in table order.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        One merged ``nlp-<dataset>`` sweep (:func:`rieszflow.studies.sweep.open_sweep`).
+
+    Returns
+    -------
+    list of dict
+        ``name``, ``n`` (complete seeds), ``mean`` and ``sd`` (dicts over :data:`TABLE_METRICS`
+        names plus ``train_seconds``); variants without a complete seed are left out.
+    """
+    names = [str(m) for m in ds["method"].values]
+    metric_names = [str(m) for m in ds["metric"].values]
+    rows = []
+    for name in names:
+        M = _metrics(ds, name)
+        ok = ~np.isnan(M).any(axis=1)
+        if not ok.any():
+            continue
+        secs = ds["train_seconds"].sel({"method": name}).values.reshape(-1)[ok]
+        mean = {k: float(np.mean(M[ok, i])) for i, k in enumerate(metric_names)}
+        sd = {k: float(np.std(M[ok, i], ddof=1)) if ok.sum() > 1 else float("nan")
+              for i, k in enumerate(metric_names)}
+        mean["train_seconds"], sd["train_seconds"] = float(np.mean(secs)), (
+            float(np.std(secs, ddof=1)) if secs.size > 1 else float("nan"))
+        rows.append({"name": name, "n": int(ok.sum()), "mean": mean, "sd": sd})
+    return rows
+
+
+def _pm(mean, sd, digits=4):
+    return f"{mean:.{digits}f}" if not math.isfinite(sd) else f"{mean:.{digits}f} +- {sd:.{digits}f}"
+
+
+def format_detailed(ds, dataset: str) -> str:
+    """Tables 6-8 (one per dataset): every variant, every metric, mean +- sd over seeds.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The merged ``nlp-<dataset>`` sweep.
+    dataset : str
+        Its dataset (for the title).
+
+    Returns
+    -------
+    str
+        A markdown table; the best mean of each column is bold.
+    """
+    rows = table_rows(ds)
+    cols = [(k, h, b) for k, h, b in TABLE_METRICS] + [("train_seconds", "Train (s)", "min")]
+    best = {}
+    for k, _, b in cols:
+        vals = [r["mean"][k] for r in rows]
+        if vals:
+            best[k] = (max if b == "max" else min)(vals)
+    seeds = sorted({r["n"] for r in rows})
+    lines = [f"Detailed test metrics, {dataset} (mean +- sd over {'/'.join(map(str, seeds))} seeds; "
+             f"higher is better except LogLoss, Brier, ECE, train time; bold: best mean)", "",
+             "| Model | " + " | ".join(h for _, h, _ in cols) + " |",
+             "|---|" + "---|" * len(cols)]
+    for r in rows:
+        cells = []
+        for k, _, _ in cols:
+            d = 1 if k == "train_seconds" else 4
+            c = _pm(r["mean"][k], r["sd"][k], d)
+            cells.append(f"**{c}**" if r["mean"][k] == best[k] else c)
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table_csv(ds, dataset: str) -> str:
+    """The rows of :func:`format_detailed` as CSV (one row per variant, mean and sd columns).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The merged ``nlp-<dataset>`` sweep.
+    dataset : str
+        Written in the first column.
+
+    Returns
+    -------
+    str
+        CSV text with a header line.
+    """
+    import csv
+    import io
+
+    keys = [k for k, _, _ in TABLE_METRICS] + ["train_seconds"]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["dataset", "model", "n_seeds"] + [f"{k}_{s}" for k in keys for s in ("mean", "sd")])
+    for r in table_rows(ds):
+        w.writerow([dataset, r["name"], r["n"]] + [f"{r[s][k]:.6g}" for k in keys for s in ("mean", "sd")])
+    return buf.getvalue()
+
+
+def format_table1(merged: dict) -> str:
+    """Table 1: per dataset, softmax attention, Linformer and Performer, the best vanilla and the
+    best kernel Q = K models (mean test accuracy) and the best-calibrated kernel model (ECE).
+
+    Parameters
+    ----------
+    merged : dict
+        Dataset name to its merged sweep.
+
+    Returns
+    -------
+    str
+        A markdown table (Acc, MCC, LogLoss, Brier, ECE; means over seeds).
+    """
+    keys = ("accuracy", "mcc", "log_loss", "brier", "ece")
+    lines = ["| Dataset | Model | Acc | MCC | LogLoss | Brier | ECE |", "|---|---|---|---|---|---|---|"]
+    for dataset, ds in merged.items():
+        rows = table_rows(ds)
+        by = {r["name"]: r for r in rows}
+        picked = [(by[b]["name"], by[b]) for b in ("Vaswani-softmaxattn", "Linformer", "Performer") if b in by]
+        vanilla = [r for r in rows if r["name"].startswith("Vanilla-") and not r["name"].endswith("WqWk")]
+        kernel = [r for r in rows if r["name"].startswith("Kernel-") and "-after" not in r["name"]]
+        if vanilla:
+            r = max(vanilla, key=lambda r: r["mean"]["accuracy"])
+            picked.append((f"Best vanilla Q=K: {r['name'][8:]}", r))
+        if kernel:
+            r = max(kernel, key=lambda r: r["mean"]["accuracy"])
+            picked.append((f"Best kernel Q=K: {r['name'][7:]}", r))
+            r = min(kernel, key=lambda r: r["mean"]["ece"])
+            picked.append((f"Best-calibrated kernel: {r['name'][7:]}", r))
+        for label, r in picked:
+            lines.append(f"| {dataset} | {label} | " + " | ".join(f"{r['mean'][k]:.4f}" for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def _paired(ds, a: str, b: str) -> dict:
+    """Matched comparison of variant ``b`` against ``a`` (same seeds): accuracy changes per seed,
+    McNemar per seed and pooled over seeds, and a paired t-test across seeds."""
+    from scipy.stats import ttest_rel
+
+    from rieszflow.studies.runs.inspect import mcnemar
+
+    acc = list(ds["metric"].values).index("accuracy")
+    Ma, Mb = _metrics(ds, a)[:, acc], _metrics(ds, b)[:, acc]
+    ok = ~(np.isnan(Ma) | np.isnan(Mb))
+    pa = ds["test_proba"].sel({"method": a}).values.reshape(Ma.size, -1)
+    pb = ds["test_proba"].sel({"method": b}).values.reshape(Mb.size, -1)
+    y = ds["test_label"].sel({"method": a}).values.reshape(Ma.size, -1)
+    per_seed = []
+    for i in np.flatnonzero(ok):
+        per_seed.append(mcnemar((pa[i] >= 0.5) == y[i], (pb[i] >= 0.5) == y[i]))
+    d = (Mb - Ma)[ok]
+    out = {"n": int(ok.sum()), "delta": d, "mcnemar": per_seed}
+    if per_seed:
+        a_only = sum(t["a_only"] for t in per_seed)
+        b_only = sum(t["b_only"] for t in per_seed)
+        from scipy.stats import binomtest
+
+        out["pooled"] = {"a_only": a_only, "b_only": b_only, "p_value": 1.0 if a_only + b_only == 0
+                         else float(binomtest(a_only, a_only + b_only, 0.5).pvalue)}
+    out["t_p"] = float(ttest_rel(Mb[ok], Ma[ok]).pvalue) if ok.sum() >= 2 and np.ptp(d) > 0 else float("nan")
+    return out
+
+
+def format_table2(merged: dict, phase_a_after: int | None = None) -> str:
+    """Table 2: matched vanilla-to-kernel accuracy changes per map, with paired tests.
+
+    For each dataset and map: the mean change over seeds (kernel minus vanilla of the same
+    seed) next to the paper's value, the per-seed changes, McNemar's exact test on the test
+    predictions (discordant counts vanilla-only / kernel-only pooled over seeds, and the pooled
+    p-value; the seeds share the test examples, so the pooled test treats the seeds' discordant
+    pairs as independent, an approximation), and a paired t-test across seeds. The late variant
+    (Phase A after k Phase B epochs) is compared with the same vanilla run.
+
+    Parameters
+    ----------
+    merged : dict
+        Dataset name to its merged sweep.
+    phase_a_after : int or None
+        k of the late variant, for the labels.
+
+    Returns
+    -------
+    str
+        A markdown table.
+    """
+    lines = ["| Dataset | Map | Variant | mean change | paper | per seed | McNemar v-only/k-only | "
+             "McNemar p (pooled) | paired t p |", "|---|---|---|---|---|---|---|---|---|"]
+    for dataset, ds in merged.items():
+        names = [str(m) for m in ds["method"].values]
+        for fm in ATTENTION_FEATURE_MAPS:
+            van = f"Vanilla-{fm}"
+            if van not in names:
+                continue
+            for variant in (f"Kernel-{fm}", f"Kernel-{fm}-after{phase_a_after}"):
+                if variant not in names:
+                    continue
+                r = _paired(ds, van, variant)
+                if not r["n"]:
+                    continue
+                paper = PAPER_TABLE2.get(dataset, {}).get(fm) if variant == f"Kernel-{fm}" else None
+                label = "paper order" if variant == f"Kernel-{fm}" else f"Phase A after {phase_a_after}"
+                pooled = r.get("pooled", {})
+                lines.append(
+                    f"| {dataset} | {fm} | {label} | {np.mean(r['delta']):+.4f} | "
+                    f"{'' if paper is None else f'{paper:+.4f}'} | "
+                    f"{' '.join(f'{x:+.4f}' for x in r['delta'])} | "
+                    f"{pooled.get('a_only', '')}/{pooled.get('b_only', '')} | "
+                    f"{pooled.get('p_value', float('nan')):.3g} | {r['t_p']:.3g} |")
+    return "\n".join(lines)
+
+
+def format_verdicts(merged: dict, phase_a_after: int | None = None, alpha: float = 0.05) -> str:
+    """What the sweep says about the paper's NLP claims, each with its evidence.
+
+    Claims checked per dataset: kernel learning changes accuracy relative to the matched vanilla
+    run (Table 2) for each map (pooled McNemar at level ``alpha``), the best Q = K model is a
+    kernel model (Table 1), and the late variant against the paper's order.
+
+    Parameters
+    ----------
+    merged : dict
+        Dataset name to its merged sweep.
+    phase_a_after : int or None
+        k of the late variant.
+    alpha : float, default 0.05
+        Level of the tests.
+
+    Returns
+    -------
+    str
+        One line per claim and dataset.
+    """
+    lines = []
+    for dataset, ds in merged.items():
+        names = [str(m) for m in ds["method"].values]
+        sig_up, sig_down, n_maps, pos = [], [], 0, 0
+        for fm in ATTENTION_FEATURE_MAPS:
+            if f"Vanilla-{fm}" in names and f"Kernel-{fm}" in names:
+                r = _paired(ds, f"Vanilla-{fm}", f"Kernel-{fm}")
+                if not r["n"]:
+                    continue
+                n_maps += 1
+                pos += int(np.mean(r["delta"]) > 0)
+                p = r.get("pooled", {}).get("p_value", 1.0)
+                if p < alpha:
+                    (sig_up if np.mean(r["delta"]) > 0 else sig_down).append(fm)
+        if n_maps:
+            lines.append(f"{dataset}: kernel learning raised mean accuracy for {pos} of {n_maps} maps; "
+                         f"significant (pooled McNemar p < {alpha}) gains: {sig_up or 'none'}, losses: "
+                         f"{sig_down or 'none'}")
+        rows = table_rows(ds)
+        qk = [r for r in rows if r["name"].split("-")[0] in ("Vanilla", "Kernel")
+              and not r["name"].endswith("WqWk") and "-after" not in r["name"]]
+        if qk:
+            best = max(qk, key=lambda r: r["mean"]["accuracy"])
+            kind = "a kernel" if best["name"].startswith("Kernel-") else "a vanilla"
+            lines.append(f"{dataset}: the best Q=K model by mean accuracy is {best['name']} "
+                         f"({best['mean']['accuracy']:.4f}), {kind} model (paper: a kernel model "
+                         f"on every dataset)")
+        late = [fm for fm in ATTENTION_FEATURE_MAPS if f"Kernel-{fm}-after{phase_a_after}" in names
+                and f"Kernel-{fm}" in names]
+        if late:
+            d_late = [np.mean(_paired(ds, f"Vanilla-{fm}", f"Kernel-{fm}-after{phase_a_after}")["delta"])
+                      for fm in late]
+            d_paper = [np.mean(_paired(ds, f"Vanilla-{fm}", f"Kernel-{fm}")["delta"]) for fm in late]
+            lines.append(f"{dataset}: mean change against vanilla over {len(late)} maps: paper order "
+                         f"{np.mean(d_paper):+.4f}, Phase A after {phase_a_after} epoch(s) "
+                         f"{np.mean(d_late):+.4f}")
+    return "\n".join(lines)
+
+
+def wall_seconds(merged: dict) -> float:
+    """Sum of the sweeps' wall times (attribute ``wall_seconds`` of each merged file).
+
+    Parameters
+    ----------
+    merged : dict
+        Dataset name to its merged sweep.
+
+    Returns
+    -------
+    float
+        Seconds; NaN when a sweep has no wall time recorded.
+    """
+    return float(sum(float(ds.attrs.get("wall_seconds", float("nan"))) for ds in merged.values()))
+

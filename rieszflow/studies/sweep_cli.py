@@ -1,0 +1,160 @@
+"""The command-line side of the studies that run sweeps (``synthetic``, ``nlp``).
+
+One home for what those subcommands share: the ``--workers`` / ``--scheduler`` options, the
+output directory rules (a directory, its ``config.json``, ``--overwrite`` clearing every sweep
+under the run lock, a rerun with another configuration refused) and the loop that runs each
+sweep and merges it. The sweeps themselves are :mod:`rieszflow.studies.sweep`.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["add_sweep_arguments", "prepare_sweep_dir", "run_sweeps", "where"]
+
+
+def add_sweep_arguments(parser) -> None:
+    """Add ``--workers`` and ``--scheduler``, the options of every study that runs a sweep.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+    """
+    from rieszflow.studies.cli import non_negative_int
+
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--workers", type=non_negative_int, default=None, metavar="N",
+                       help="LocalCluster worker processes, one thread each (default: the machine's "
+                            "cores); 0 runs the tasks in this process, one after the other")
+    group.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="submit to an existing Dask scheduler (e.g. tcp://host:8786) instead; its "
+                            "workers must see --out (docs/sweeps.md)")
+
+
+def where(args) -> str:
+    """Where the tasks run, in words (for the log line of each sweep).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        With ``workers`` and ``scheduler``.
+
+    Returns
+    -------
+    str
+    """
+    if args.scheduler:
+        return f"scheduler {args.scheduler}"
+    return "in-process" if args.workers == 0 else f"LocalCluster of {args.workers or 'all'} workers"
+
+
+def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config: Callable, *,
+                      overwrite: bool, default: bool) -> int | None:
+    """Check and prepare a study's output directory; write its ``config.json``.
+
+    Parameters
+    ----------
+    prog : str
+        Program name for messages (``"rieszflow nlp"``).
+    out : pathlib.Path
+        The study directory (one sub-directory per sweep).
+    cfg : StudyConfig
+        The resolved configuration.
+    cfg_cls : type
+        Its class (reads a stored ``config.json``).
+    all_specs : list of SweepSpec
+        Every sweep the configuration defines (all are cleared by ``overwrite``).
+    task_config : callable
+        ``task_config(cfg) -> dict``: the configuration without its grids. Two
+        configurations that differ only in their grids share the directory (complete tasks
+        are reused); any other difference is refused.
+    overwrite : bool
+        Remove every sweep's tasks, merged file, failures and description first (each under its
+        run lock, so a sweep running there is not touched).
+    default : bool
+        ``out`` is the documented default under ``runs/`` (created when missing).
+
+    Returns
+    -------
+    int or None
+        None when the directory is ready; 2 after printing an error.
+    """
+    from rieszflow.engine.storage import RunLock
+
+    if default:
+        Path("runs").mkdir(exist_ok=True)
+    if out.exists() and not out.is_dir():
+        print(f"{prog}: error: --out {str(out)!r} is a file; a sweep writes a directory", file=sys.stderr)
+        return 2
+    if not out.parent.is_dir():
+        print(f"{prog}: error: the directory {out.parent} of --out does not exist", file=sys.stderr)
+        return 2
+    if overwrite:
+        for sp in all_specs:
+            if (out / sp.name).exists():
+                lock = RunLock(out / sp.name / sp.name)     # refused while another sweep writes there
+                lock.acquire()
+                try:
+                    shutil.rmtree(out / sp.name / "tasks", ignore_errors=True)
+                    for stale in (out / sp.name / f"{sp.name}.h5", out / sp.name / "failures.json",
+                                  out / sp.name / "sweep.json"):
+                        stale.unlink(missing_ok=True)
+                finally:
+                    lock.release()
+    out.mkdir(exist_ok=True)
+    cfg_file = out / "config.json"
+    if cfg_file.is_file() and not overwrite:
+        before = cfg_cls.from_dict(json.loads(cfg_file.read_text()))
+        old, new = task_config(before), task_config(cfg)
+        if old != new:
+            diff = "; ".join(f"{k}: stored {old.get(k)!r}, given {new.get(k)!r}" for k in new
+                             if old.get(k) != new.get(k))
+            print(f"{prog}: error: {out} holds a sweep of another configuration ({diff}); rerun with "
+                  f"the same options (grids may change), use --resume, or --overwrite to replace it",
+                  file=sys.stderr)
+            return 2
+    cfg_file.write_text(json.dumps(cfg.to_dict(), indent=1, sort_keys=True))
+    return None
+
+
+def run_sweeps(prog: str, out: Path, chosen, args, log: Callable) -> tuple:
+    """Run each sweep (only its missing tasks) and merge it.
+
+    Parameters
+    ----------
+    prog : str
+        Program name for the log lines.
+    out : pathlib.Path
+        The study directory; sweep ``s`` goes to ``out / s.name``.
+    chosen : list of SweepSpec
+        The sweeps to run, in order.
+    args : argparse.Namespace
+        With ``workers``, ``scheduler`` and ``quiet``.
+    log : callable
+        Receives the one-line messages.
+
+    Returns
+    -------
+    merged : dict
+        Sweep name to its merged dataset (:func:`rieszflow.studies.sweep.open_sweep`), for the
+        sweeps with at least one complete task.
+    failed : int
+        Number of failed tasks over all sweeps (each listed on stderr).
+    """
+    from rieszflow.studies.sweep import open_sweep, run_sweep
+
+    failed, merged = 0, {}
+    for sp in chosen:
+        log(f"{prog}: sweep {sp.name}: {len(sp.tasks())} tasks on {where(args)} -> {out / sp.name}")
+        summary = run_sweep(sp, out / sp.name, workers=args.workers, scheduler=args.scheduler,
+                            progress=not args.quiet, log=log)
+        failed += summary.failed
+        if summary.failed:
+            print(summary.format(), file=sys.stderr)
+        if summary.done + summary.skipped:
+            merged[sp.name] = open_sweep(out / sp.name)
+    return merged, failed

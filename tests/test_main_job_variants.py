@@ -1,0 +1,209 @@
+"""Main-job variants of the NLP tables: Performer, AdamW + warm-up/cosine, Phase A after k epochs,
+feature redrawing, QQP from a GLUE folder; their configuration checks and resume."""
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from rieszflow.__main__ import main as cli_main
+from rieszflow.engine.attention.optim import Adam, WarmupCosine
+from rieszflow.studies.main_job.config import MainJobConfig
+
+
+def test_warmup_cosine_closed_form():
+    f = WarmupCosine(total_steps=10, warmup_steps=4)
+    assert [f(t) for t in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    # after warm-up: (1 + cos(pi (t - 4) / 6)) / 2
+    for t in range(4, 10):
+        assert f(t) == pytest.approx(0.5 * (1 + math.cos(math.pi * (t - 4) / 6)), abs=1e-15)
+    assert f(10) == 0.0 and f(4) == 1.0
+    assert WarmupCosine(5, 0)(0) == 1.0
+    for bad in ((0, 0), (5, 5), (5, -1), (5.0, 1)):
+        with pytest.raises(ValueError):
+            WarmupCosine(*bad)
+
+
+def test_scheduled_adamw_matches_a_hand_computed_step():
+    """Two AdamW steps with a schedule against the update written out by hand."""
+    p = {"w": np.array([1.0, -2.0])}
+    g = np.array([0.5, 0.25])
+    sched = WarmupCosine(total_steps=4, warmup_steps=2)
+    opt = Adam(p, ["w"], lr=0.1, weight_decay=0.01, decoupled=True, schedule=sched)
+    w = np.array([1.0, -2.0])
+    m = v = np.zeros(2)
+    for t in range(2):
+        lr = 0.1 * sched(t)
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        mh, vh = m / (1 - 0.9 ** (t + 1)), v / (1 - 0.999 ** (t + 1))
+        w = w * (1 - lr * 0.01) - lr * mh / (np.sqrt(vh) + 1e-8)
+        opt.step({"w": g})
+    np.testing.assert_allclose(p["w"], w, rtol=1e-13)
+
+
+def test_config_checks_of_the_variants(tmp_path):
+    with pytest.raises(ValueError, match="qqp_dir"):
+        MainJobConfig(dataset="qqp")
+    with pytest.raises(ValueError, match="qqp_dir"):
+        MainJobConfig(qqp_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="phase_a_after"):
+        MainJobConfig(phase_a_after=10, epochs=10)
+    with pytest.raises(ValueError, match="phase_a_after"):
+        MainJobConfig(phase_a_after=1, kernel=False)
+    with pytest.raises(ValueError, match="redraw_every"):
+        MainJobConfig(redraw_every=5)                         # kernel run: nothing to redraw
+    with pytest.raises(ValueError, match="stabilise"):
+        MainJobConfig(stabilise="seq")                        # softplus has no shift
+    with pytest.raises(ValueError, match="project_init"):
+        MainJobConfig(project_init=False)
+    with pytest.raises(ValueError, match="warmup_fraction"):
+        MainJobConfig(warmup_fraction=1.0)
+    with pytest.raises(ValueError, match="optimizer"):
+        MainJobConfig(optimizer="sgd")
+    assert MainJobConfig(phase_a_after=2).name == "Kernel-softplus-after2"
+    assert MainJobConfig(attention="linformer", feature_map=None, kernel=False, qk="learned").name == "Linformer"
+
+
+def test_cli_rejects_bad_combinations(capsys):
+    for argv in (["run", "--performer", "--feature-map", "elu"],
+                 ["run", "--vanilla", "--phase-a-after", "1"],
+                 ["run", "--dataset", "qqp"],
+                 ["run", "--qqp-dir", "/nonexistent/qqp", "--smoke"],
+                 ["run", "--performer", "--set", "tau=2.0"]):
+        assert cli_main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "error:" in err and "Traceback" not in err
+
+
+def test_performer_run_uses_orthogonal_unprojected_features(tmp_path):
+    out = tmp_path / "p.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--performer", "--out", str(out)]) == 0
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert ds.attrs["run_name"] == "Performer"
+        omega = ds.omega.isel(time=0).values              # (layer, head, particle, d_k)
+    d_k = omega.shape[-1]
+    block = omega[0, 0, :d_k]                              # one orthogonal block
+    gram = block @ block.T
+    np.testing.assert_allclose(gram - np.diag(np.diag(gram)), 0, atol=1e-5)
+    # N(0, I) rows are not confined to the ball of radius 1.5: sqrt(d_k) = 4 in the smoke model
+    assert np.linalg.norm(omega, axis=-1).mean() > 2.0
+
+
+def test_phase_a_after_k_keeps_the_matched_vanilla_batches(tmp_path):
+    """Phase A after one Phase B epoch: epoch 1 equals the vanilla run's epoch 1 exactly (same
+    seed, same batches and dropout), then Phase A moves the particles and the runs differ."""
+    args = ["run", "--smoke", "--quiet", "--epochs", "2"]
+    van, late = tmp_path / "v.h5", tmp_path / "late.h5"
+    assert cli_main([*args, "--vanilla", "--out", str(van)]) == 0
+    assert cli_main([*args, "--phase-a-after", "1", "--out", str(late)]) == 0
+    with xr.open_dataset(van, engine="h5netcdf") as a, xr.open_dataset(late, engine="h5netcdf") as b:
+        n1 = a.sizes["batch"] // 2
+        np.testing.assert_array_equal(a.batch_loss.values[:n1], b.batch_loss.values[:n1])
+        assert b.attrs["run_name"] == "Kernel-softplus-after1" and b.sizes["step"] > 0
+        assert not np.array_equal(a.batch_loss.values[n1:], b.batch_loss.values[n1:])
+        assert not np.array_equal(b.omega.values[0], b.omega.values[-1])
+
+
+def test_interrupted_late_phase_a_resumes_bit_identically(tmp_path, monkeypatch):
+    """Interrupt inside Phase A that runs after a Phase B epoch; the resumed run restores Adam's
+    state, the best checkpoint and both streams, and equals the uninterrupted run."""
+    from rieszflow.studies.main_job import train
+
+    args = ["run", "--smoke", "--quiet", "--epochs", "2", "--phase-a-after", "1", "--optimizer", "adamw",
+            "--set", "checkpoint_seconds=0"]
+    full = tmp_path / "full.h5"
+    assert cli_main([*args, "--out", str(full)]) == 0
+    original = train.alignment_gradients
+    calls = {"n": 0}
+
+    def interrupted(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return original(*a, **k)
+
+    monkeypatch.setattr(train, "alignment_gradients", interrupted)
+    cut = tmp_path / "cut.h5"
+    assert cli_main([*args, "--out", str(cut)]) == 130
+    monkeypatch.setattr(train, "alignment_gradients", original)
+    assert cli_main(["run", "--quiet", "--resume", "--out", str(cut)]) == 0
+    with xr.open_dataset(full, engine="h5netcdf") as a, xr.open_dataset(cut, engine="h5netcdf") as b:
+        assert b.attrs["status"] == "complete"
+        for name in ("omega", "hamiltonian", "batch_loss", "val_accuracy", "test_proba"):
+            np.testing.assert_array_equal(a[name].values, b[name].values)
+
+
+def test_redraw_is_resumable_and_changes_the_features(tmp_path, monkeypatch):
+    from rieszflow.studies.main_job import train
+
+    args = ["run", "--smoke", "--quiet", "--performer", "--epochs", "2", "--set", "redraw_every=3"]
+    full = tmp_path / "full.h5"
+    assert cli_main([*args, "--out", str(full)]) == 0
+    fixed = tmp_path / "fixed.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--performer", "--epochs", "2", "--out", str(fixed)]) == 0
+    original = train.MainJob._phase_b_epoch
+
+    def interrupted(self, w, opt, epoch):
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return original(self, w, opt, epoch)
+
+    monkeypatch.setattr(train.MainJob, "_phase_b_epoch", interrupted)
+    cut = tmp_path / "cut.h5"
+    assert cli_main([*args, "--out", str(cut)]) == 130
+    monkeypatch.setattr(train.MainJob, "_phase_b_epoch", original)
+    assert cli_main(["run", "--quiet", "--resume", "--out", str(cut)]) == 0
+    with xr.open_dataset(full, engine="h5netcdf") as a, xr.open_dataset(cut, engine="h5netcdf") as b, \
+            xr.open_dataset(fixed, engine="h5netcdf") as c:
+        np.testing.assert_array_equal(a.batch_loss.values, b.batch_loss.values)
+        np.testing.assert_array_equal(a.test_proba.values, b.test_proba.values)
+        n = 3                   # identical for the 3 steps before the first redraw, then not
+        np.testing.assert_array_equal(a.batch_loss.values[:n], c.batch_loss.values[:n])
+        assert a.batch_loss.values[n] != c.batch_loss.values[n]
+
+
+def _write_qqp(folder, n_train=300, n_dev=80, seed=0):
+    rng = np.random.default_rng(seed)
+    words = ["how", "what", "is", "the", "best", "way", "to", "learn", "python", "cook", "rice", "fast"]
+    header = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+    for name, n in (("train", n_train), ("dev", n_dev)):
+        lines = [header]
+        for i in range(n):
+            q1 = " ".join(rng.choice(words, 6)) + "?"
+            dup = int(rng.integers(2))
+            q2 = q1 if dup else " ".join(rng.choice(words, 6)) + "?"
+            lines.append(f"{i}\t{2 * i}\t{2 * i + 1}\t{q1}\t{q2}\t{dup}\n")
+        (folder / f"{name}.tsv").write_text("".join(lines))
+
+
+def test_qqp_from_a_glue_folder(tmp_path, capsys):
+    from rieszflow.engine.attention.data import load_qqp
+
+    _write_qqp(tmp_path)
+    split = load_qqp(tmp_path, "dev")
+    assert len(split) == 80 and isinstance(split.texts[0], tuple) and set(split.labels) <= {0, 1}
+    out = tmp_path / "q.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--vanilla", "--qqp-dir", str(tmp_path),
+                     "--set", "qqp_validation=50", "--out", str(out)]) == 0
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert list(ds["class"].values) == ["not_duplicate", "duplicate"]
+        assert ds.sizes["example"] == 80
+    # malformed folders: each a clear error naming file and line, never a traceback
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    with pytest.raises(FileNotFoundError, match="train.tsv"):
+        load_qqp(bad, "train")
+    (bad / "train.tsv").write_text("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t2\t3\ta?\n")
+    with pytest.raises(ValueError, match=r"train.tsv:2: 4 tab-separated fields"):
+        load_qqp(bad, "train")
+    (bad / "train.tsv").write_text("id\tquestion1\tquestion2\tlabel\n")
+    with pytest.raises(ValueError, match="header"):
+        load_qqp(bad, "train")
+    (bad / "train.tsv").write_text("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t2\t3\ta?\tb?\t2\n")
+    with pytest.raises(ValueError, match="is_duplicate='2'"):
+        load_qqp(bad, "train")
+    (bad / "dev.tsv").write_text("x")
+    assert cli_main(["run", "--smoke", "--quiet", "--qqp-dir", str(bad), "--out", str(tmp_path / "b.h5")]) == 2
+    err = capsys.readouterr().err
+    assert "train.tsv" in err and "Traceback" not in err
