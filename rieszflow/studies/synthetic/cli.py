@@ -96,6 +96,8 @@ def make_plot(ds, path: Path) -> Path:
     for ax, var in zip(axes, ("accuracy", "f1")):
         for m in ds.method.values:
             v = ds[var].sel({"method": m}).values.astype(float)
+            if not np.isfinite(v).any():               # unavailable or failed everywhere: no line
+                continue
             mean, sd = np.nanmean(v, axis=-1), np.nanstd(v, axis=-1)
             dashed = "gamma" in str(m)
             ax.plot(sig, mean, "--" if dashed else "-", label=str(m))
@@ -124,8 +126,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         0 when every task is complete; 1 if any task failed (listed); 2 on bad input.
     """
     from rieszflow.studies.synthetic.study import (QUICK_OVERRIDES, SyntheticConfig, format_ablation,
-                                                   format_runtime, format_summary, format_verdicts, specs,
-                                                   task_config)
+                                                   format_runtime, format_summary, format_verdicts,
+                                                   retry_unavailable, specs, task_config)
     from rieszflow.studies.sweep import open_sweep, run_sweep
 
     prog = "rieszflow synthetic"
@@ -188,6 +190,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     failed, merged = 0, {}
     for sp in chosen:
         log(f"{prog}: sweep {sp.name}: {len(sp.tasks())} tasks on {where} -> {out / sp.name}")
+        retry_unavailable(sp, out / sp.name, log=log)    # an extra installed since: rerun its tasks
         summary = run_sweep(sp, out / sp.name, workers=args.workers, scheduler=args.scheduler,
                             progress=not args.quiet, log=log)
         failed += summary.failed
