@@ -121,7 +121,7 @@ def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config
     return None
 
 
-def run_sweeps(prog: str, out: Path, chosen, args, log: Callable) -> tuple:
+def run_sweeps(prog: str, out: Path, chosen, args, log: Callable, before: Callable | None = None) -> tuple:
     """Run each sweep (only its missing tasks) and merge it.
 
     Parameters
@@ -136,6 +136,9 @@ def run_sweeps(prog: str, out: Path, chosen, args, log: Callable) -> tuple:
         With ``workers``, ``scheduler`` and ``quiet``.
     log : callable
         Receives the one-line messages.
+    before : callable, optional
+        ``before(spec, sweep_dir, log=log)``, called before each sweep runs (e.g. the synthetic
+        study's ``retry_unavailable``).
 
     Returns
     -------
@@ -150,6 +153,8 @@ def run_sweeps(prog: str, out: Path, chosen, args, log: Callable) -> tuple:
     failed, merged = 0, {}
     for sp in chosen:
         log(f"{prog}: sweep {sp.name}: {len(sp.tasks())} tasks on {where(args)} -> {out / sp.name}")
+        if before is not None:
+            before(sp, out / sp.name, log=log)
         summary = run_sweep(sp, out / sp.name, workers=args.workers, scheduler=args.scheduler,
                             progress=not args.quiet, log=log)
         failed += summary.failed

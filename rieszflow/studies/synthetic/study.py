@@ -4,7 +4,8 @@ One task is one (method, sigma, trial): the labels of (sigma, trial) are drawn f
 keyed on (sigma, trial) alone, so every method of a trial sees the same labels (paired
 comparisons); the method's own randomness comes from the task's stream
 (:meth:`rieszflow.studies.sweep.Task.seed_sequence`). Built: the data of F.1.1, every method of
-F.1.2 but MKL (4), the interaction ablation (F.1.7) and the runtime law (Table 4); see
+F.1.2 (MKL (4) through the optional extra ``mkl``: without it its tasks are recorded as
+unavailable, not failed), the interaction ablation (F.1.7) and the runtime law (Table 4); see
 docs/synthetic.md.
 
 References
@@ -20,13 +21,14 @@ import numpy as np
 
 from rieszflow.studies.base import StudyConfig, config_int, config_real
 from rieszflow.studies.synthetic.data import draw_labels, make_dataset
-from rieszflow.studies.synthetic.methods import BENCHMARK_METHODS, METHODS
+from rieszflow.studies.synthetic.methods import (BENCHMARK_METHODS, METHODS, MethodUnavailable,
+                                                 missing_dependency)
 from rieszflow.studies.sweep import SweepSpec, Task
 
 __all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "ABLATION_METHODS", "benchmark_task", "benchmark_spec",
            "ablation_spec", "runtime_spec", "specs", "format_summary", "fit_power_law",
            "format_runtime", "format_ablation", "format_verdicts", "ablation_verdicts", "GRID_FIELDS",
-           "task_config",
+           "task_config", "unavailable_methods", "format_unavailable", "retry_unavailable",
            "PAPER_TABLE4"]
 
 
@@ -230,8 +232,13 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
     xarray.Dataset
         Scalars ``accuracy``, ``f1`` (binary, positive class, zero_division = 0), ``seconds``
         (wall time of the method from features to test predictions, after a per-process warm-up
-        that pays for imports and Numba compilation), ``test_positive_rate``;
-        for the Langevin methods also ``omega`` (feature, coord) and ``phase`` (feature).
+        that pays for imports and Numba compilation), ``test_positive_rate``, ``available``
+        (1: the method ran; 0: it raised
+        :class:`~rieszflow.studies.synthetic.methods.MethodUnavailable`, its optional dependency
+        is missing: accuracy, f1 and seconds are NaN, the variable's ``reason`` attribute and the
+        root attribute ``unavailable_reason`` say why);
+        for the Langevin methods also ``omega`` (feature, coord) and ``phase`` (feature); for
+        ``mkl_memo`` also ``kernel_weight`` (kernel_gamma).
 
     References
     ----------
@@ -250,19 +257,18 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
     y = draw_labels(data.logit, sigma, np.random.default_rng(labels))
     X_train, X_test = data.X[data.train], data.X[data.test]
     method_config = {**config, **params}
-    _warm_up(task.method, X_train, y[data.train], X_test, method_config)
-    t0 = time.perf_counter()
-    y_pred = METHODS[task.method](X_train, y[data.train], X_test, rng, method_config)
-    seconds = time.perf_counter() - t0
+    y_test = y[data.test]
+    try:
+        _warm_up(task.method, X_train, y[data.train], X_test, method_config)
+        t0 = time.perf_counter()
+        y_pred = METHODS[task.method](X_train, y[data.train], X_test, rng, method_config)
+        seconds = time.perf_counter() - t0
+    except MethodUnavailable as e:                # an optional extra missing: recorded, not failed
+        return _unavailable_result(e, y_test)
     extras = {}
     if isinstance(y_pred, tuple):                 # (predictions, learned arrays)
         y_pred, learned = y_pred
-        extras = {"omega": (("feature", "coord"), learned["omega"],
-                            {"long_name": "learned frequencies omega (features used by the SVM)",
-                             "units": "1"}),
-                  "phase": (("feature",), learned["b"],
-                            {"long_name": "fixed phases b of the learned features", "units": "rad"})}
-    y_test = y[data.test]
+        extras = _learned_variables(learned)
     ds = xr.Dataset({
         "accuracy": ((), accuracy_score(y_test, y_pred), {"long_name": "test accuracy", "units": "1"}),
         "f1": ((), f1_score(y_test, y_pred, zero_division=0),
@@ -271,12 +277,166 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
                                   "units": "s"}),
         "test_positive_rate": ((), float(np.mean(y_test)),
                                {"long_name": "fraction of positive test labels", "units": "1"}),
+        "available": ((), 1.0, dict(_AVAILABLE_ATTRS)),
         **extras,
     })
     for dim, name in (("feature", "feature index (of the D used)"), ("coord", "input coordinate")):
         if dim in ds.dims:
             ds = ds.assign_coords({dim: (dim, np.arange(ds.sizes[dim]), {"long_name": name, "units": "1"})})
+    if "kernel_gamma" in ds.dims:
+        ds = ds.assign_coords(kernel_gamma=("kernel_gamma", learned["kernel_gamma"],
+                                            {"long_name": "bandwidth gamma of the Gaussian kernel "
+                                                          "exp(-gamma |x - x'|^2)", "units": "1"}))
     return ds
+
+
+_AVAILABLE_ATTRS = {"long_name": "1: the method ran; 0: unavailable here (an optional dependency is "
+                                 "missing; its metrics are NaN)", "units": "1"}
+
+
+def _learned_variables(learned: dict) -> dict:
+    """The learned arrays a method returned, as task variables (long_name and units each)."""
+    out = {}
+    if "omega" in learned:
+        out["omega"] = (("feature", "coord"), learned["omega"],
+                        {"long_name": "learned frequencies omega (features used by the SVM)", "units": "1"})
+        out["phase"] = (("feature",), learned["b"],
+                        {"long_name": "fixed phases b of the learned features", "units": "rad"})
+    if "kernel_weight" in learned:
+        out["kernel_weight"] = (("kernel_gamma",), learned["kernel_weight"],
+                                {"long_name": "MKL weight of the Gaussian kernel (non-negative, summing "
+                                              "to 1)", "units": "1"})
+    return out
+
+
+def _unavailable_result(error: MethodUnavailable, y_test):
+    """The task result of a method whose optional dependency is missing: NaN metrics,
+    ``available = 0`` and the reason (variable attribute ``reason``, root ``unavailable_reason``)."""
+    import xarray as xr
+
+    nan = float("nan")
+    ds = xr.Dataset({
+        "accuracy": ((), nan, {"long_name": "test accuracy", "units": "1"}),
+        "f1": ((), nan, {"long_name": "test F1 score (binary, positive class, zero_division = 0)",
+                         "units": "1"}),
+        "seconds": ((), nan, {"long_name": "wall time of the method (features to test predictions)",
+                              "units": "s"}),
+        "test_positive_rate": ((), float(np.mean(y_test)),
+                               {"long_name": "fraction of positive test labels", "units": "1"}),
+        "available": ((), 0.0, {**_AVAILABLE_ATTRS, "reason": error.reason}),
+    })
+    ds.attrs["unavailable_reason"] = error.reason
+    return ds
+
+
+def unavailable_methods(ds) -> dict:
+    """Methods of a merged benchmark or runtime sweep recorded as unavailable in some task.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        :func:`rieszflow.studies.sweep.open_sweep` of a sweep of :func:`benchmark_task` (task
+        files without the ``available`` variable, written before it existed, count as run).
+
+    Returns
+    -------
+    dict
+        Method -> ``(k_unavailable, k_complete)``: tasks recorded unavailable, tasks with a file
+        (``available`` 0 or 1). Methods that ran everywhere are left out.
+    """
+    if "available" not in ds:
+        return {}
+    out = {}
+    for m in ds.method.values:
+        v = ds["available"].sel({"method": m}).values.astype(float)
+        k = int((v == 0).sum())
+        if k:
+            out[str(m)] = (k, int(np.isfinite(v).sum()))
+    return out
+
+
+def _all_unavailable(ds, method) -> bool:
+    counts = unavailable_methods(ds).get(str(method))
+    return counts is not None and counts[0] == counts[1]
+
+
+def format_unavailable(ds) -> str:
+    """One line per method recorded as unavailable: why, how to install it, how to rerun.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A merged sweep of :func:`benchmark_task`.
+
+    Returns
+    -------
+    str
+        E.g. ``"mkl_memo: unavailable (MKLpy not installed: pip install -e '.[mkl]' ...) in 6 of 6
+        tasks; ..."``; empty when every method ran.
+    """
+    from rieszflow.studies.synthetic.methods import OPTIONAL_DEPENDENCIES
+
+    lines = []
+    for m, (k, total) in unavailable_methods(ds).items():
+        module, install = OPTIONAL_DEPENDENCIES.get(m, ("its optional dependency", "see docs/synthetic.md"))
+        lines.append(f"{m}: unavailable ({module} not installed: {install}) in {k} of {total} tasks "
+                     f"(recorded, not failed; after installing, rerunning the command runs them)")
+    return "\n".join(lines)
+
+
+def retry_unavailable(spec: SweepSpec, outdir, log=None) -> int:
+    """Remove the task files that recorded a method as unavailable if it can run here now.
+
+    An unavailable task is a complete file (the sweep skips complete tasks), so after installing
+    the extra a rerun would keep the NaN; this removes those files (under the sweep's lock) so
+    that :func:`rieszflow.studies.sweep.run_sweep` runs them. Availability is judged in this
+    process (:func:`~rieszflow.studies.synthetic.methods.missing_dependency`); a worker that still
+    lacks the extra records the task as unavailable again.
+
+    Parameters
+    ----------
+    spec : rieszflow.studies.sweep.SweepSpec
+        A sweep of :func:`benchmark_task`.
+    outdir : str or os.PathLike
+        Its directory.
+    log : callable, optional
+        Receives one line when files were removed.
+
+    Returns
+    -------
+    int
+        Task files removed.
+    """
+    from pathlib import Path
+
+    import h5py
+
+    from rieszflow.engine.storage import RunLock
+    from rieszflow.studies.synthetic.methods import OPTIONAL_DEPENDENCIES
+
+    outdir = Path(outdir)
+    now = {m for m in spec.methods if m in OPTIONAL_DEPENDENCIES and missing_dependency(m) is None}
+    if not now or not (outdir / "tasks").is_dir():
+        return 0
+    removed = 0
+    lock = RunLock(outdir / spec.name)             # refused while another process runs the sweep
+    lock.acquire()
+    try:
+        for task in spec.tasks():
+            path = outdir / "tasks" / task.filename
+            if task.method not in now or not path.is_file():
+                continue
+            with h5py.File(path, "r", locking=False) as f:
+                flag = float(f["available"][()]) if "available" in f else 1.0
+            if flag == 0.0:
+                path.unlink()
+                removed += 1
+    finally:
+        lock.release()
+    if removed and log:
+        log(f"sweep {spec.name}: {removed} task(s) recorded {', '.join(sorted(now))} as unavailable; "
+            f"it imports now: running them again")
+    return removed
 
 
 def benchmark_spec(cfg: SyntheticConfig) -> SweepSpec:
@@ -314,6 +474,9 @@ def format_summary(ds) -> str:
         lines.append(head)
         for m in ds.method.values:
             row = f"{str(m):<20}"
+            if _all_unavailable(ds, m):
+                lines.append(row + f"{'unavailable':>18}")
+                continue
             for s in ds.sigma.values:
                 v = ds[var].sel({"method": m, "sigma": s}).values.astype(float)   # not sel(method=): a keyword of sel
                 k = int(np.isfinite(v).sum())
@@ -324,6 +487,7 @@ def format_summary(ds) -> str:
                     row += f"{np.nanmean(v):>9.3f}+-{sd:<5.3f}" + f"({k})".rjust(2)
             lines.append(row)
         lines.append("")
+    lines.append(format_unavailable(ds))
     return "\n".join(lines).rstrip()
 
 
@@ -417,9 +581,9 @@ def fit_power_law(n, seconds):
             "gamma_se": gamma_se, "n_obs": int(x.size)}
 
 
-#: Table 4 of paper 000 as printed: method -> (gamma, c, sigma_log, n_obs); None: not built here.
+#: Table 4 of paper 000 as printed: label -> (gamma, c, sigma_log, n_obs, method here or None).
 PAPER_TABLE4 = {
-    "MKL-SVM": (1.961, 8.00e-05, 0.671, 8, None),
+    "MKL-SVM": (1.961, 8.00e-05, 0.671, 8, "mkl_memo"),
     "SVM (RBF kernel)": (1.477, 3.00e-06, 0.503, 8, "rbf_svm"),
     "Optimized RFF (lin SVM)": (0.967, 3.55e-04, 0.085, 8, "sinha_duchi_svm"),
     "RFF (linear SVM)": (0.799, 9.50e-05, 0.319, 8, "rff_svm"),
@@ -447,7 +611,11 @@ def format_runtime(ds) -> str:
     for label, (g, c, sl, nobs, method) in PAPER_TABLE4.items():
         paper = f"{g:>11.3f}{c:>10.2e}{sl:>10.3f}"
         if method is None or method not in ds.method.values:
-            lines.append(f"{label:<28}{'not built':>14}{'':>11}{'':>10}{'':>6}   {paper}")
+            lines.append(f"{label:<28}{'not built' if method is None else 'not run':>14}{'':>11}{'':>10}"
+                         f"{'':>6}   {paper}")
+            continue
+        if _all_unavailable(ds, method):
+            lines.append(f"{label:<28}{'unavailable':>14}{'':>11}{'':>10}{'':>6}   {paper}")
             continue
         t = ds["seconds"].sel({"method": method}).mean("trial").values
         try:
@@ -457,7 +625,8 @@ def format_runtime(ds) -> str:
             continue
         lines.append(f"{label:<28}{f['gamma']:>8.3f}+-{f['gamma_se']:<4.2f}{f['c']:>11.2e}"
                      f"{f['sigma_log']:>10.3f}{f['n_obs']:>6d}   {paper}")
-    return "\n".join(lines)
+    note = format_unavailable(ds)
+    return "\n".join(lines + ([note] if note else []))
 
 
 def format_ablation(ds) -> str:
