@@ -519,7 +519,8 @@ def _paired(ds, a: str, b: str) -> dict:
     for i in np.flatnonzero(ok):
         per_seed.append(mcnemar((pa[i] >= 0.5) == y[i], (pb[i] >= 0.5) == y[i]))
     d = (Mb - Ma)[ok]
-    out = {"n": int(ok.sum()), "delta": d, "mcnemar": per_seed}
+    best_b = ds["best_epoch"].sel({"method": b}).values.reshape(-1)[ok]
+    out = {"n": int(ok.sum()), "delta": d, "mcnemar": per_seed, "best_epoch": best_b}
     if per_seed:
         a_only = sum(t["a_only"] for t in per_seed)
         b_only = sum(t["b_only"] for t in per_seed)
@@ -539,7 +540,9 @@ def format_table2(merged: dict, phase_a_after: int | None = None) -> str:
     predictions (discordant counts vanilla-only / kernel-only pooled over seeds, and the pooled
     p-value; the seeds share the test examples, so the pooled test treats the seeds' discordant
     pairs as independent, an approximation), and a paired t-test across seeds. The late variant
-    (Phase A after k Phase B epochs) is compared with the same vanilla run.
+    (Phase A after k Phase B epochs) is compared with the same vanilla run; its last column counts
+    the seeds whose validation-selected checkpoint is from an epoch before Phase A (that model
+    never used learned particles).
 
     Parameters
     ----------
@@ -554,7 +557,8 @@ def format_table2(merged: dict, phase_a_after: int | None = None) -> str:
         A markdown table.
     """
     lines = ["| Dataset | Map | Variant | mean change | paper | per seed | McNemar v-only/k-only | "
-             "McNemar p (pooled) | paired t p |", "|---|---|---|---|---|---|---|---|---|"]
+             "McNemar p (pooled) | paired t p | checkpoint before Phase A |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for dataset, ds in merged.items():
         names = [str(m) for m in ds["method"].values]
         for fm in ATTENTION_FEATURE_MAPS:
@@ -569,13 +573,17 @@ def format_table2(merged: dict, phase_a_after: int | None = None) -> str:
                     continue
                 paper = PAPER_TABLE2.get(dataset, {}).get(fm) if variant == f"Kernel-{fm}" else None
                 label = "paper order" if variant == f"Kernel-{fm}" else f"Phase A after {phase_a_after}"
+                # late variant: seeds whose validation-selected epoch precedes Phase A (that model
+                # never saw learned particles)
+                before = "" if variant == f"Kernel-{fm}" else \
+                    f"{int(np.sum(r['best_epoch'] <= phase_a_after))}/{r['n']}"
                 pooled = r.get("pooled", {})
                 lines.append(
                     f"| {dataset} | {fm} | {label} | {np.mean(r['delta']):+.4f} | "
                     f"{'' if paper is None else f'{paper:+.4f}'} | "
                     f"{' '.join(f'{x:+.4f}' for x in r['delta'])} | "
                     f"{pooled.get('a_only', '')}/{pooled.get('b_only', '')} | "
-                    f"{pooled.get('p_value', float('nan')):.3g} | {r['t_p']:.3g} |")
+                    f"{pooled.get('p_value', float('nan')):.3g} | {r['t_p']:.3g} | {before} |")
     return "\n".join(lines)
 
 

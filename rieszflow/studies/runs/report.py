@@ -115,6 +115,17 @@ def _sweep_tables(ds) -> str:
         elif spec["name"] == "ablation":
             table += "\n\n" + study.ablation_verdicts(ds)
         return head + "\n\n" + table
+    if spec["function"] == "rieszflow.studies.nlp.study:nlp_task":
+        from rieszflow.studies.nlp import study
+
+        dataset = str(ds["dataset"].values[0])
+        k = spec["config"].get("phase_a_after")
+        one = {dataset: ds}
+        return "\n\n".join([head, "Table 1 (means over seeds)\n" + study.format_table1(one),
+                             "Table 2 (matched vanilla -> kernel accuracy changes, paired tests)\n"
+                             + study.format_table2(one, k),
+                             study.format_detailed(ds, dataset),
+                             "Verdicts\n" + study.format_verdicts(one, k)])
     return head + "\n\n" + str(ds.mean("trial"))
 
 

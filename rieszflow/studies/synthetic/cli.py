@@ -39,7 +39,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "into --out/<sweep>/<sweep>.h5; prints the tables and the paired verdicts on the "
                     "paper's claims. Rerunning the same command runs only the missing tasks.")
     add_study_arguments(p, default_out="runs/synthetic[-quick]-seed<seed>/ (a directory)",
-                        quick_help="fewer noise levels, trials and sizes (35 minutes measured on 2 "
+                        quick_help="fewer noise levels, trials, sizes and lams (wall time measured on 2 "
                                    "shared cores, docs/synthetic.md)",
                         resume_help="run only the tasks without a complete file (what rerunning the "
                                     "command always does; accepted for the shared contract)")

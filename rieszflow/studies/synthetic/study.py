@@ -165,9 +165,11 @@ class SyntheticConfig(StudyConfig):
 
 
 
-#: ``--quick``: every built method, fewer noise levels, trials and sizes (about 15 minutes on 2 cores).
+#: ``--quick``: every built method, fewer noise levels, trials, sizes and interaction strengths
+#: (measured wall time in docs/synthetic.md).
 QUICK_OVERRIDES = {"sigmas": (1e-5, 1e-2, 1.0, 1e2, 1e5), "trials": 2,
-                   "ablation_sigmas": (1e-3, 1.0, 1e2), "ablation_trials": 2,
+                   "ablation_lams": (0.0, 0.5, 1.0), "ablation_sigmas": (1e-3, 1.0, 1e2),
+                   "ablation_trials": 2,
                    "runtime_sizes": (50, 75, 110, 160, 240, 360, 540, 800), "runtime_trials": 2}
 
 #: Fields that only define which tasks exist (the grids): left out of the configuration stored in
