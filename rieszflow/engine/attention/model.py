@@ -1,4 +1,4 @@
-"""Bundled Transformer classifier with kernelised linear (or softmax) attention.
+"""Bundled Transformer classifier with kernelised linear (or softmax, or Linformer) attention.
 
 ``ids (B, L) -> token + position embedding -> Dropout -> n_layers x post-LN
 encoder block -> masked mean pool -> linear classifier -> logits (B, C)``.
@@ -6,14 +6,16 @@ encoder block -> masked mean pool -> linear classifier -> logits (B, C)``.
 Parameters live in one flat dict ``name -> array`` on the chosen backend
 (``model.params``); gradients come back in a dict with the same names.
 Particles (the random-feature frequencies of every head) are the parameters
-``"layers.<i>.attn.omega"`` of shape ``(H, m, d_k)``.
+``"layers.<i>.attn.omega"`` of shape ``(H, m, d_k)``. With Linformer attention
+(a baseline) each layer has sequence projections ``"layers.<i>.attn.e_proj"``
+and ``"layers.<i>.attn.f_proj"`` of shape ``(linformer_k, max_len)``.
 
 References
 ----------
 paper 000, eq. (3.2); App. C (eqs. (C.2)-(C.3), pooling operator of C.1,
 Remark on FFN/residual/LN); App. F.2 ("Experimental setup": 2 layers, width
 128, 2 heads, FFN 256, m = 256 features per head, dropout 0.1, mean pooling,
-max length 128).
+max length 128). Wang et al. (2020), arXiv:2006.04768 (Linformer).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from rieszflow.engine.attention.layers import (
     EncoderLayer,
     KernelizedLinearAttention,
     Linear,
+    LinformerAttention,
     PositionEmbedding,
     SoftmaxAttention,
     check_mask,
@@ -37,8 +40,9 @@ from rieszflow.engine.attention.layers import (
 
 __all__ = ["TransformerClassifier", "softmax_cross_entropy", "ATTENTIONS", "PARAMETER_GROUPS"]
 
-ATTENTIONS = ("linear", "softmax")
-PARAMETER_GROUPS = ("particles", "embedding", "qk", "value", "output", "layernorm", "ffn", "classifier")
+ATTENTIONS = ("linear", "softmax", "linformer")
+PARAMETER_GROUPS = ("particles", "embedding", "qk", "value", "output", "projection", "layernorm", "ffn",
+                    "classifier")
 
 
 def _group_of(name: str) -> str:
@@ -50,6 +54,8 @@ def _group_of(name: str) -> str:
     if ".attn." in name:
         if leaf == "omega":
             return "particles"
+        if leaf in ("e_proj", "f_proj"):
+            return "projection"
         return {"q": "qk", "k": "qk", "v": "value", "o": "output"}[leaf[-1]]
     if ".ln1." in name or ".ln2." in name:
         return "layernorm"
@@ -75,25 +81,33 @@ class TransformerClassifier:
     n_classes : int, default 2
     dropout : float in [0, 1), default 0.1
         After the embedding, after each sublayer and inside the FFN.
-    attention : {"linear", "softmax"}, default "linear"
-        Kernelised linear attention (eq. (C.2)) or exact softmax (eq. (C.1)).
+    attention : {"linear", "softmax", "linformer"}, default "linear"
+        Kernelised linear attention (eq. (C.2)), exact softmax (eq. (C.1)),
+        or Linformer attention (Wang et al. 2020; a baseline, see
+        :class:`~engine.attention.layers.LinformerAttention`).
     feature_map : str or None
         Feature-map name for ``attention="linear"`` (required there; one of
         ``engine.features``' names, e.g. "favor", "elu", "softplus",
         "sigmoid2", "softmaxfeat", "cos2", "porf_softplus"); must be None for
-        softmax attention.
+        softmax and Linformer attention.
     m : int, default 256
-        Features (particles) per head for linear attention; unused by softmax.
+        Features (particles) per head for linear attention; unused by softmax
+        and Linformer attention.
     qk : {"shared", "learned"} or None
         None resolves to ``"shared"`` for linear attention (the paper's
-        "Q = K = reshape(x)" rows) and to ``"learned"`` for softmax attention
-        (the Vaswani baseline); the resolved value is in ``config["qk"]``.
+        "Q = K = reshape(x)" rows) and to ``"learned"`` for softmax and
+        Linformer attention (the Vaswani baseline); the resolved value is in
+        ``config["qk"]``.
     feature_options : dict or None
         Keyword options passed to ``make_feature_map`` (e.g. temperature);
-        must be None or empty for softmax attention.
+        must be None or empty for softmax and Linformer attention.
     attn_eps : float, default 0.0
         Normaliser epsilon of linear attention (see
         :class:`~engine.attention.layers.KernelizedLinearAttention`).
+    linformer_k : int or None
+        Projected length k of Linformer attention (required, >= 1, with
+        ``attention="linformer"``; must be None otherwise). Each layer's
+        projections ``E``, ``F`` have shape (linformer_k, max_len).
     embed_std : float, default 1.0
         Standard deviation of the N(0, embed_std^2) token-embedding initialisation
         (1.0 is PyTorch's ``nn.Embedding`` default; 0.02 is BERT's initializer range).
@@ -112,11 +126,13 @@ class TransformerClassifier:
     params : dict
         ``name -> array`` on the backend. Names: ``embed.token`` (V, D),
         ``embed.position`` (max_len, D), ``layers.<i>.attn.{omega, w_q, b_q,
-        w_k, b_k, w_v, b_v, w_o, b_o}``, ``layers.<i>.ln1.{gamma, beta}``,
+        w_k, b_k, w_v, b_v, w_o, b_o}`` (Linformer: ``e_proj, f_proj``
+        (linformer_k, max_len) instead of ``omega``), ``layers.<i>.ln1.{gamma, beta}``,
         ``layers.<i>.ffn.{w1, b1, w2, b2}``, ``layers.<i>.ln2.{gamma, beta}``,
         ``classifier.w`` (D, C), ``classifier.b`` (C,).
     config : dict
-        The resolved constructor arguments.
+        The resolved constructor arguments (``m`` is None unless linear,
+        ``linformer_k`` None unless Linformer).
     feature_maps : list
         One FeatureMap per layer (linear attention), shared by its heads.
 
@@ -124,7 +140,7 @@ class TransformerClassifier:
     ------
     ValueError
         On an unknown ``attention``/``qk``/``dtype``/``backend``, a missing or
-        superfluous ``feature_map``, or non-positive sizes.
+        superfluous ``feature_map`` or ``linformer_k``, or non-positive sizes.
 
     Notes
     -----
@@ -134,7 +150,9 @@ class TransformerClassifier:
     ``init_omega``, one call per head. Each layer's feature map is built by
     ``make_feature_map(name, d_k, m, rng=rng, **feature_options)`` with the
     same initialisation generator, so fixed parts of a map (e.g. phases) are
-    fixed by the seed. The classifier sees the pooled last-layer output (no
+    fixed by the seed. Linformer layers draw their ``W``'s and then ``E``,
+    ``F`` (see :class:`~engine.attention.layers.LinformerAttention`). The
+    classifier sees the pooled last-layer output (no
     dropout before it).
 
     References
@@ -146,7 +164,7 @@ class TransformerClassifier:
                  d_ff: int = 256, n_layers: int = 2, n_classes: int = 2, dropout: float = 0.1,
                  attention: str = "linear", feature_map: str | None = None, m: int = 256,
                  qk: str | None = None, feature_options: dict | None = None, attn_eps: float = 0.0,
-                 embed_std: float = 1.0,
+                 linformer_k: int | None = None, embed_std: float = 1.0,
                  seed: int | None = None, rng: np.random.Generator | None = None,
                  dtype: str = "float32", backend: str = "numpy"):
         if attention not in ATTENTIONS:
@@ -169,9 +187,19 @@ class TransformerClassifier:
             raise ValueError("feature_map=None is not allowed with attention='linear'; pass a feature-map "
                              "name such as 'favor', 'elu', 'softplus', 'sigmoid2', 'softmaxfeat', 'cos2', "
                              "'porf_softplus'")
-        if attention == "softmax" and (feature_map is not None or feature_options):
+        if attention != "linear" and (feature_map is not None or feature_options):
             raise ValueError(f"feature_map={feature_map!r}, feature_options={feature_options!r} are not "
-                             "used by attention='softmax'; pass None")
+                             f"used by attention={attention!r}; pass None")
+        if attention == "linformer":
+            if linformer_k is None:
+                raise ValueError("linformer_k=None is not allowed with attention='linformer'; pass the "
+                                 "projected length k (a positive integer)")
+            if (isinstance(linformer_k, bool) or not isinstance(linformer_k, (int, np.integer))
+                    or linformer_k < 1):
+                raise ValueError(f"linformer_k={linformer_k!r} is not allowed; expected a positive integer")
+        elif linformer_k is not None:
+            raise ValueError(f"linformer_k={linformer_k!r} is not used by attention={attention!r}; pass None "
+                             "(it is the projected length of attention='linformer')")
         if rng is None:
             rng = np.random.default_rng(0 if seed is None else seed)
         elif not isinstance(rng, np.random.Generator):
@@ -182,7 +210,9 @@ class TransformerClassifier:
                            n_heads=int(n_heads), d_ff=int(d_ff), n_layers=int(n_layers),
                            n_classes=int(n_classes), dropout=float(dropout), attention=attention,
                            feature_map=feature_map, m=int(m) if attention == "linear" else None, qk=qk,
-                           feature_options=feature_options, attn_eps=float(attn_eps), embed_std=float(embed_std),
+                           feature_options=feature_options, attn_eps=float(attn_eps),
+                           linformer_k=int(linformer_k) if attention == "linformer" else None,
+                           embed_std=float(embed_std),
                            dtype=str(self.dtype), backend=backend)
         d_k = d_model // n_heads
         self.token = Embedding(vocab_size, d_model, init_std=embed_std)
@@ -200,6 +230,8 @@ class TransformerClassifier:
                 fmap = make_feature_map(feature_map, d_k, m, rng=rng, **feature_options)
                 self.feature_maps.append(fmap)
                 attn = KernelizedLinearAttention(d_model, n_heads, fmap, qk=qk, eps=attn_eps)
+            elif attention == "linformer":
+                attn = LinformerAttention(d_model, n_heads, linformer_k, max_len, qk=qk)
             else:
                 attn = SoftmaxAttention(d_model, n_heads, qk=qk)
             layer = EncoderLayer(attn, d_ff, dropout)
@@ -222,8 +254,9 @@ class TransformerClassifier:
         groups : iterable of str or None
             Subset of ``PARAMETER_GROUPS``: "particles" (``attn.omega``),
             "embedding", "qk" (``w_q, b_q, w_k, b_k``), "value" (``w_v, b_v``),
-            "output" (``w_o, b_o``), "layernorm", "ffn", "classifier". None:
-            all.
+            "output" (``w_o, b_o``), "projection" (Linformer's sequence
+            projections ``attn.e_proj, attn.f_proj``; empty for the other
+            attentions), "layernorm", "ffn", "classifier". None: all.
 
         Returns
         -------
