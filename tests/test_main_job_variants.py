@@ -207,3 +207,12 @@ def test_qqp_from_a_glue_folder(tmp_path, capsys):
     assert cli_main(["run", "--smoke", "--quiet", "--qqp-dir", str(bad), "--out", str(tmp_path / "b.h5")]) == 2
     err = capsys.readouterr().err
     assert "train.tsv" in err and "Traceback" not in err
+
+
+def test_linformer_run(tmp_path):
+    out = tmp_path / "lf.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--linformer", "--set", "linformer_k=8",
+                     "--out", str(out)]) == 0
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert ds.attrs["run_name"] == "Linformer" and ds.sizes["step"] == 0
+        assert 0.0 <= float(ds.test_metrics.sel(metric="accuracy")) <= 1.0

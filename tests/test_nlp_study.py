@@ -9,7 +9,7 @@ from rieszflow.studies.nlp.study import (NLPConfig, _paired, format_table2, spec
 from rieszflow.studies.sweep import open_sweep
 
 TINY = ["--set", "datasets=rt", "--set", "feature_maps=favor,elu", "--set", "late_maps=elu",
-        "--set", "baselines=Vaswani-softmaxattn,Performer", "--set", "seeds=2", "--set", "train_limit=200",
+        "--set", "baselines=Vaswani-softmaxattn,Performer,Linformer", "--set", "seeds=2", "--set", "train_limit=200",
         "--set", "eval_limit=64", "--set", "m=16", "--set", "epochs=2", "--set", "phase_a_after=1",
         "--set", "phase_a_epochs=1"]
 
@@ -76,7 +76,7 @@ def test_tiny_nlp_sweep_end_to_end(tmp_path, capsys):
     assert "Table 1" in printed and "Table 2" in printed and "Verdicts" in printed
     ds = open_sweep(out / "nlp-rt", write=False)
     assert ds.sizes["trial"] == 2 and "example" in ds.dims and ds.attrs["status"] == "complete"
-    assert set(map(str, ds.method.values)) == {"Vaswani-softmaxattn", "Performer", "Vanilla-favor",
+    assert set(map(str, ds.method.values)) == {"Vaswani-softmaxattn", "Performer", "Linformer", "Vanilla-favor",
                                                 "Kernel-favor", "Vanilla-elu", "Kernel-elu",
                                                 "Kernel-elu-after1"}
     rows = {r["name"]: r for r in table_rows(ds)}

@@ -5,13 +5,13 @@ Modules
 layers
     Forward/backward pairs with caches: Linear, Embedding, PositionEmbedding,
     LayerNorm, GELU, Dropout, FeedForward, KernelizedLinearAttention (eq. (3.2),
-    (C.2)-(C.3)), SoftmaxAttention (eq. (C.1)), EncoderLayer (post-LN),
+    (C.2)-(C.3)), SoftmaxAttention (eq. (C.1)), LinformerAttention (Wang et al. 2020), EncoderLayer (post-LN),
     masked mean pooling and the softmax cross-entropy.
 model
     TransformerClassifier: flat parameter dict, forward/backward, pooled
     representation for Phase A, parameter groups, state dicts.
 optim
-    Adam over a subset of parameter names.
+    Adam / AdamW over a subset of parameter names, and the warm-up + cosine schedule.
 
 References
 ----------
@@ -26,6 +26,7 @@ from rieszflow.engine.attention.layers import (
     KernelizedLinearAttention,
     LayerNorm,
     Linear,
+    LinformerAttention,
     PositionEmbedding,
     SoftmaxAttention,
     masked_mean_pool,
@@ -44,6 +45,7 @@ __all__ = [
     "GELU",
     "KernelizedLinearAttention",
     "LayerNorm",
+    "LinformerAttention",
     "Linear",
     "PARAMETER_GROUPS",
     "PositionEmbedding",
