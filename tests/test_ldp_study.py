@@ -353,3 +353,129 @@ def test_ldp_cli_feeds_its_own_file_back_sets_fields_and_resumes_from_the_file(t
     args = _parse("--resume", "--out", str(first), "--quiet", "--no-plots", "--set", "n_steps=300")
     assert args.func(args) == 2
     assert "n_steps: stored 200, given 300" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the sweep layer
+
+def _same_cells(a, b):
+    for name in a.data_vars:
+        if name != "wall":
+            np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def tiny_ldp_study(tmp_path_factory):
+    """The tiny study in-process (workers=0, the Python default), shared by the checks below."""
+    import rieszflow.studies.ldp.study as study
+
+    out = tmp_path_factory.mktemp("ldp") / "serial.h5"
+    study.run_ldp_study(_tiny_ldp(), out, progress=False, log=None)
+    return out
+
+
+def test_ldp_localcluster_gives_the_in_process_arrays(tmp_path, tiny_ldp_study):
+    import rieszflow.studies.ldp.study as study
+    from rieszflow.engine.storage import open_run
+
+    out = tmp_path / "cluster.h5"
+    study.run_ldp_study(_tiny_ldp(), out, progress=False, log=None, workers=2)
+    b = open_run(out, "ldp_study")
+    assert b.attrs["status"] == "complete" and json.loads(b.attrs["failures"]) == []
+    assert np.isfinite(b["wall"].values).all()
+    _same_cells(open_run(tiny_ldp_study, "ldp_study"), b)
+
+
+def test_ldp_cell_seeds_do_not_depend_on_order_or_on_the_other_cells(tmp_path, monkeypatch, tiny_ldp_study):
+    """Each cell draws from SeedSequence([seed, regime index, N]): reversing the cells, or running
+    only N = 5, gives the same numbers for every cell."""
+    import rieszflow.studies.ldp.study as study
+    import rieszflow.studies.sweep as sweep
+    from rieszflow.engine.storage import open_run
+
+    original, order = sweep.run_jobs, []
+
+    def reversed_jobs(jobs, **kw):
+        jobs = list(jobs)[::-1]
+        order.extend(j.task for j in jobs)
+        return original(jobs, **kw)
+
+    monkeypatch.setattr(sweep, "run_jobs", reversed_jobs)
+    out = tmp_path / "reversed.h5"
+    study.run_ldp_study(_tiny_ldp(), out, progress=False, log=None)
+    assert order[0] == {"regime": "speed_N2", "N": 5} and order[-1] == {"regime": "speed_N", "N": 3}
+    full = open_run(tiny_ldp_study, "ldp_study")
+    _same_cells(full, open_run(out, "ldp_study"))
+    monkeypatch.setattr(sweep, "run_jobs", original)
+    only5 = tmp_path / "only5.h5"
+    study.run_ldp_study(_tiny_ldp().replace(n_particles=(5,)), only5, progress=False, log=None)
+    b = open_run(only5, "ldp_study")
+    for name in ("rate_is", "rate_chernoff", "mean_M", "Lambda", "acceptance"):
+        np.testing.assert_array_equal(full[name].sel(N=[5]).values, b[name].values, err_msg=name)
+
+
+def test_ldp_a_failing_cell_is_named_the_others_are_stored_and_resume_finishes(tmp_path, monkeypatch,
+                                                                                tiny_ldp_study, capsys):
+    import rieszflow.studies.ldp.study as study
+    from rieszflow.engine.storage import open_run
+    from rieszflow.studies.sweep import TasksFailed
+
+    original = study.run_tilted_chains
+
+    def broken(target, *a, **k):                 # the cell (speed_N2, N = 5) fails
+        if target.n == 5 and target.beta_N == 25.0:
+            raise FloatingPointError("injected failure")
+        return original(target, *a, **k)
+
+    monkeypatch.setattr(study, "run_tilted_chains", broken)
+    out = tmp_path / "failed.h5"
+    with pytest.raises(TasksFailed, match=r'1 of 4 \(regime, N\) cells failed \(\{"N": 5, "regime": "speed_N2"\}: '
+                                          r'FloatingPointError: injected failure\)'):
+        study.run_ldp_study(_tiny_ldp(), out, progress=False, log=None)
+    partial = open_run(out, "ldp_study")
+    assert partial.attrs["status"] == "failed"
+    assert json.loads(partial.attrs["failures"])[0]["task"] == {"N": 5, "regime": "speed_N2"}
+    assert np.isfinite(partial["wall"].values).sum() == 3 and np.isnan(partial["rate_is"].sel(regime="speed_N2", N=5))
+    full = open_run(tiny_ldp_study, "ldp_study")
+    np.testing.assert_array_equal(partial["rate_is"].sel(regime="speed_N").values, full["rate_is"].sel(regime="speed_N").values)
+    # the CLI: exit 1, one line naming the cell; --resume runs only that cell again
+    monkeypatch.setattr(study, "run_tilted_chains", broken)
+    cut = tmp_path / "cli.h5"
+    path = tmp_path / "ldp.json"
+    path.write_text(json.dumps(_tiny_ldp().to_dict()))
+    args = _parse("--config", str(path), "--out", str(cut), "--quiet", "--no-plots", "--workers", "0")
+    assert args.func(args) == 1
+    err = capsys.readouterr().err
+    assert 'rieszflow ldp: error: 1 of 4 (regime, N) cells failed ({"N": 5, "regime": "speed_N2"}' in err
+    assert "Traceback" not in err
+    calls = []
+    monkeypatch.setattr(study, "run_tilted_chains", lambda *a, **k: calls.append(1) or original(*a, **k))
+    args = _parse("--resume", "--out", str(cut), "--quiet", "--no-plots", "--workers", "0")
+    assert args.func(args) == 0 and len(calls) == 1
+    done = open_run(cut, "ldp_study")
+    assert done.attrs["status"] == "complete"
+    _same_cells(full, done)
+
+
+def test_ldp_cli_has_the_sweep_options(capsys):
+    args = _parse("--workers", "0")
+    assert args.workers == 0 and args.scheduler is None
+    assert _parse("--scheduler", "tcp://h:8786").scheduler == "tcp://h:8786"
+    with pytest.raises(SystemExit):
+        _parse("--workers", "1", "--scheduler", "tcp://h:8786")
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_ldp_on_an_existing_scheduler_gives_the_in_process_arrays(tmp_path, tiny_ldp_study):
+    """scheduler=ADDRESS (here a LocalCluster started by the test, standing for a remote cluster)."""
+    import logging
+
+    from distributed import LocalCluster
+
+    import rieszflow.studies.ldp.study as study
+    from rieszflow.engine.storage import open_run
+
+    out = tmp_path / "remote.h5"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster:
+        study.run_ldp_study(_tiny_ldp(), out, progress=False, log=None, scheduler=cluster.scheduler_address)
+    _same_cells(open_run(tiny_ldp_study, "ldp_study"), open_run(out, "ldp_study"))

@@ -315,3 +315,106 @@ def test_mean_se_is_computed_per_entry():
     assert np.isnan(se[1]) and np.isnan(m[2]) and np.isnan(se[2])
     x = np.random.default_rng(3).random((4, 5, 2))
     np.testing.assert_allclose(_mean_se(x, 1)[1], x.std(axis=1, ddof=1) / np.sqrt(5), rtol=1e-13)
+
+
+# ----------------------------------------------------------------------------- the sweep layer
+
+_RESULT_VARS = ("w1", "w1_iid", "hist", "w1_eta", "w1_eta_iid", "rho", "pde_dt_floor", "pde_grid_floor",
+                "pde_free_energy", "pde_mass", "rho0")
+
+
+def _assert_same_results(a, b):
+    for p in ("interval", "rectangle"):
+        for v in _RESULT_VARS:
+            np.testing.assert_array_equal(a[f"{p}_{v}"].values, b[f"{p}_{v}"].values, err_msg=f"{p}_{v}")
+
+
+def test_localcluster_gives_the_in_process_arrays(tmp_path, tiny_full_study):
+    """workers=2 (a LocalCluster, tasks in another order, one thread each): the same bits as workers=0."""
+    from rieszflow.engine.storage import open_run
+    from rieszflow.studies.mean_field.study import run_mean_field_study
+
+    out = tmp_path / "cluster.h5"
+    run_mean_field_study(MeanFieldConfig.from_dict(_tiny_dict()), out, progress=False, log=None, workers=2)
+    a, b = open_run(tiny_full_study), open_run(out)
+    assert b.attrs["status"] == "complete" and json.loads(b.attrs["failures"]) == []
+    assert set(a.data_vars) == set(b.data_vars)
+    _assert_same_results(a, b)
+    assert np.isfinite(b["interval_w1"].values[0]).all() and np.isfinite(b["rectangle_w1_eta"].values).all()
+
+
+def test_task_order_does_not_change_any_number(tmp_path, monkeypatch, tiny_full_study):
+    """Every task draws from its own seed: running the tasks in reverse order gives the same arrays."""
+    import rieszflow.studies.sweep as sweep
+    from rieszflow.engine.storage import open_run
+    from rieszflow.studies.mean_field.study import run_mean_field_study
+
+    original, seen = sweep.run_jobs, []
+
+    def reversed_jobs(jobs, **kw):
+        jobs = list(jobs)[::-1]
+        seen.append([j.task for j in jobs])
+        return original(jobs, **kw)
+
+    monkeypatch.setattr(sweep, "run_jobs", reversed_jobs)
+    out = tmp_path / "reversed.h5"
+    run_mean_field_study(MeanFieldConfig.from_dict(_tiny_dict()), out, progress=False, log=None)
+    assert seen[1][0]["stage"] == "refinement" and seen[1][-1] == {"stage": "particles", "problem": "interval",
+                                                                   "N": 10, "run": 0}
+    _assert_same_results(open_run(tiny_full_study), open_run(out))
+
+
+def test_a_failing_run_is_named_the_others_are_stored_and_resume_finishes(tmp_path, monkeypatch, tiny_full_study):
+    from rieszflow.engine.storage import open_run
+    from rieszflow.studies.mean_field import particles
+    from rieszflow.studies.mean_field.study import run_mean_field_study
+    from rieszflow.studies.sweep import TasksFailed
+
+    cfg = MeanFieldConfig.from_dict(_tiny_dict())
+    out = tmp_path / "failed.h5"
+    original = particles.MeanFieldParticles.simulate
+
+    def broken(self, omega0, *a, **k):       # the interval runs with N = 40 (d = 1) fail
+        if np.shape(omega0) == (40, 1):
+            raise ArithmeticError("injected failure")
+        return original(self, omega0, *a, **k)
+
+    monkeypatch.setattr(particles.MeanFieldParticles, "simulate", broken)
+    with pytest.raises(TasksFailed, match=r'2 of 19 particle tasks failed \(\{"N": 40, "problem": "interval", '
+                                          r'"run": 0, "stage": "particles"\}: ArithmeticError: injected failure') as e:
+        run_mean_field_study(cfg, out, progress=False, log=None)
+    assert "--resume runs the failed ones again" in str(e.value) and len(e.value.failures) == 2
+    partial = open_run(out)
+    assert partial.attrs["status"] == "failed"
+    failures = json.loads(partial.attrs["failures"])
+    assert [f["task"]["N"] for f in failures] == [40, 40] and "Traceback" in failures[0]["traceback"]
+    assert np.isnan(partial["interval_w1"].values[1]).all()                 # the failed runs: NaN
+    np.testing.assert_array_equal(partial["interval_w1"].values[0], open_run(tiny_full_study)["interval_w1"].values[0])
+    assert np.isfinite(partial["rectangle_w1"].values).all() and np.isfinite(partial["interval_w1_eta"].values).all()
+    monkeypatch.setattr(particles.MeanFieldParticles, "simulate", original)
+    run_mean_field_study(cfg, out, resume=True, progress=False, log=None)
+    done = open_run(out)
+    assert done.attrs["status"] == "complete" and json.loads(done.attrs["failures"]) == []
+    _assert_same_results(open_run(tiny_full_study), done)
+
+
+def test_cli_workers_and_scheduler_options(tmp_path, monkeypatch, capsys):
+    import rieszflow.studies.mean_field.study
+
+    seen = []
+
+    def fake(cfg, out, **kw):
+        seen.append(kw)
+        raise FileExistsError("stop here")
+
+    monkeypatch.setattr(rieszflow.studies.mean_field.study, "run_mean_field_study", fake)
+    path, _ = _tiny(tmp_path)
+    out = str(tmp_path / "x.h5")
+    for argv, want in (((), (None, None)), (("--workers", "0"), (0, None)), (("--workers", "3"), (3, None)),
+                       (("--scheduler", "tcp://h:8786"), (None, "tcp://h:8786"))):
+        args = _parse("--config", str(path), "--out", out, "--quiet", *argv)
+        assert args.func(args) == 2
+        assert (seen[-1]["workers"], seen[-1]["scheduler"]) == want
+    with pytest.raises(SystemExit):
+        _parse("--workers", "2", "--scheduler", "tcp://h:8786")
+    assert "not allowed with argument" in capsys.readouterr().err

@@ -102,6 +102,45 @@ def test_localcluster_gives_the_in_process_numbers(tmp_path):
     assert a.accuracy.dims == ("method", "sigma", "trial")
 
 
+def test_run_jobs_in_process_and_on_a_localcluster_record_failures_and_go_on():
+    """The execution layer under run_sweep, mean-field and ldp: every job's result reaches on_result,
+    a failing job is recorded (task, exception, traceback) and the others go on, the same results
+    in-process and on a LocalCluster; one Executor serves several batches with one cluster."""
+    import operator
+
+    from rieszflow.studies.sweep import Executor, Job, TasksFailed, run_jobs
+
+    jobs = [Job({"i": i}, operator.truediv, (float(i), float(i - 2))) for i in range(5)]
+    results = {}
+    for workers in (0, 2):
+        got = {}
+        summary = run_jobs(jobs, workers=workers, progress=False, skipped=3,
+                           on_result=lambda job, r: got.__setitem__(job.task["i"], r))
+        assert (summary.total, summary.done, summary.failed, summary.skipped) == (8, 4, 1, 3)
+        assert summary.failures[0]["task"] == {"i": 2} and "ZeroDivisionError" in summary.failures[0]["error"]
+        assert "Traceback" in summary.failures[0]["traceback"] and "FAILED {\"i\": 2}" in summary.format()
+        assert got[2]["status"] == "failed" and "value" not in got[2]
+        results[workers] = {i: r["value"] for i, r in got.items() if r["status"] == "done"}
+    assert results[0] == results[2] == {0: -0.0, 1: -1.0, 3: 3.0, 4: 2.0}
+    with Executor(workers=2) as ex:
+        first = run_jobs(jobs[:2], executor=ex, progress=False)
+        client = ex.client()
+        second = run_jobs(jobs[3:], executor=ex, progress=False)
+        assert ex.client() is client and first.done == second.done == 2 and ex.describe().startswith("LocalCluster")
+        with pytest.raises(ValueError, match="not both"):
+            run_jobs(jobs, executor=ex, workers=1)
+    with pytest.raises(ValueError, match="not both"):
+        run_jobs(jobs, workers=1, scheduler="tcp://h:1")
+    with pytest.raises(ValueError, match="workers=-1"):
+        run_jobs(jobs, workers=-1)
+    with pytest.raises(ValueError, match="JSON-able"):
+        Job({"f": object()}, operator.neg)
+    with pytest.raises(TypeError, match="callable"):
+        Job({"i": 0}, "operator:neg")
+    err = TasksFailed("cells", summary.failures, 8, hint="; rerun")
+    assert str(err) == '1 of 8 cells failed ({"i": 2}: ZeroDivisionError: float division by zero); rerun'
+
+
 def _wait_for(path, timeout=60):
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -26,6 +26,13 @@ A task function has the signature ``fn(task, config, rng) -> xarray.Dataset``: `
 :class:`Task`, ``config`` the sweep's shared JSON-able configuration, ``rng`` a
 ``numpy.random.Generator`` seeded by :meth:`Task.seed_sequence`. Every variable it returns
 needs ``long_name`` and ``units`` attributes.
+
+The execution layer under :func:`run_sweep` is :func:`run_jobs`: it runs a list of independent
+:class:`Job` (a picklable function and its arguments, named by a JSON-able ``task`` mapping) on the
+chosen executor (in-process, a LocalCluster, or an existing scheduler) with the one progress bar
+and the failure records, and hands every result to a callback in the calling process. The studies
+that write one HDF5 file (``rieszflow mean-field``, ``rieszflow ldp``) run their particle runs and
+chains through it and store each result as it arrives (docs/sweeps.md).
 """
 from __future__ import annotations
 
@@ -46,7 +53,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 __all__ = ["Task", "SweepSpec", "SweepSummary", "run_sweep", "open_sweep", "execute_task",
-           "THREAD_ENV", "TASK_KIND", "SWEEP_KIND"]
+           "Job", "JobsSummary", "TasksFailed", "Executor", "run_jobs", "call_job", "check_executor",
+           "describe_executor", "add_sweep_arguments", "THREAD_ENV", "TASK_KIND", "SWEEP_KIND"]
 
 #: ``kind`` root attribute of a task file and of the merged file.
 TASK_KIND, SWEEP_KIND = "sweep_task", "sweep"
@@ -329,6 +337,26 @@ def _write_task_file(ds, path: Path, config: Mapping, wall: float) -> None:
             tmp.unlink()
 
 
+def _run_task(function: str, task: Task, config: Mapping, root_seed: int, path: str,
+              task_config: Mapping) -> None:
+    """The work of :func:`execute_task`: run the task function and write its file; raises on failure."""
+    import xarray as xr
+
+    t0 = time.perf_counter()
+    fn = _resolve(function)
+    ds = fn(task, dict(config), np.random.default_rng(task.seed_sequence(root_seed)))
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"task function {function} returned {type(ds).__name__}, expected an "
+                        f"xarray.Dataset")
+    bad = [v for v in ds.variables if not {"long_name", "units"} <= set(ds[v].attrs)]
+    if bad:
+        raise ValueError(f"task function {function}: variables without long_name/units: {bad}")
+    reserved = {"method", "trial", *dict(task.params)} & set(ds.dims)
+    if reserved:
+        raise ValueError(f"task function {function}: dimensions {sorted(reserved)} are the sweep's")
+    _write_task_file(ds, Path(path), task_config, time.perf_counter() - t0)
+
+
 def execute_task(function: str, task: Task, config: Mapping, root_seed: int, path: str,
                  task_config: Mapping) -> dict:
     """Run one task and write its file; never raises for a failure of the task itself.
@@ -355,27 +383,373 @@ def execute_task(function: str, task: Task, config: Mapping, root_seed: int, pat
         ``status`` ("done" or "failed"), ``task`` (mapping), ``seconds``; on failure also
         ``error`` (type and message) and ``traceback``.
     """
-    import xarray as xr
+    result = call_job(_run_task, (function, task, config, root_seed, path, task_config), task.as_dict())
+    result.pop("value", None)
+    return result
 
+
+# ------------------------------------------------------------------------------ execution layer
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One independent call ``function(*args)`` of a batch run by :func:`run_jobs`.
+
+    Parameters
+    ----------
+    task : mapping
+        The job's identity, JSON-able (e.g. ``{"problem": "interval", "N": 100, "run": 3}``): what
+        the progress, the failure records and the error messages name.
+    function : callable
+        A module-level function (a LocalCluster or a remote scheduler pickles it by reference:
+        every worker must import its module). Its randomness must come from its arguments (a seed
+        derived from the task's names), never from a generator shared between jobs, so that the
+        results do not depend on where or in which order the jobs run.
+    args : tuple
+        Positional arguments (picklable).
+
+    Raises
+    ------
+    TypeError
+        If ``function`` is not callable.
+    ValueError
+        If ``task`` is not a JSON-able mapping.
+    """
+
+    task: Any
+    function: Callable
+    args: tuple = ()
+
+    def __post_init__(self):
+        if not callable(self.function):
+            raise TypeError(f"Job.function must be callable, got {type(self.function).__name__}")
+        try:
+            task = json.loads(json.dumps(dict(self.task), sort_keys=True))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"Job.task must be a JSON-able mapping ({e})") from None
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "args", tuple(self.args))
+
+
+def call_job(function: Callable, args, task: Mapping) -> dict:
+    """Call ``function(*args)``; never raises for an ``Exception`` of the call.
+
+    Runs on a worker (or in-process). ``KeyboardInterrupt`` and ``SystemExit`` are not caught:
+    in-process, Ctrl-C stops the batch.
+
+    Parameters
+    ----------
+    function : callable
+    args : sequence
+    task : mapping
+        The job's identity (copied into the result).
+
+    Returns
+    -------
+    dict
+        ``status`` ("done" or "failed"), ``task``, ``seconds`` (wall time of the call); when done
+        ``value`` (what the function returned); when failed ``error`` (type and message) and
+        ``traceback``.
+    """
     t0 = time.perf_counter()
     try:
-        fn = _resolve(function)
-        ds = fn(task, dict(config), np.random.default_rng(task.seed_sequence(root_seed)))
-        if not isinstance(ds, xr.Dataset):
-            raise TypeError(f"task function {function} returned {type(ds).__name__}, expected an "
-                            f"xarray.Dataset")
-        bad = [v for v in ds.variables if not {"long_name", "units"} <= set(ds[v].attrs)]
-        if bad:
-            raise ValueError(f"task function {function}: variables without long_name/units: {bad}")
-        reserved = {"method", "trial", *dict(task.params)} & set(ds.dims)
-        if reserved:
-            raise ValueError(f"task function {function}: dimensions {sorted(reserved)} are the sweep's")
-        wall = time.perf_counter() - t0
-        _write_task_file(ds, Path(path), task_config, wall)
-        return {"status": "done", "task": task.as_dict(), "seconds": wall}
-    except Exception as e:  # noqa: BLE001 - a failed task is recorded, the sweep goes on
-        return {"status": "failed", "task": task.as_dict(), "seconds": time.perf_counter() - t0,
+        value = function(*args)
+    except Exception as e:  # noqa: BLE001 - a failed job is recorded, the others go on
+        return {"status": "failed", "task": dict(task), "seconds": time.perf_counter() - t0,
                 "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+    return {"status": "done", "task": dict(task), "seconds": time.perf_counter() - t0, "value": value}
+
+
+@dataclasses.dataclass
+class JobsSummary:
+    """What :func:`run_jobs` did.
+
+    Parameters
+    ----------
+    total, done, skipped, failed : int
+        Jobs of the batch plus those complete before (``skipped``); run to completion now;
+        complete before; failed now.
+    failures : list of dict
+        One entry per failed job: ``task``, ``error``, ``traceback``.
+    seconds : float
+        Wall time of the call.
+    """
+
+    total: int
+    done: int
+    skipped: int
+    failed: int
+    failures: list
+    seconds: float
+
+    def format(self, name: str = "tasks") -> str:
+        """One paragraph: counts, wall time and every failure (task and exception).
+
+        Parameters
+        ----------
+        name : str, default "tasks"
+            What the batch is (first words of the line).
+
+        Returns
+        -------
+        str
+        """
+        lines = [f"{name}: {self.total} tasks: {self.done} done, {self.skipped} skipped (complete "
+                 f"before), {self.failed} failed, in {self.seconds:.1f} s"]
+        for f in self.failures:
+            lines.append(f"  FAILED {json.dumps(f['task'], sort_keys=True)}: {f['error']}")
+        return "\n".join(lines)
+
+
+class TasksFailed(RuntimeError):
+    """Some tasks of a study failed; the others finished (and were stored).
+
+    Parameters
+    ----------
+    what : str
+        What the tasks are (``"particle runs"``, ``"(regime, N) cells"``).
+    failures : list of dict
+        The records of :func:`run_jobs` (``task``, ``error``, ``traceback``).
+    total : int
+        Tasks of the batch.
+    hint : str, optional
+        Appended to the message (where the results are, how to finish).
+
+    Attributes
+    ----------
+    failures : list of dict
+    """
+
+    def __init__(self, what: str, failures, total: int, hint: str = ""):
+        self.failures = list(failures)
+        listed = "; ".join(f"{json.dumps(f['task'], sort_keys=True)}: {f['error']}" for f in self.failures[:5])
+        more = f"; and {len(self.failures) - 5} more" if len(self.failures) > 5 else ""
+        super().__init__(f"{len(self.failures)} of {total} {what} failed ({listed}{more}){hint}")
+
+
+def check_executor(workers: int | None, scheduler: str | None) -> None:
+    """Check a ``workers`` / ``scheduler`` pair (see :func:`run_jobs`).
+
+    Parameters
+    ----------
+    workers : int or None
+    scheduler : str or None
+
+    Raises
+    ------
+    ValueError
+        If both are given, or ``workers`` is not an integer ``>= 0``.
+    """
+    if workers is not None and scheduler is not None:
+        raise ValueError("give either workers (a LocalCluster) or scheduler (an existing cluster), "
+                         "not both")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+        raise ValueError(f"workers={workers!r}: need an integer >= 0 (0 runs in-process)")
+
+
+def describe_executor(workers: int | None, scheduler: str | None) -> str:
+    """Where :func:`run_jobs` runs the jobs, in words (for the log lines).
+
+    Parameters
+    ----------
+    workers : int or None
+    scheduler : str or None
+
+    Returns
+    -------
+    str
+    """
+    if scheduler is not None:
+        return f"scheduler {scheduler}"
+    if workers == 0:
+        return "in-process"
+    return f"LocalCluster of {workers if workers is not None else os.cpu_count() or 1} workers"
+
+
+def add_sweep_arguments(parser, *, default_help: str = "default: the machine's cores",
+                        scheduler_note: str = "its workers must see --out") -> None:
+    """Add ``--workers`` and ``--scheduler``, the options of every study that runs its tasks here.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+    default_help : str, default "default: the machine's cores"
+        What ``--workers`` defaults to, as the help states it.
+    scheduler_note : str, default "its workers must see --out"
+        What the scheduler's workers need (a sweep's workers write the task files; a study that
+        writes one file gets the results back and writes it itself).
+    """
+    from rieszflow.studies.cli import non_negative_int
+
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=non_negative_int, default=None, metavar="N",
+                       help=f"LocalCluster worker processes, one thread each ({default_help}); 0 runs "
+                            f"the tasks in this process, one after the other")
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help=f"submit to an existing Dask scheduler (e.g. tcp://host:8786) instead; "
+                            f"{scheduler_note} (docs/sweeps.md)")
+
+
+class Executor:
+    """Where :func:`run_jobs` runs its jobs, kept for several batches (one LocalCluster, not one each).
+
+    In-process for ``workers=0``; otherwise a :class:`distributed.Client`, started at the first
+    batch that has jobs (a study whose tasks are all stored starts no cluster) and closed by
+    :meth:`close` (or the ``with`` block).
+
+    Parameters
+    ----------
+    workers : int, optional
+        As in :func:`run_jobs`.
+    scheduler : str, optional
+        As in :func:`run_jobs`.
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_executor`.
+    """
+
+    def __init__(self, workers: int | None = None, scheduler: str | None = None):
+        check_executor(workers, scheduler)
+        self.workers, self.scheduler = workers, scheduler
+        self._stack = contextlib.ExitStack()
+        self._client = None
+
+    @property
+    def in_process(self) -> bool:
+        """True for ``workers=0``: the jobs run here, one after the other."""
+        return self.workers == 0 and self.scheduler is None
+
+    def client(self):
+        """The Dask client (started on first use).
+
+        Returns
+        -------
+        distributed.Client
+        """
+        if self._client is None:
+            self._client = self._stack.enter_context(_client(self.workers, self.scheduler))
+        return self._client
+
+    def describe(self) -> str:
+        """Where the jobs run, in words (:func:`describe_executor`).
+
+        Returns
+        -------
+        str
+        """
+        return describe_executor(self.workers, self.scheduler)
+
+    def close(self) -> None:
+        """Shut the client (and a LocalCluster it started) down; idempotent."""
+        self._client = None
+        self._stack.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def run_jobs(jobs, *, workers: int | None = None, scheduler: str | None = None,
+             executor: Executor | None = None, progress: bool = True, desc: str = "tasks",
+             skipped: int = 0, on_result: Callable | None = None) -> JobsSummary:
+    """Run independent jobs in-process, on a LocalCluster or on an existing Dask scheduler.
+
+    The one execution layer of rieszflow: :func:`run_sweep` and the studies that write one file
+    (mean-field, ldp) run their tasks through it. A job that raises is recorded (task, exception,
+    traceback) and the others go on; nothing is retried.
+
+    Parameters
+    ----------
+    jobs : iterable of Job
+    workers : int, optional
+        LocalCluster worker processes (one thread each; BLAS, OpenMP and Numba pinned to one thread,
+        :data:`THREAD_ENV`); default: the machine's cores; 0 runs the jobs in this process, one
+        after the other, in the given order.
+    scheduler : str, optional
+        Address of an existing Dask scheduler; its workers must import the jobs' functions.
+        Excludes ``workers``.
+    executor : Executor, optional
+        Run on this executor (shared by several batches) instead; excludes ``workers`` and
+        ``scheduler``.
+    progress : bool, default True
+        One tqdm bar over tasks, with the running done / failed / skipped counts.
+    desc : str, default "tasks"
+        The bar's label.
+    skipped : int, default 0
+        Tasks complete before (not in ``jobs``): counted by the bar and the summary.
+    on_result : callable, optional
+        ``on_result(job, result)``, called in this process as each job ends (in completion order;
+        ``result`` as :func:`call_job` returns it): store the result there. An exception it raises
+        stops the batch (the LocalCluster is shut down) and propagates.
+
+    Returns
+    -------
+    JobsSummary
+
+    Raises
+    ------
+    ValueError
+        If both ``workers`` and ``scheduler`` are given, ``workers < 0``, or ``executor`` is given
+        with either.
+    TypeError
+        If an item of ``jobs`` is not a :class:`Job`.
+    """
+    if executor is None:
+        with Executor(workers, scheduler) as ex:
+            return run_jobs(jobs, executor=ex, progress=progress, desc=desc, skipped=skipped,
+                            on_result=on_result)
+    if workers is not None or scheduler is not None:
+        raise ValueError("give either executor or workers/scheduler, not both")
+    from tqdm.auto import tqdm
+
+    jobs = list(jobs)
+    for job in jobs:
+        if not isinstance(job, Job):
+            raise TypeError(f"run_jobs needs Job items, got {type(job).__name__}")
+    t0 = time.perf_counter()
+    counts = {"done": 0, "failed": 0, "skipped": int(skipped)}
+    failures = []
+    bar = tqdm(total=len(jobs) + int(skipped), initial=int(skipped), desc=desc, unit="task",
+               disable=not progress, dynamic_ncols=True)
+
+    def record(job, result):
+        counts[result["status"]] += 1
+        if result["status"] == "failed":
+            failures.append({k: result[k] for k in ("task", "error", "traceback")})
+        bar.update(1)
+        bar.set_postfix(counts, refresh=False)
+        if on_result is not None:
+            on_result(job, result)
+
+    try:
+        if jobs and executor.in_process:
+            for job in jobs:
+                record(job, call_job(job.function, job.args, job.task))
+        elif jobs:
+            from distributed import as_completed
+
+            client = executor.client()
+            # random keys (pure=False): two batches on one scheduler never share a task
+            futures = {client.submit(call_job, j.function, j.args, j.task, pure=False): j for j in jobs}
+            try:
+                for fut in as_completed(futures):
+                    job = futures[fut]
+                    try:
+                        result = fut.result()
+                    except Exception as e:  # noqa: BLE001 - a lost worker: the task failed
+                        result = {"status": "failed", "task": job.task, "seconds": math.nan,
+                                  "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+                    record(job, result)
+            finally:
+                client.cancel([f for f in futures if not f.done()])
+    finally:
+        bar.close()
+    return JobsSummary(total=len(jobs) + int(skipped), done=counts["done"], skipped=counts["skipped"],
+                       failed=counts["failed"], failures=failures, seconds=time.perf_counter() - t0)
 
 
 def _read_task_config(path: Path) -> dict:
@@ -475,17 +849,11 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
     FileNotFoundError
         If the parent of ``outdir`` does not exist.
     """
-    from tqdm.auto import tqdm
-
     from rieszflow.engine.storage import RunLock
 
     if not isinstance(spec, SweepSpec):
         raise TypeError(f"spec must be a SweepSpec, got {type(spec).__name__}")
-    if workers is not None and scheduler is not None:
-        raise ValueError("give either workers (a LocalCluster) or scheduler (an existing cluster), "
-                         "not both")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
-        raise ValueError(f"workers={workers!r}: need an integer >= 0 (0 runs in-process)")
+    check_executor(workers, scheduler)
     log = log or (lambda *a: None)
     t0 = time.perf_counter()
     outdir = Path(outdir)
@@ -507,38 +875,19 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
                 f"running {len(todo)}")
         counts = {"done": 0, "failed": 0, "skipped": len(complete)}
         failures = []
-        bar = tqdm(total=total, initial=len(complete), desc=spec.name, unit="task", disable=not progress,
-                   dynamic_ncols=True)
 
-        def record(result):
+        def record(job, result):                     # kept here too: an interrupt keeps them
             counts[result["status"]] += 1
             if result["status"] == "failed":
                 failures.append({k: result[k] for k in ("task", "error", "traceback")})
-            bar.update(1)
-            bar.set_postfix(counts, refresh=False)
 
-        args = [(spec.function, t, spec.config, spec.root_seed, str(task_dir / t.filename),
-                 spec.task_config(t)) for t in todo]
+        jobs = [Job(t.as_dict(), _run_task, (spec.function, t, spec.config, spec.root_seed,
+                                             str(task_dir / t.filename), spec.task_config(t)))
+                for t in todo]
         try:
-            if todo and workers == 0:
-                for a in args:
-                    record(execute_task(*a))
-            elif todo:
-                from distributed import as_completed
-
-                with _client(workers, scheduler) as client:
-                    # random keys (pure=False): two sweeps on one scheduler never share a task
-                    futures = {client.submit(execute_task, *a, pure=False): a[1] for a in args}
-                    for fut in as_completed(futures):
-                        try:
-                            result = fut.result()
-                        except Exception as e:  # noqa: BLE001 - a lost worker: the task failed
-                            result = {"status": "failed", "task": futures[fut].as_dict(),
-                                      "error": f"{type(e).__name__}: {e}",
-                                      "traceback": traceback.format_exc()}
-                        record(result)
+            run_jobs(jobs, workers=workers, scheduler=scheduler, progress=progress, desc=spec.name,
+                     skipped=len(complete), on_result=record)
         finally:
-            bar.close()
             fail_file = outdir / "failures.json"
             if failures:
                 fail_file.write_text(json.dumps(failures, indent=1, sort_keys=True))

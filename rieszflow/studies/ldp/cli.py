@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.sweep import add_sweep_arguments
 
 __all__ = ["register", "run_from_args"]
 
@@ -30,12 +31,15 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="Samples P_{N,beta_N} by batched MALA for beta_N = N (speed N) and beta_N = N^2 "
                     "(speed N^2), estimates -(1/r_N) log P(int x^2 dmu_N >= a) directly, by exponential "
                     "tilting with thermodynamic integration, and by the finite-N Chernoff bound, and "
-                    "compares with the rate-function infimum of solvers.gibbs. Writes one HDF5 file, "
+                    "compares with the rate-function infimum of solvers.gibbs. The (regime, N) cells "
+                    "are independent tasks on a Dask LocalCluster or an existing scheduler "
+                    "(docs/sweeps.md; the same numbers with any --workers). Writes one HDF5 file, "
                     "a table and a PNG plot beside it.")
     add_study_arguments(p, default_out="runs/ldp[-quick]-seed<seed>.h5", backends=("numpy",),
                         quick_help="the quick preset (N <= 32, about half a minute on 2 cores)",
                         resume_help="continue an interrupted study in --out (finished (regime, N) cells "
                                     "are kept); its stored configuration is the default")
+    add_sweep_arguments(p, scheduler_note="its workers need the same rieszflow installation; the results come back and this process writes --out")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -51,7 +55,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     -------
     int
         0 on success; 2 on a bad configuration or output path (message on stderr); 1 if a
-        solve of the limit did not converge.
+        solve of the limit did not converge or (regime, N) cells failed (named; the others are
+        stored and ``--resume`` runs the failed ones again).
     """
     from rieszflow.studies.ldp.config import LDPConfig, full_config, quick_config
     from rieszflow.studies.ldp.study import format_table, load_study, make_plot, run_ldp_study
@@ -68,7 +73,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     log = (lambda *a: None) if args.quiet else print
     t0 = time.perf_counter()
     try:
-        run_ldp_study(cfg, out, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet, log=log)
+        run_ldp_study(cfg, out, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet, log=log,
+                      workers=args.workers, scheduler=args.scheduler)
     except (FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"rieszflow ldp: error: {e}", file=sys.stderr)
         return 2

@@ -47,7 +47,9 @@ Every solve of the limit (:func:`solvers.gibbs.rate_infimum` and the untilted
 Gibbs density or equilibrium) must converge, or the study stops with a
 RuntimeError before sampling. Each (regime, N) cell draws from its own seed
 ``(seed, regime index, N)``, so an interrupted study resumed with ``resume=True``
-(CLI ``--resume``) gives the arrays of an uninterrupted one.
+(CLI ``--resume``) gives the arrays of an uninterrupted one, and the cells, independent tasks of
+:func:`rieszflow.studies.sweep.run_jobs` (:func:`cell_task`), give the same arrays in-process, on a
+Dask LocalCluster or on an existing scheduler.
 
 The sampler is the engine's MALA (:func:`rieszflow.engine.simulate.mala`) with a chain
 axis: independent chains advanced together, each with its own tilt and its own step size,
@@ -73,7 +75,7 @@ import scipy.interpolate
 from rieszflow.engine.energy import RieszEnergy
 from rieszflow.studies.ldp.config import LDPConfig, RegimeConfig
 
-__all__ = ["KIND", "GibbsTarget", "MALARun", "run_tilted_chains",
+__all__ = ["KIND", "GibbsTarget", "MALARun", "run_tilted_chains", "cell_task",
            "rate_estimates", "run_ldp_study", "load_study", "format_table", "make_plot"]
 
 #: ``kind`` attribute of the study's HDF5 file.
@@ -448,8 +450,70 @@ def _sample_density(rng, n_chains, n, dom, rho):
     return np.sort(x.reshape(n_chains, n), axis=1)
 
 
+def _grid_of(dom):
+    """The picklable part of a mesh that :func:`_sample_density` reads (the mesh stays here)."""
+    import types
+
+    return types.SimpleNamespace(volumes=np.asarray(dom.volumes), origin=tuple(dom.origin),
+                                 spacing=tuple(dom.spacing), grid_shape=tuple(dom.grid_shape))
+
+
+#: per-(regime, N) estimates that :func:`cell_task` returns from :func:`rate_estimates`
+_CELL_ESTIMATES = ("p_direct", "p_direct_se", "rate_direct", "rate_direct_se", "rate_is", "rate_is_se",
+                   "rate_chernoff", "rate_chernoff_se", "theta_chernoff", "rate_bahadur_rao", "chernoff_at_edge")
+
+
+def cell_task(cfg: LDPConfig, ir: int, n: int, theta, rho_base, grid) -> dict:
+    """One (regime, N) cell: tilted MALA chains at every node and the rate estimates.
+
+    Runs in-process or on a Dask worker (:func:`rieszflow.studies.sweep.run_jobs`). The cell draws
+    only from ``SeedSequence([seed, regime index, N])``, so its numbers do not depend on where
+    or in which order the cells run.
+
+    Parameters
+    ----------
+    cfg : LDPConfig
+    ir : int
+        Index of the regime in ``cfg.regimes``.
+    n : int
+        Particles N.
+    theta : ndarray, shape (n_theta,)
+        Tilt nodes.
+    rho_base : ndarray, shape (n_cells,)
+        Untilted limit density (initial states are drawn from it).
+    grid : object
+        ``volumes``, ``origin``, ``spacing``, ``grid_shape`` of its mesh.
+
+    Returns
+    -------
+    dict
+        ``estimates`` (the scalars of :func:`rate_estimates`), ``nodes`` (``mean_M``,
+        ``mean_M_se``, ``Lambda``, ``Lambda_se``, ``acceptance`` per node), ``speed``,
+        ``beta_N``, ``acceptance_mean`` and ``wall`` (s).
+    """
+    t0 = time.perf_counter()
+    reg = cfg.regimes[ir]
+    J = cfg.n_theta
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, ir, n]))
+    r_N, beta_N = reg.speed(n), reg.beta_N(n)
+    target = GibbsTarget(n, beta_N, cfg.gamma, cfg.s, cfg.lam, cfg.lo, cfg.hi)
+    counts = [cfg.chains_at_zero] + [cfg.chains_per_theta] * (J - 1)
+    tau = np.concatenate([np.full(c, th * r_N / beta_N) for c, th in zip(counts, theta)])
+    x0 = _sample_density(rng, int(sum(counts)), n, grid, rho_base)
+    run = run_tilted_chains(target, x0, tau, rng, burn_in=cfg.burn_in, n_steps=cfg.n_steps)
+    edges = np.concatenate([[0], np.cumsum(counts)])
+    M_by = [run.M[edges[j]:edges[j + 1]] for j in range(J)]
+    est = rate_estimates(M_by, theta, reg.a, r_N)
+    nodes = {k: est[k] for k in ("mean_M", "mean_M_se", "Lambda", "Lambda_se")}
+    nodes["acceptance"] = [run.acceptance[edges[j]:edges[j + 1]].mean() for j in range(J)]
+    return {"estimates": {k: est[k] for k in _CELL_ESTIMATES}, "nodes": nodes, "speed": r_N,
+            "beta_N": beta_N, "acceptance_mean": float(run.acceptance.mean()),
+            "wall": time.perf_counter() - t0}
+
+
 def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool = False,
-                  progress: bool = True, log=print) -> Path:
+                  progress: bool = True, log=print, workers: int | None = 0,
+                  scheduler: str | None = None) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"ldp_study"``).
 
     Variables (dimensions ``regime``, ``N``, ``node``):
@@ -463,6 +527,14 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
     ``p_direct``, ``p_direct_se``, ``rate_direct``, ``rate_direct_se``, ``rate_is``, ``rate_is_se``,
     ``rate_chernoff``, ``rate_chernoff_se``, ``rate_bahadur_rao``, ``chernoff_at_edge``, ``wall`` (regime, N)
 
+    Root attribute ``failures``: JSON list of the cells that failed in the last session (task,
+    error, traceback); empty when none failed.
+
+    The limits are solved here; the (regime, N) cells are independent tasks run through
+    :func:`rieszflow.studies.sweep.run_jobs` (:func:`cell_task`), each stored as it finishes.
+    Each cell draws from its own generator, so the arrays are the same bit for bit whatever
+    ``workers`` is and in whatever order the cells finish.
+
     Parameters
     ----------
     cfg : LDPConfig
@@ -470,12 +542,21 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
     overwrite : bool, default False
         Replace an existing file.
     resume : bool, default False
-        Continue an interrupted study in ``out``: (regime, N) cells already stored
-        (``wall`` finite; it is written last) are skipped. Each cell draws from its own
+        Continue an interrupted (or partly failed) study in ``out``: (regime, N) cells already
+        stored (``wall`` finite; it is written last) are skipped. Each cell draws from its own
         generator ``SeedSequence([seed, regime index, N])``, so the result equals an
-        uninterrupted study; the limits are recomputed (deterministic).
+        uninterrupted study; the limits are recomputed (deterministic). The regime index is the
+        regime's position in ``cfg.regimes``: reordering the regimes changes their streams.
     progress : bool, default True
+        One tqdm bar over the cells (done / failed / skipped).
     log : callable, default print
+    workers : int or None, default 0
+        0 runs the cells in this process, one after the other (as before the sweep layer); an
+        integer > 0 on a :class:`distributed.LocalCluster` of that many single-threaded worker
+        processes; None on a LocalCluster with one worker per core.
+    scheduler : str, optional
+        Address of an existing Dask scheduler instead (its workers must import rieszflow); with
+        it, ``workers`` is left at its default or None.
 
     Returns
     -------
@@ -490,17 +571,22 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
     FileNotFoundError
         If ``resume`` is set and ``out`` does not exist.
     ValueError
-        If ``resume`` is set and ``out`` was written with another configuration, or both
-        ``overwrite`` and ``resume`` are set.
+        If ``resume`` is set and ``out`` was written with another configuration, both
+        ``overwrite`` and ``resume`` are set, or both ``workers`` and ``scheduler``.
     RuntimeError
-        If a solve of the limit (:func:`_limit_rates`) did not converge.
+        If a solve of the limit (:func:`_limit_rates`) did not converge (before any file is
+        written), or :class:`rieszflow.studies.sweep.TasksFailed` (a RuntimeError) if cells
+        failed: the other cells are stored, the file's status is ``"failed"`` and ``resume=True``
+        runs the failed cells again.
     """
-    from tqdm.auto import tqdm
-
     from rieszflow.engine.storage import TrajectoryWriter, check_resumable
+    from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
 
     if not isinstance(cfg, LDPConfig):
         raise TypeError(f"cfg must be an LDPConfig, got {type(cfg).__name__}")
+    if scheduler is not None and workers == 0:      # the default: in-process unless a scheduler
+        workers = None
+    check_executor(workers, scheduler)
     log = log or (lambda *a: None)
     out = Path(out)
     t_start = time.perf_counter()
@@ -523,7 +609,8 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
                                                      "acceptance")}
     limits = [_limit_rates(cfg, reg) for reg in regs]  # before the file: a failed solve leaves no file
     with TrajectoryWriter(out, KIND, config={"json": cfg.to_dict()}, overwrite=overwrite, resume=resume,
-                          attrs={"seed": cfg.seed, "backend": cfg.backend}) as w:
+                          attrs={"seed": cfg.seed, "backend": cfg.backend}) as w, \
+            Executor(workers, scheduler) as ex:
         one = {"units": "1"}
         w.dimension("regime", R, coords=np.array([r.name for r in regs]),
                     attrs={"long_name": "temperature regime beta_N = beta N^kappa", **one})
@@ -548,51 +635,57 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
         if resume:
             arrays = {k: w.read(k) for k in arrays}
             arrays3 = {k: w.read(k) for k in arrays3}
+        jobs, where, skipped = [], {}, 0        # where: id(job) -> (regime index, N index)
         for ir, (reg, lim) in enumerate(zip(regs, limits)):
             log(f"[{reg.name}] beta_N = {reg.beta}*N^{reg.kappa:g}, a = {reg.a}: inf_A J = {lim['value']:.5f} "
                 f"(solver, multiplier {lim['theta']:.4f}, equilibrium m* = {lim['m_star']:.4f})")
             theta = np.linspace(0.0, cfg.theta_max_factor * lim["theta"], J)
+            grid = _grid_of(lim["domain"])
             for ik, n in enumerate(ns):
                 if np.isfinite(arrays["wall"][ir, ik]):
                     log(f"[{reg.name}] N={n:>3d}: stored (resume)")
+                    skipped += 1
                     continue
-                t0 = time.perf_counter()
-                rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, ir, n]))
-                r_N, beta_N = reg.speed(n), reg.beta_N(n)
-                target = GibbsTarget(n, beta_N, cfg.gamma, cfg.s, cfg.lam, cfg.lo, cfg.hi)
-                counts = [cfg.chains_at_zero] + [cfg.chains_per_theta] * (J - 1)
-                tau = np.concatenate([np.full(c, th * r_N / beta_N) for c, th in zip(counts, theta)])
-                start = lim["rho_base"]
-                x0 = _sample_density(rng, int(sum(counts)), n, lim["domain"], start)
-                bar = tqdm(total=cfg.burn_in + cfg.n_steps, disable=not progress,
-                           desc=f"{reg.name} N={n}", unit="step", leave=False)
-                run = run_tilted_chains(target, x0, tau, rng, burn_in=cfg.burn_in, n_steps=cfg.n_steps,
-                                        progress=bar.update)
-                bar.close()
-                edges = np.concatenate([[0], np.cumsum(counts)])
-                M_by = [run.M[edges[j]:edges[j + 1]] for j in range(J)]
-                est = rate_estimates(M_by, theta, reg.a, r_N)
-                for k in ("p_direct", "p_direct_se", "rate_direct", "rate_direct_se", "rate_is", "rate_is_se",
-                          "rate_chernoff", "rate_chernoff_se", "theta_chernoff", "rate_bahadur_rao",
-                          "chernoff_at_edge"):
-                    arrays[k][ir, ik] = est[k]
-                arrays["speed"][ir, ik] = r_N
-                arrays["beta_N"][ir, ik] = beta_N
-                arrays3["theta"][ir, ik] = theta
-                for k in ("mean_M", "mean_M_se", "Lambda", "Lambda_se"):
-                    arrays3[k][ir, ik] = est[k]
-                arrays3["acceptance"][ir, ik] = [run.acceptance[edges[j]:edges[j + 1]].mean() for j in range(J)]
-                for k, v in {**arrays, **arrays3}.items():
-                    if k != "wall":
-                        w.set(k, v)
-                arrays["wall"][ir, ik] = time.perf_counter() - t0
-                w.set("wall", arrays["wall"])  # last: a finite wall marks a finished cell (resume)
-                log(f"[{reg.name}] N={n:>3d} r_N={r_N:g}: direct {est['rate_direct']:.4f}+-"
-                    f"{est['rate_direct_se']:.4f} (p={est['p_direct']:.2e}), tilted {est['rate_is']:.4f}+-"
-                    f"{est['rate_is_se']:.4f}, Chernoff {est['rate_chernoff']:.4f}+-{est['rate_chernoff_se']:.4f}"
-                    f" | limit {lim['value']:.4f} | acc {run.acceptance.mean():.2f}, "
-                    f"{time.perf_counter() - t0:.1f} s")
-        w.set_attrs(wall_s=time.perf_counter() - t_start)
+                job = Job({"regime": reg.name, "N": int(n)}, cell_task,
+                          (cfg, ir, int(n), theta, lim["rho_base"], grid))
+                jobs.append(job)
+                where[id(job)] = (ir, ik, theta)
+
+        def store(job, result):
+            """Write one finished cell; ``wall`` last (a finite wall marks a finished cell)."""
+            if result["status"] != "done":
+                return
+            ir, ik, theta = where[id(job)]
+            v, reg, lim, n = result["value"], regs[ir], limits[ir], ns[ik]
+            est = v["estimates"]
+            for k in _CELL_ESTIMATES:
+                arrays[k][ir, ik] = est[k]
+            arrays["speed"][ir, ik] = v["speed"]
+            arrays["beta_N"][ir, ik] = v["beta_N"]
+            arrays3["theta"][ir, ik] = theta
+            for k, val in v["nodes"].items():
+                arrays3[k][ir, ik] = val
+            for k, val in {**arrays, **arrays3}.items():
+                if k != "wall":
+                    w.set(k, val)
+            arrays["wall"][ir, ik] = v["wall"]
+            w.set("wall", arrays["wall"])  # last: a finite wall marks a finished cell (resume)
+            log(f"[{reg.name}] N={n:>3d} r_N={v['speed']:g}: direct {est['rate_direct']:.4f}+-"
+                f"{est['rate_direct_se']:.4f} (p={est['p_direct']:.2e}), tilted {est['rate_is']:.4f}+-"
+                f"{est['rate_is_se']:.4f}, Chernoff {est['rate_chernoff']:.4f}+-{est['rate_chernoff_se']:.4f}"
+                f" | limit {lim['value']:.4f} | acc {v['acceptance_mean']:.2f}, {v['wall']:.1f} s")
+
+        if not ex.in_process:       # the largest N first: balances the workers, changes no number
+            jobs.sort(key=lambda j: -ns[where[id(j)][1]])
+        log(f"ldp: {len(jobs)} (regime, N) cells on {ex.describe()}")
+        summary = run_jobs(jobs, executor=ex, progress=progress, desc="ldp cells", skipped=skipped,
+                           on_result=store)
+        w.set_attrs(wall_s=time.perf_counter() - t_start, failures=summary.failures)
+        if summary.failed:
+            log(summary.format("ldp cells"))
+            raise TasksFailed("(regime, N) cells", summary.failures, summary.total,
+                              hint=f"; the other cells are stored in {out} (status 'failed', tracebacks in "
+                                   f"its root attribute 'failures'); --resume runs the failed ones again")
     return out
 
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.sweep import add_sweep_arguments
 
 __all__ = ["register", "run_from_args"]
 
@@ -30,12 +31,16 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="Runs N = 1e2..1e4 particles (1e5 in 1-D with the full preset; more with "
                     "--backend cupy) and the FiPy PDE from the same rho_0 on an interval and a "
                     "rectangle, measures W1(mu_N(t), rho_t), fits the decay exponent in N, and "
-                    "refines eta and the grid. Writes one HDF5 file, a table and PNG plots beside it.")
+                    "refines eta and the grid. The PDE solves and the particle runs are independent "
+                    "tasks on a Dask LocalCluster or an existing scheduler (docs/sweeps.md; the same "
+                    "numbers with any --workers). Writes one HDF5 file, a table and PNG plots beside it.")
     add_study_arguments(p, default_out="runs/mean_field[-quick]-seed<seed>.h5", backends=("numpy", "cupy"),
                         quick_help="the quick preset (about three minutes on 2 cores, "
                                    "docs/studies_mean_field.md)",
                         resume_help="continue an interrupted study in --out (finished cells are kept); "
                                     "its stored configuration is the default")
+    add_sweep_arguments(p, default_help="default: the machine's cores; with --backend cupy 0, one "
+                                        "process on the GPU", scheduler_note="its workers need the same rieszflow installation; the results come back and this process writes --out")
     p.add_argument("--problem", action="append", choices=("interval", "rectangle"), default=None,
                    help="run only this problem (repeatable; default: all)")
     p.set_defaults(func=run_from_args)
@@ -54,7 +59,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     -------
     int
         0 on success; 2 on a bad configuration, ``--problem`` selection or output path
-        (message on stderr); 1 if a PDE reference solve did not converge.
+        (message on stderr); 1 if a PDE reference solve did not converge or particle tasks
+        failed (named; the others are stored and ``--resume`` runs the failed ones again).
     """
     from rieszflow.studies.mean_field.analysis import format_tables, load_study, make_plots, summary_tables
     from rieszflow.studies.mean_field.config import MeanFieldConfig, full_config, quick_config
@@ -76,10 +82,13 @@ def run_from_args(args: argparse.Namespace) -> int:
         return 2
     out = args.out or Path("runs") / f"mean_field{'-quick' if args.quick else ''}-seed{cfg.seed}.h5"
     log = (lambda *a: None) if args.quiet else print
+    workers = args.workers
+    if workers is None and args.scheduler is None and cfg.backend == "cupy":
+        workers = 0                        # one process on the GPU, not one per core
     t0 = time.perf_counter()
     try:
         run_mean_field_study(cfg, out, overwrite=args.overwrite, resume=args.resume,
-                             progress=not args.quiet, log=log)
+                             progress=not args.quiet, log=log, workers=workers, scheduler=args.scheduler)
     except (FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
         return 2

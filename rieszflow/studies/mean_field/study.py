@@ -20,6 +20,11 @@ For each problem of the configuration (:mod:`studies.mean_field.config`):
    for each ``eta`` in ``eta_refinement``: the decrease of :math:`W_1` with eta
    down to the sampling level shows the time-step floor.
 
+The PDE references (one task per problem) and the particle and refinement runs (one task each)
+are independent tasks run by :func:`rieszflow.studies.sweep.run_jobs`: in-process, on a Dask
+LocalCluster or on an existing scheduler, with the same numbers (each task draws only from its
+own seed).
+
 Output: one HDF5 file (``engine.storage.TrajectoryWriter``, kind
 ``"mean_field_study"``), written after every run and flushed, with per-problem
 variables ``<name>_w1(<name>_N, <name>_seed, <name>_time)`` and so on (list in
@@ -34,6 +39,8 @@ Fournier and Guillin, PTRF 162 (2015) 707-738 (sampling rates of W1).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import time
 from pathlib import Path
 
@@ -58,7 +65,8 @@ from rieszflow.engine.measures import (
     wasserstein1_grid,
 )
 
-__all__ = ["KIND", "ProblemSetup", "setup_problem", "solve_pde", "Distance", "run_mean_field_study"]
+__all__ = ["KIND", "ProblemSetup", "setup_problem", "solve_pde", "Distance", "run_mean_field_study", "pde_task",
+           "particle_run_task", "refinement_task", "refinement_iid_task"]
 
 #: ``kind`` attribute of the study's HDF5 file.
 KIND = "mean_field_study"
@@ -101,11 +109,15 @@ class ProblemSetup:
         MeanFieldParticles
             The particle system of this problem.
         """
-        c = self.config
-        return MeanFieldParticles(
-            space=domain_space(c.lo, c.hi), potential=quadratic_potential(c.gamma),
-            interaction=make_interaction(c.s, c.lam, c.d, method=c.interaction_method),
-            beta=c.beta, eta=eta, boundary=c.boundary)
+        return _particles(self.config, eta)
+
+
+def _particles(c: ProblemConfig, eta: float) -> MeanFieldParticles:
+    """The particle system of problem ``c`` with step ``eta``."""
+    return MeanFieldParticles(
+        space=domain_space(c.lo, c.hi), potential=quadratic_potential(c.gamma),
+        interaction=make_interaction(c.s, c.lam, c.d, method=c.interaction_method),
+        beta=c.beta, eta=eta, boundary=c.boundary)
 
 
 def _mesh(c: ProblemConfig, coarsen: int = 1):
@@ -282,8 +294,169 @@ def _rng(seed, *keys):
     return np.random.default_rng(np.random.SeedSequence([seed, *keys]))
 
 
+# ----------------------------------------------------------------------------- tasks
+# Module-level functions: run in this process (workers=0), on a LocalCluster or on a Dask
+# scheduler (rieszflow.studies.sweep.run_jobs). Each draws only from its own generators, seeded
+# by (seed, problem, N, run[, stream]) with problem = PROBLEM_NAMES.index(name): the results do
+# not depend on where or in which order the tasks run.
+
+@functools.lru_cache(maxsize=8)
+def _particle_setup(c: ProblemConfig):
+    """Mesh, rho_0 and the W1 of a problem, built once per process (what the particle tasks need)."""
+    dom = _mesh(c)
+    return dom, TruncatedGaussian(c.rho0_mean, c.rho0_std, c.lo, c.hi), Distance(dom, c.w1_tol)
+
+
+def pde_task(c: ProblemConfig) -> dict:
+    """The PDE reference of problem ``c`` at its comparison times, and its two error floors.
+
+    Parameters
+    ----------
+    c : ProblemConfig
+
+    Returns
+    -------
+    dict
+        ``rho`` (n_times, n_cells) PDE density, ``masses`` (n_times, n_cells) its normalised cell
+        masses, ``dt_floor`` and ``grid_floor`` (n_times,), ``free_energy`` and ``mass``
+        (n_times,) at the snapshots, ``seconds`` (wall time of the task).
+
+    Raises
+    ------
+    RuntimeError
+        If a PDE solve did not converge (:func:`solve_pde`).
+    """
+    t0 = time.perf_counter()
+    setup = setup_problem(c)
+    dom = setup.domain
+    dist = Distance(dom, c.w1_tol)
+    ref = solve_pde(setup, c.pde_dt)
+    ref_m = [Distance.masses(dom, r) for r in ref.rho]
+    coarse_dt = solve_pde(setup, 2 * c.pde_dt)
+    dt_floor = [dist.cells(Distance.masses(dom, r), m) for r, m in zip(coarse_dt.rho, ref_m)]
+    coarse = setup_problem(c, coarsen=2)
+    coarse_res = solve_pde(coarse, c.pde_dt)
+    cdist = Distance(coarse.domain, c.w1_tol)
+    grid_floor = [cdist.cells(Distance.masses(coarse.domain, r), _coarsen_masses(dom, m, 2))
+                  for r, m in zip(coarse_res.rho, ref_m)]
+    snap_idx = [int(np.argmin(np.abs(ref.step_time - t))) for t in np.asarray(c.times)]
+    return {"rho": np.asarray(ref.rho), "masses": np.asarray(ref_m), "dt_floor": np.asarray(dt_floor),
+            "grid_floor": np.asarray(grid_floor), "free_energy": np.asarray(ref.free_energy[snap_idx]),
+            "mass": np.asarray(ref.mass[snap_idx]), "seconds": time.perf_counter() - t0}
+
+
+def particle_run_task(c: ProblemConfig, seed: int, n: int, run: int, backend: str, masses,
+                      want_hist: bool) -> dict:
+    """One particle run of problem ``c``: N particles from rho_0, W1 to the PDE at every time.
+
+    Parameters
+    ----------
+    c : ProblemConfig
+    seed : int
+        Root seed; the run draws from ``SeedSequence([seed, problem, n, run])`` (x_0 and the noise)
+        and ``[seed, problem, n, run, 1]`` (the iid reference).
+    n, run : int
+        Particles and run index.
+    backend : str
+        Array backend name of the particles.
+    masses : ndarray, shape (n_times, n_cells)
+        Cell masses of the PDE reference (:func:`pde_task`).
+    want_hist : bool
+        Also return the particle mass per PDE cell (run 0).
+
+    Returns
+    -------
+    dict
+        ``w1``, ``w1_iid`` (n_times,), ``wall`` (s, the simulation), ``hist`` (n_times, n_cells)
+        or None.
+    """
+    ip = PROBLEM_NAMES.index(c.name)
+    dom, rho0, dist = _particle_setup(c)
+    times = np.asarray(c.times)
+    rng = _rng(seed, ip, n, run)
+    x0 = rho0.sample(rng, n)
+    tr = time.perf_counter()
+    snaps = _particles(c, c.eta).simulate(x0, times, rng, backend=get_backend(backend), progress=False)
+    wall = time.perf_counter() - tr
+    rng_iid = _rng(seed, ip, n, run, 1)
+    w1, w1_iid = np.empty(times.size), np.empty(times.size)
+    hist = np.empty((times.size, dom.n_cells)) if want_hist else None
+    for k in range(times.size):
+        w1[k] = dist.particles(snaps[k], masses[k])
+        w1_iid[k] = dist.iid(rng_iid, n, masses[k])
+        if want_hist:
+            hist[k] = bin_to_grid(snaps[k], dom.origin, dom.spacing, dom.grid_shape)
+    return {"w1": w1, "w1_iid": w1_iid, "wall": wall, "hist": hist}
+
+
+def refinement_task(c: ProblemConfig, seed: int, eta: float, run: int, backend: str, masses) -> dict:
+    """One step-refinement run: ``refinement_n`` particles with step ``eta``.
+
+    The run draws from ``SeedSequence([seed, problem, refinement_n, run, 2])``: the same x_0 and
+    noise stream for every eta.
+
+    Parameters
+    ----------
+    c : ProblemConfig
+    seed : int
+    eta : float
+    run : int
+    backend : str
+    masses : ndarray, shape (n_times, n_cells)
+
+    Returns
+    -------
+    dict
+        ``w1`` (n_times,) and ``wall`` (s).
+    """
+    ip = PROBLEM_NAMES.index(c.name)
+    _, rho0, dist = _particle_setup(c)
+    times = np.asarray(c.times)
+    rng = _rng(seed, ip, c.refinement_n, run, 2)   # same x0 and seed for every eta
+    x0 = rho0.sample(rng, c.refinement_n)
+    tr = time.perf_counter()
+    snaps = _particles(c, eta).simulate(x0, times, rng, backend=get_backend(backend), progress=False)
+    wall = time.perf_counter() - tr
+    return {"w1": np.array([dist.particles(snaps[k], masses[k]) for k in range(times.size)]), "wall": wall}
+
+
+def refinement_iid_task(c: ProblemConfig, seed: int, run: int, masses) -> dict:
+    """The iid level of the refinement: ``refinement_n`` draws from rho_t at every time.
+
+    Draws from ``SeedSequence([seed, problem, refinement_n, run, 3])``.
+
+    Parameters
+    ----------
+    c : ProblemConfig
+    seed : int
+    run : int
+    masses : ndarray, shape (n_times, n_cells)
+
+    Returns
+    -------
+    dict
+        ``w1_iid`` (n_times,).
+    """
+    ip = PROBLEM_NAMES.index(c.name)
+    _, _, dist = _particle_setup(c)
+    rng_iid = _rng(seed, ip, c.refinement_n, run, 3)
+    return {"w1_iid": np.array([dist.iid(rng_iid, c.refinement_n, m) for m in masses])}
+
+
+def _cost(c: ProblemConfig, n: int, eta: float) -> float:
+    """Rough seconds of a particle run (all pairs in 2-D, sorted in 1-D): submission order only."""
+    steps = float(c.times[-1]) / eta
+    return steps * (1e-9 * n * n if c.d > 1 else 2e-7 * n)
+
+
+def _nanmean(x) -> float:
+    x = np.asarray(x, dtype=np.float64)
+    return float(np.mean(x[np.isfinite(x)])) if np.isfinite(x).any() else math.nan
+
+
 def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = False,
-                         resume: bool = False, progress: bool = True, log=print) -> Path:
+                         resume: bool = False, progress: bool = True, log=print,
+                         workers: int | None = 0, scheduler: str | None = None) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"mean_field_study"``).
 
     Variables for each problem ``p`` (``p`` = "interval" or "rectangle"):
@@ -305,6 +478,17 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         and between both on the grid with half the cells per axis.
     ``p_pde_free_energy(p_time)``, ``p_pde_mass(p_time)``
 
+    Root attributes besides the configuration: ``p_pde_wall_s`` (the PDE task), ``p_wall_s``
+    (the problem's tasks of this session, summed: compute seconds, not a wall time when they
+    run in parallel), ``wall_s`` and ``failures`` (JSON list of the failed tasks of the last
+    session: task, error, traceback; empty when none failed).
+
+    The work runs as independent tasks through :func:`rieszflow.studies.sweep.run_jobs`: one
+    PDE task per problem (reference and floors), then one batch of every missing particle run,
+    refinement run and refinement iid level of every problem. Each task draws from its own
+    generator (below), so the arrays are the same bit for bit whatever ``workers`` is and in
+    whatever order the tasks finish; each result is stored in ``out`` as it arrives.
+
     Parameters
     ----------
     config : MeanFieldConfig
@@ -313,17 +497,24 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     overwrite : bool, default False
         Replace an existing file (otherwise FileExistsError).
     resume : bool, default False
-        Continue an interrupted study in ``out``: runs whose W1 values are all
-        stored are skipped (every run has its own seed, derived from
+        Continue an interrupted (or partly failed) study in ``out``: runs whose W1 values are
+        all stored are skipped (every run has its own seed, derived from
         ``(seed, problem, N, replica)``, so the result equals an uninterrupted
         study); the PDE reference is recomputed (deterministic). ``problem`` is
         the index of the problem's name in
         :data:`studies.mean_field.config.PROBLEM_NAMES`, so a study restricted to
         some problems (CLI ``--problem``) reproduces their runs in the full study.
     progress : bool, default True
-        tqdm progress bars.
+        tqdm progress bars (one per batch: done / failed / skipped).
     log : callable, default print
         Receives one line per finished stage (``None`` or ``lambda *a: None`` to silence).
+    workers : int or None, default 0
+        0 runs the tasks in this process, one after the other (as before the sweep layer);
+        an integer > 0 on a :class:`distributed.LocalCluster` of that many single-threaded worker
+        processes; None on a LocalCluster with one worker per core.
+    scheduler : str, optional
+        Address of an existing Dask scheduler instead (its workers must import rieszflow); with
+        it, ``workers`` is left at its default or None.
 
     Returns
     -------
@@ -337,32 +528,45 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     FileExistsError
         If ``out`` exists and neither ``overwrite`` nor ``resume`` is set.
     ValueError
-        If ``resume`` is set and ``out`` was written with another configuration.
+        If ``resume`` is set and ``out`` was written with another configuration, or
+        ``workers`` and ``scheduler`` are both given.
     RuntimeError
-        If a PDE solve (reference or floor) did not converge (:func:`solve_pde`).
+        If a PDE solve (reference or floor) did not converge (:func:`solve_pde`; the study stops
+        before the particles), or :class:`rieszflow.studies.sweep.TasksFailed` (a RuntimeError)
+        if particle tasks failed: the other tasks' results are stored, the file's status is
+        ``"failed"`` and ``resume=True`` runs the failed tasks again.
     """
-    from tqdm.auto import tqdm
-
     from rieszflow.engine.storage import TrajectoryWriter, check_resumable
+    from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
 
     if not isinstance(config, MeanFieldConfig):
         raise TypeError(f"config must be a MeanFieldConfig, got {type(config).__name__}")
+    if scheduler is not None and workers == 0:      # the default: in-process unless a scheduler
+        workers = None
+    check_executor(workers, scheduler)
     log = log or (lambda *a: None)
-    backend = get_backend(config.backend)
     out = Path(out)
     t_start = time.perf_counter()
     if resume:
         check_resumable(out, KIND, {"json": config.to_dict()})
     with TrajectoryWriter(out, KIND, config={"json": config.to_dict()}, overwrite=overwrite,
                           resume=resume, attrs={"seed": config.seed, "backend": config.backend,
-                                 "problems": [p.name for p in config.problems]}) as w:
+                                 "problems": [p.name for p in config.problems]}) as w, \
+            Executor(workers, scheduler) as ex:
+        # --- PDE references and their floors: one task per problem
+        pde_jobs = [Job({"stage": "pde", "problem": c.name}, pde_task, (c,)) for c in config.problems]
+        pde = {}
+        summary = run_jobs(pde_jobs, executor=ex, progress=progress, desc="mean-field PDE",
+                           on_result=lambda job, r: pde.__setitem__(job.task["problem"], r))
+        if summary.failed:
+            raise TasksFailed("PDE tasks", summary.failures, summary.total,
+                              hint="; the particle runs need a converged PDE reference")
+
+        jobs, skipped, state, where = [], 0, {}, {}   # where: id(job) -> its indices in the arrays
         for c in config.problems:
             p = c.name
-            ip = PROBLEM_NAMES.index(p)  # the problem's identity keys its streams, not its list position
-            t0 = time.perf_counter()
-            setup = setup_problem(c)
-            dom = setup.domain
-            dist = Distance(dom, c.w1_tol)
+            dom, rho0, _ = _particle_setup(c)
+            ref = pde[p]["value"]
             times = np.asarray(c.times)
             n_list = list(c.n_particles)
             s_list = list(c.n_seeds)
@@ -383,42 +587,30 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
             for k, ax in enumerate("xy"[: dom.d]):
                 w.variable(f"{p}_{ax}", (f"{p}_cell",), data=dom.centers[:, k],
                            attrs={"long_name": f"cell centre {ax}", "units": "1"})
-            w.variable(f"{p}_rho0", (f"{p}_cell",), data=setup.rho0_cells,
+            w.variable(f"{p}_rho0", (f"{p}_cell",), data=rho0.cell_density(dom),
                        attrs={"long_name": "exact cell averages of rho_0", "units": "1"})
-
-            # --- PDE reference and its floors
-            ref = solve_pde(setup, c.pde_dt, progress=progress)
-            ref_m = [Distance.masses(dom, r) for r in ref.rho]
-            coarse_dt = solve_pde(setup, 2 * c.pde_dt)
-            dt_floor = [dist.cells(Distance.masses(dom, r), m) for r, m in zip(coarse_dt.rho, ref_m)]
-            coarse = setup_problem(c, coarsen=2)
-            coarse_res = solve_pde(coarse, c.pde_dt)
-            cdist = Distance(coarse.domain, c.w1_tol)
-            grid_floor = [cdist.cells(Distance.masses(coarse.domain, r), _coarsen_masses(dom, m, 2))
-                          for r, m in zip(coarse_res.rho, ref_m)]
-            snap_idx = [int(np.argmin(np.abs(ref.step_time - t))) for t in times]
-            w.variable(f"{p}_rho", (f"{p}_time", f"{p}_cell"), data=ref.rho,
+            w.variable(f"{p}_rho", (f"{p}_time", f"{p}_cell"), data=ref["rho"],
                        attrs={"long_name": "PDE density (cell values)", "units": "1"})
-            w.variable(f"{p}_pde_dt_floor", (f"{p}_time",), data=np.asarray(dt_floor),
+            w.variable(f"{p}_pde_dt_floor", (f"{p}_time",), data=ref["dt_floor"],
                        attrs={"long_name": "W1(rho with 2*pde_dt, rho with pde_dt)", "units": "1"})
-            w.variable(f"{p}_pde_grid_floor", (f"{p}_time",), data=np.asarray(grid_floor),
+            w.variable(f"{p}_pde_grid_floor", (f"{p}_time",), data=ref["grid_floor"],
                        attrs={"long_name": "W1 on the half grid between the coarse-grid PDE and the "
                                            "reference aggregated to it", "units": "1"})
-            w.variable(f"{p}_pde_free_energy", (f"{p}_time",), data=ref.free_energy[snap_idx],
+            w.variable(f"{p}_pde_free_energy", (f"{p}_time",), data=ref["free_energy"],
                        attrs={"long_name": "free energy of the PDE density, eq. (4.2)", "units": "1"})
-            w.variable(f"{p}_pde_mass", (f"{p}_time",), data=ref.mass[snap_idx],
+            w.variable(f"{p}_pde_mass", (f"{p}_time",), data=ref["mass"],
                        attrs={"long_name": "total mass of the PDE density (1 up to round-off)", "units": "1"})
-            w.set_attrs(**{f"{p}_pde_wall_s": time.perf_counter() - t0,
+            w.set_attrs(**{f"{p}_pde_wall_s": ref["seconds"],
                            f"{p}_quantisation_bound": quantisation_bound(dom.spacing),
                            f"{p}_metric": ("exact W1 of the CDFs (empirical vs piecewise-constant)"
                                            if c.d == 1 else
                                            "exact W1 (ot.emd2, Euclidean cost) between particle and "
                                            "PDE cell masses on the PDE grid centres")})
             log(f"[{p}] PDE reference ({dom.n_cells} cells, dt={c.pde_dt}) and floors in "
-                f"{time.perf_counter() - t0:.1f} s; dt floor {max(dt_floor):.2e}, grid floor "
-                f"{max(grid_floor):.2e}")
+                f"{ref['seconds']:.1f} s; dt floor {ref['dt_floor'].max():.2e}, grid floor "
+                f"{ref['grid_floor'].max():.2e}")
 
-            # --- particle runs
+            # --- particle runs: declared now, computed by the tasks below
             dims = (f"{p}_N", f"{p}_seed", f"{p}_time")
             for name, ln in (("w1", "W1 between the particles' empirical measure and rho_t"),
                              ("w1_iid", "W1 between N iid draws from rho_t and rho_t")):
@@ -427,37 +619,18 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
                        attrs={"long_name": "wall-clock time of the particle run", "units": "s"})
             w.variable(f"{p}_hist", (f"{p}_N", f"{p}_time", f"{p}_cell"),
                        attrs={"long_name": "particle mass per PDE cell, run 0", "units": "1"})
-            w1 = w.read(f"{p}_w1")                  # all NaN in a new file: nothing done yet
-            w1_iid = w.read(f"{p}_w1_iid")
-            wall = w.read(f"{p}_wall")
-            hist = w.read(f"{p}_hist")
-            system = setup.particles(c.eta)
-            total = sum(s_list)
-            bar = tqdm(total=total, disable=not progress, desc=f"{p} particles", unit="run")
+            st = {"n_list": n_list, "seconds": ref["seconds"],
+                  **{k: w.read(f"{p}_{k}") for k in ("w1", "w1_iid", "wall", "hist")}}  # NaN in a new file
+            masses = ref["masses"]
             for iN, (n, n_seeds) in enumerate(zip(n_list, s_list)):
                 for r in range(n_seeds):
-                    if np.isfinite(w1[iN, r]).all() and np.isfinite(w1_iid[iN, r]).all():
-                        bar.update(1)                # done before an interruption (resume)
+                    if np.isfinite(st["w1"][iN, r]).all() and np.isfinite(st["w1_iid"][iN, r]).all():
+                        skipped += 1                 # done before an interruption (resume)
                         continue
-                    rng = _rng(config.seed, ip, n, r)
-                    x0 = setup.rho0.sample(rng, n)
-                    tr = time.perf_counter()
-                    snaps = system.simulate(x0, times, rng, backend=backend, progress=False)
-                    wall[iN, r] = time.perf_counter() - tr
-                    rng_iid = _rng(config.seed, ip, n, r, 1)
-                    for k in range(times.size):
-                        w1[iN, r, k] = dist.particles(snaps[k], ref_m[k])
-                        w1_iid[iN, r, k] = dist.iid(rng_iid, n, ref_m[k])
-                        if r == 0:
-                            hist[iN, k] = bin_to_grid(snaps[k], dom.origin, dom.spacing, dom.grid_shape)
-                    w.set(f"{p}_w1", w1)
-                    w.set(f"{p}_w1_iid", w1_iid)
-                    w.set(f"{p}_wall", wall)
-                    w.set(f"{p}_hist", hist)
-                    bar.update(1)
-                log(f"[{p}] N={n:>7d}: W1(t_end) = {np.nanmean(w1[iN, :, -1]):.4e} "
-                    f"(iid {np.nanmean(w1_iid[iN, :, -1]):.4e}), {np.nanmean(wall[iN]):.2f} s/run")
-            bar.close()
+                    job = Job({"stage": "particles", "problem": p, "N": int(n), "run": r}, particle_run_task,
+                              (c, config.seed, int(n), r, config.backend, masses, r == 0))
+                    jobs.append((_cost(c, n, c.eta), job))
+                    where[id(job)] = (iN, r)
 
             # --- step refinement
             etas = c.eta_refinement
@@ -473,33 +646,76 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
                            attrs={"long_name": "wall-clock time of the refinement run", "units": "s"})
                 w.variable(f"{p}_w1_eta_iid", (f"{p}_rseed", f"{p}_time"),
                            attrs={"long_name": "W1 of refinement_n iid draws from rho_t", "units": "1"})
-                w1e_iid = np.full((c.refinement_seeds, times.size), np.nan)
+                st.update(w1_eta=w.read(f"{p}_w1_eta"), wall_eta=w.read(f"{p}_wall_eta"),
+                          w1_eta_iid=w.read(f"{p}_w1_eta_iid"))
                 for r in range(c.refinement_seeds):
-                    rng_iid = _rng(config.seed, ip, c.refinement_n, r, 3)
-                    w1e_iid[r] = [dist.iid(rng_iid, c.refinement_n, m) for m in ref_m]
-                w.set(f"{p}_w1_eta_iid", w1e_iid)
-                w1e = w.read(f"{p}_w1_eta")
-                walle = w.read(f"{p}_wall_eta")
-                bar = tqdm(total=len(etas) * c.refinement_seeds, disable=not progress,
-                           desc=f"{p} eta refinement", unit="run")
+                    if np.isfinite(st["w1_eta_iid"][r]).all():
+                        skipped += 1
+                        continue
+                    job = Job({"stage": "refinement_iid", "problem": p, "run": r}, refinement_iid_task,
+                              (c, config.seed, r, masses))
+                    jobs.append((0.0, job))
+                    where[id(job)] = (r,)
                 for ie, eta in enumerate(etas):
-                    sys_e = setup.particles(eta)
                     for r in range(c.refinement_seeds):
-                        if np.isfinite(w1e[ie, r]).all():
-                            bar.update(1)            # done before an interruption (resume)
+                        if np.isfinite(st["w1_eta"][ie, r]).all():
+                            skipped += 1             # done before an interruption (resume)
                             continue
-                        rng = _rng(config.seed, ip, c.refinement_n, r, 2)  # same x0 and seed for every eta
-                        x0 = setup.rho0.sample(rng, c.refinement_n)
-                        tr = time.perf_counter()
-                        snaps = sys_e.simulate(x0, times, rng, backend=backend)
-                        walle[ie, r] = time.perf_counter() - tr
-                        for k in range(times.size):
-                            w1e[ie, r, k] = dist.particles(snaps[k], ref_m[k])
-                        w.set(f"{p}_w1_eta", w1e)
-                        w.set(f"{p}_wall_eta", walle)
-                        bar.update(1)
-                    log(f"[{p}] eta={eta:g}, N={c.refinement_n}: W1(t_end) = {np.mean(w1e[ie, :, -1]):.4e}")
-                bar.close()
-            w.set_attrs(**{f"{p}_wall_s": time.perf_counter() - t0})
-        w.set_attrs(wall_s=time.perf_counter() - t_start)
+                        job = Job({"stage": "refinement", "problem": p, "eta": float(eta), "run": r},
+                                  refinement_task, (c, config.seed, float(eta), r, config.backend, masses))
+                        jobs.append((_cost(c, c.refinement_n, eta), job))
+                        where[id(job)] = (ie, r)
+            state[p] = st
+
+        def store(job, result):
+            """Write one finished task into the file (W1 last: a finite W1 marks a finished run)."""
+            t = job.task
+            if t["problem"] not in state:
+                return
+            st = state[t["problem"]]
+            st["seconds"] += result["seconds"] if math.isfinite(result["seconds"]) else 0.0
+            if result["status"] != "done":
+                return
+            v, p, at = result["value"], t["problem"], where[id(job)]
+            if t["stage"] == "particles":
+                iN, r = at
+                if v["hist"] is not None:
+                    st["hist"][iN] = v["hist"]
+                    w.set(f"{p}_hist", st["hist"])
+                st["wall"][iN, r] = v["wall"]
+                st["w1_iid"][iN, r] = v["w1_iid"]
+                st["w1"][iN, r] = v["w1"]
+                for k in ("wall", "w1_iid", "w1"):
+                    w.set(f"{p}_{k}", st[k])
+            elif t["stage"] == "refinement":
+                ie, r = at
+                st["wall_eta"][ie, r] = v["wall"]
+                st["w1_eta"][ie, r] = v["w1"]
+                w.set(f"{p}_wall_eta", st["wall_eta"])
+                w.set(f"{p}_w1_eta", st["w1_eta"])
+            else:
+                st["w1_eta_iid"][at[0]] = v["w1_iid"]
+                w.set(f"{p}_w1_eta_iid", st["w1_eta_iid"])
+
+        if not ex.in_process:       # the most expensive first: balances the workers, changes no number
+            jobs.sort(key=lambda cj: -cj[0])
+        jobs = [job for _, job in jobs]
+        log(f"mean-field: {len(jobs)} particle tasks on {ex.describe()}"
+            + (f" ({skipped} stored before, skipped)" if skipped else ""))
+        summary = run_jobs(jobs, executor=ex, progress=progress, desc="mean-field runs", skipped=skipped,
+                           on_result=store)
+        for c in config.problems:
+            p, st = c.name, state[c.name]
+            for iN, n in enumerate(st["n_list"]):
+                log(f"[{p}] N={n:>7d}: W1(t_end) = {_nanmean(st['w1'][iN, :, -1]):.4e} "
+                    f"(iid {_nanmean(st['w1_iid'][iN, :, -1]):.4e}), {_nanmean(st['wall'][iN]):.2f} s/run")
+            for ie, eta in enumerate(c.eta_refinement):
+                log(f"[{p}] eta={eta:g}, N={c.refinement_n}: W1(t_end) = {_nanmean(st['w1_eta'][ie, :, -1]):.4e}")
+            w.set_attrs(**{f"{p}_wall_s": st["seconds"]})
+        w.set_attrs(wall_s=time.perf_counter() - t_start, failures=summary.failures)
+        if summary.failed:
+            log(summary.format("mean-field runs"))
+            raise TasksFailed("particle tasks", summary.failures, summary.total,
+                              hint=f"; the other runs are stored in {out} (status 'failed', tracebacks in its "
+                                   f"root attribute 'failures'); --resume runs the failed ones again")
     return out
