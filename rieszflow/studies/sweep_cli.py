@@ -1,7 +1,7 @@
 """The command-line side of the studies that run sweeps (``synthetic``, ``nlp``).
 
-One home for what those subcommands share: the ``--workers`` / ``--scheduler`` options, the
-output directory rules (a directory, its ``config.json``, ``--overwrite`` clearing every sweep
+One home for what those subcommands share besides the ``--workers`` / ``--scheduler`` options
+(:func:`rieszflow.studies.sweep.add_sweep_arguments`): the output directory rules (a directory, its ``config.json``, ``--overwrite`` clearing every sweep
 under the run lock, a rerun with another configuration refused) and the loop that runs each
 sweep and merges it. The sweeps themselves are :mod:`rieszflow.studies.sweep`.
 """
@@ -13,43 +13,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["add_sweep_arguments", "prepare_sweep_dir", "run_sweeps", "where"]
+from rieszflow.studies.sweep import describe_executor
 
-
-def add_sweep_arguments(parser) -> None:
-    """Add ``--workers`` and ``--scheduler``, the options of every study that runs a sweep.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The subcommand's parser.
-    """
-    from rieszflow.studies.cli import non_negative_int
-
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--workers", type=non_negative_int, default=None, metavar="N",
-                       help="LocalCluster worker processes, one thread each (default: the machine's "
-                            "cores); 0 runs the tasks in this process, one after the other")
-    group.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                       help="submit to an existing Dask scheduler (e.g. tcp://host:8786) instead; its "
-                            "workers must see --out (docs/sweeps.md)")
-
-
-def where(args) -> str:
-    """Where the tasks run, in words (for the log line of each sweep).
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        With ``workers`` and ``scheduler``.
-
-    Returns
-    -------
-    str
-    """
-    if args.scheduler:
-        return f"scheduler {args.scheduler}"
-    return "in-process" if args.workers == 0 else f"LocalCluster of {args.workers or 'all'} workers"
+__all__ = ["prepare_sweep_dir", "run_sweeps"]
 
 
 def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config: Callable, *,
@@ -152,7 +118,8 @@ def run_sweeps(prog: str, out: Path, chosen, args, log: Callable, before: Callab
 
     failed, merged = 0, {}
     for sp in chosen:
-        log(f"{prog}: sweep {sp.name}: {len(sp.tasks())} tasks on {where(args)} -> {out / sp.name}")
+        log(f"{prog}: sweep {sp.name}: {len(sp.tasks())} tasks on "
+            f"{describe_executor(args.workers, args.scheduler)} -> {out / sp.name}")
         if before is not None:
             before(sp, out / sp.name, log=log)
         summary = run_sweep(sp, out / sp.name, workers=args.workers, scheduler=args.scheduler,

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
-from rieszflow.studies.sweep_cli import add_sweep_arguments, prepare_sweep_dir, run_sweeps
+from rieszflow.studies.sweep import add_sweep_arguments
+from rieszflow.studies.sweep_cli import prepare_sweep_dir, run_sweeps
 
 __all__ = ["register", "run_from_args", "write_tables"]
 
