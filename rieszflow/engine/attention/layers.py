@@ -131,6 +131,19 @@ def check_mask(mask, shape):
         raise ValueError("mask has a row with no True entry; every sequence needs at least one real token")
 
 
+def _softmax_last(xp, s):
+    """Softmax over the last axis, in place in ``s`` (max-shifted: no overflow)."""
+    s -= s.max(axis=-1, keepdims=True)
+    p = xp.exp(s, out=s)
+    p /= p.sum(axis=-1, keepdims=True)
+    return p
+
+
+def _softmax_last_backward(p, dp):
+    """VJP of :func:`_softmax_last`: ``ds = p * (dp - sum(dp * p))`` over the last axis."""
+    return p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+
+
 def _split_heads(x, n_heads):
     """(B, L, H*dk) -> contiguous (H, B, L, dk)."""
     xp = namespace(x)
@@ -1150,9 +1163,7 @@ class SoftmaxAttention(_MultiHead):
         s *= scale
         keyok = mask[None, :, None, :]
         s = xp.where(keyok, s, -xp.inf)
-        s -= s.max(axis=-1, keepdims=True)
-        p = xp.exp(s, out=s)
-        p /= p.sum(axis=-1, keepdims=True)
+        p = _softmax_last(xp, s)
         a = xp.matmul(p, v)
         am = _merge_heads(a)
         y = _linear_fwd(am, params["w_o"], params["b_o"])
@@ -1179,7 +1190,7 @@ class SoftmaxAttention(_MultiHead):
         da = _split_heads(dam, self.n_heads)
         dv = xp.matmul(p.transpose(0, 1, 3, 2), da)
         dp = xp.matmul(da, v.transpose(0, 1, 3, 2))
-        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+        ds = _softmax_last_backward(p, dp)
         ds *= scale
         dq = xp.matmul(ds, k)
         dk = xp.matmul(ds.transpose(0, 1, 3, 2), q)
@@ -1353,9 +1364,7 @@ class LinformerAttention(_MultiHead):
         scale = 1.0 / math.sqrt(self.d_k)
         s = xp.matmul(q, kp.transpose(0, 1, 3, 2))                    # (H, B, L, k)
         s *= scale
-        s -= s.max(axis=-1, keepdims=True)
-        p = xp.exp(s, out=s)
-        p /= p.sum(axis=-1, keepdims=True)
+        p = _softmax_last(xp, s)
         a = xp.matmul(p, vp)                                          # (H, B, L, d_k)
         am = _merge_heads(a)
         y = _linear_fwd(am, params["w_o"], params["b_o"])
@@ -1384,7 +1393,7 @@ class LinformerAttention(_MultiHead):
         da = _split_heads(dam, self.n_heads)                          # (H, B, L, d_k)
         dvp = xp.matmul(p.transpose(0, 1, 3, 2), da)                  # (H, B, k, d_k)
         dp = xp.matmul(da, vp.transpose(0, 1, 3, 2))                  # (H, B, L, k)
-        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+        ds = _softmax_last_backward(p, dp)
         ds *= scale
         dq = xp.matmul(ds, kp)                                        # (H, B, L, d_k)
         dkp = xp.matmul(ds.transpose(0, 1, 3, 2), q)                  # (H, B, k, d_k)
