@@ -90,3 +90,19 @@ def test_tiny_nlp_sweep_end_to_end(tmp_path, capsys):
     assert cli_main(argv) == 0
     assert cli_main([*argv, "--set", "m=8"]) == 2
     assert "another configuration" in capsys.readouterr().err
+
+
+def test_task_of_one_variant_needs_only_its_own_fields():
+    """A run of the paper's order with one epoch builds no late variant (which would need two),
+    and an unknown variant name is a clear error."""
+    from rieszflow.studies.nlp.study import nlp_task
+    from rieszflow.studies.sweep import Task
+
+    cfg = NLPConfig(datasets=("rt",), feature_maps=("elu",), late_maps=(), baselines=(), seeds=1,
+                    epochs=1, phase_a_epochs=1, m=8, train_limit=64, eval_limit=32)
+    config = task_config(cfg)
+    ds = nlp_task(Task("nlp-rt", "Kernel-elu", (("dataset", "rt"),), 0), config, None)
+    assert ds.sizes["epoch"] == 1 and ds.sizes["example"] == 32
+    assert all({"long_name", "units"} <= set(ds[v].attrs) for v in ds.variables)
+    with pytest.raises(ValueError, match="not a variant"):
+        nlp_task(Task("nlp-rt", "Kernel-gauss", (("dataset", "rt"),), 0), config, None)

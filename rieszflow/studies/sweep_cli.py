@@ -19,7 +19,7 @@ __all__ = ["prepare_sweep_dir", "run_sweeps"]
 
 
 def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config: Callable, *,
-                      overwrite: bool, default: bool) -> int | None:
+                      overwrite: bool, default: bool, log: Callable | None = None) -> int | None:
     """Check and prepare a study's output directory; write its ``config.json``.
 
     Parameters
@@ -43,6 +43,8 @@ def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config
         run lock, so a sweep running there is not touched).
     default : bool
         ``out`` is the documented default under ``runs/`` (created when missing).
+    log : callable, optional
+        Receives one line with the whole configuration (also written to ``config.json``).
 
     Returns
     -------
@@ -84,6 +86,8 @@ def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config
                   file=sys.stderr)
             return 2
     cfg_file.write_text(json.dumps(cfg.to_dict(), indent=1, sort_keys=True))
+    if log is not None:
+        log(f"{prog}: configuration ({cfg_file}): {json.dumps(cfg.to_dict(), sort_keys=True)}")
     return None
 
 

@@ -127,12 +127,12 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     status = prepare_sweep_dir(prog, out, cfg, NLPConfig, specs(cfg), task_config,
-                               overwrite=args.overwrite, default=default)
+                               overwrite=args.overwrite, default=default,
+                               log=None if args.quiet else print)
     if status is not None:
         return status
     log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))
-    log(f"{prog}: {len(specs(cfg)[0].methods)} variants x {cfg.seeds} seeds on "
-        f"{', '.join(cfg.datasets)}; configuration in {out / 'config.json'}")
+    log(f"{prog}: {len(specs(cfg)[0].methods)} variants x {cfg.seeds} seeds on {', '.join(cfg.datasets)}")
     t0 = time.perf_counter()
     merged, failed = run_sweeps(prog, out, specs(cfg), args, log)
     by_dataset = {name.split("-", 1)[1]: ds for name, ds in merged.items()}

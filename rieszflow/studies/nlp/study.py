@@ -303,7 +303,9 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
     seed = config["seed"] + task.trial
     name = task.method
     maps = [m for m in ATTENTION_FEATURE_MAPS if name.split("-")[1:2] == [m]]
-    variants = variant_configs(config, dataset, seed, maps, [name] if name in BASELINES else [], maps)
+    late = maps if name.endswith(f"-after{config['phase_a_after']}") else []
+    variants = variant_configs(config, dataset, seed, [] if late else maps,
+                               [name] if name in BASELINES else [], late)
     if name not in variants:
         raise ValueError(f"method={name!r} is not a variant of the NLP tables; allowed: the baselines "
                          f"{', '.join(BASELINES)}, Vanilla-<map>, Kernel-<map>, "

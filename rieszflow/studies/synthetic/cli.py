@@ -126,7 +126,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     status = prepare_sweep_dir(prog, out, cfg, SyntheticConfig, specs(cfg), task_config,
-                               overwrite=args.overwrite, default=default)
+                               overwrite=args.overwrite, default=default,
+                               log=None if args.quiet else print)
     if status is not None:
         return status
     chosen = [sp for sp in specs(cfg) if sp.name in (args.sweep or SWEEPS)]
