@@ -30,6 +30,7 @@ dropout masks: the matched pair of the paper's tables.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -56,6 +57,18 @@ __all__ = ["MainJob", "run_main_job", "load_data", "alignment_gradients"]
 KIND = "main_job"
 
 
+@functools.lru_cache(maxsize=2)
+def _encoded_splits(dataset: str, max_len: int, qqp_dir: str):
+    """The tokenizer and the tokenized full splits, read once per process (a sweep worker runs
+    many tasks on one dataset; the splits are never modified, :func:`load_data` copies subsets)."""
+    tok = WordPieceTokenizer(max_len=max_len)
+    if dataset == "rt":
+        return tok, tuple(encode(load_split("rt", s), tok) for s in ("train", "validation", "test"))
+    if dataset == "sst2":
+        return tok, (encode(load_split("sst2", "train"), tok), encode(load_split("sst2", "dev"), tok))
+    return tok, (encode(load_qqp(qqp_dir, "train"), tok), encode(load_qqp(qqp_dir, "dev"), tok))
+
+
 def load_data(cfg: MainJobConfig):
     """Tokenized train / validation / test splits of ``cfg.dataset``.
 
@@ -79,20 +92,13 @@ def load_data(cfg: MainJobConfig):
     train, validation, test : EncodedSplit
         The tokenized splits.
     """
-    tok = WordPieceTokenizer(max_len=cfg.max_len)
+    tok, splits = _encoded_splits(cfg.dataset, cfg.max_len, cfg.qqp_dir)
     rng = np.random.default_rng([cfg.seed, 7])
     if cfg.dataset == "rt":
-        tr, va, te = (load_split("rt", s) for s in ("train", "validation", "test"))
-        tr, va, te = (encode(s, tok) for s in (tr, va, te))
+        tr, va, te = splits
     else:
-        if cfg.dataset == "sst2":
-            full = encode(load_split("sst2", "train"), tok)
-            te = encode(load_split("sst2", "dev"), tok)
-            n_val = cfg.sst2_validation
-        else:
-            full = encode(load_qqp(cfg.qqp_dir, "train"), tok)
-            te = encode(load_qqp(cfg.qqp_dir, "dev"), tok)
-            n_val = cfg.qqp_validation
+        full, te = splits
+        n_val = cfg.sst2_validation if cfg.dataset == "sst2" else cfg.qqp_validation
         if n_val >= len(full):
             raise ValueError(f"{cfg.dataset}_validation={n_val} leaves no training examples "
                              f"({len(full)} in train)")
