@@ -106,3 +106,22 @@ def test_task_of_one_variant_needs_only_its_own_fields():
     assert all({"long_name", "units"} <= set(ds[v].attrs) for v in ds.variables)
     with pytest.raises(ValueError, match="not a variant"):
         nlp_task(Task("nlp-rt", "Kernel-gauss", (("dataset", "rt"),), 0), config, None)
+
+
+def test_qqp_sweep_from_a_glue_folder(tmp_path, capsys):
+    from tests.test_main_job_variants import _write_qqp
+
+    glue = tmp_path / "QQP"
+    glue.mkdir()
+    _write_qqp(glue, n_train=400)
+    argv = ["nlp", "--quiet", "--workers", "0", "--out", str(tmp_path / "n"), "--qqp-dir", str(glue),
+            "--set", "datasets=qqp", "--set", "feature_maps=elu", "--set", "late_maps=", "--set", "baselines=",
+            "--set", "seeds=1", "--set", "m=8", "--set", "epochs=1", "--set", "phase_a_epochs=1"]
+    # 5,000 validation examples cannot come from 400: every task fails, each named; exit 1
+    assert cli_main(argv) == 1
+    assert "qqp_validation" in capsys.readouterr().err
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    assert cli_main(["nlp", "--quiet", "--out", str(tmp_path / "m"), "--qqp-dir", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "train.tsv" in err and "Traceback" not in err

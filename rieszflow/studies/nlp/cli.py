@@ -118,12 +118,17 @@ def run_from_args(args: argparse.Namespace) -> int:
             raise ValueError(f"--qqp-dir {args.qqp_dir!r} is not a folder; expected the GLUE QQP "
                              f"folder with train.tsv and dev.tsv")
         qqp = str(Path(args.qqp_dir).resolve()) if args.qqp_dir is not None else None
+        if qqp is not None:          # read once here: a malformed folder is one error, not a failed task each
+            from rieszflow.engine.attention.data import load_qqp
+
+            for split in ("train", "dev"):
+                load_qqp(qqp, split)
         cfg = resolve_config(NLPConfig, preset, config_file=args.config,
                              given=given_options(seed=args.seed, backend=args.backend, qqp_dir=qqp,
                                                  optimizer=args.optimizer),
                              overrides=args.set, resume_from=out / "config.json" if args.resume else None,
                              preset_flag="--quick" if args.quick else None)
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     status = prepare_sweep_dir(prog, out, cfg, NLPConfig, specs(cfg), task_config,
