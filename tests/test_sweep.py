@@ -357,3 +357,28 @@ def test_synthetic_default_output_directory_and_resume(tmp_path, monkeypatch, ca
     assert "runs/synthetic-quick-seed0 holds no sweep" in capsys.readouterr().err
     assert cli_main(["synthetic", "--resume", "--quick", *one, "--out", "runs/synthetic-seed0"]) == 2
     assert "--quick" in capsys.readouterr().err                                # other sizes: refused
+
+
+def _worker_environment():
+    import os
+
+    import threadpoolctl
+
+    return (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+            {i["internal_api"]: i["num_threads"] for i in threadpoolctl.threadpool_info()})
+
+
+def test_local_cluster_workers_are_single_threaded_with_default_malloc(monkeypatch):
+    """Workers get THREAD_ENV at spawn (BLAS starts with one thread, not the parent's count) and
+    keep glibc's malloc defaults (dask's MALLOC_TRIM_THRESHOLD_ made the main job 3x slower)."""
+    import os
+
+    from rieszflow.studies.sweep import _client
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    with _client(1, None) as client:
+        malloc, threads = client.submit(_worker_environment, pure=False).result()
+    assert malloc is None
+    assert all(n == 1 for n in threads.values()), threads
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "2"            # the parent's is restored
