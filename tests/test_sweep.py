@@ -382,3 +382,23 @@ def test_local_cluster_workers_are_single_threaded_with_default_malloc(monkeypat
     assert malloc is None
     assert all(n == 1 for n in threads.values()), threads
     assert os.environ["OPENBLAS_NUM_THREADS"] == "2"            # the parent's is restored
+
+
+def _blas_threads():
+    import threadpoolctl
+
+    return {i["internal_api"]: i["num_threads"] for i in threadpoolctl.threadpool_info()
+            if i["user_api"] == "blas"}
+
+
+def test_in_process_jobs_run_with_one_blas_thread_like_the_workers():
+    from rieszflow.studies.sweep import Job, run_jobs
+
+    from threadpoolctl import threadpool_limits
+
+    seen = []
+    with threadpool_limits(limits=2, user_api="blas"):          # the caller runs 2 BLAS threads
+        assert all(n == 2 for n in _blas_threads().values())
+        run_jobs([Job({"name": "t"}, _blas_threads, ())], workers=0, progress=False,
+                 on_result=lambda job, r: seen.append(r))
+    assert seen and all(n == 1 for n in seen[0]["value"].values()), seen

@@ -727,8 +727,14 @@ def run_jobs(jobs, *, workers: int | None = None, scheduler: str | None = None,
 
     try:
         if jobs and executor.in_process:
-            for job in jobs:
-                record(job, call_job(job.function, job.args, job.task))
+            from threadpoolctl import threadpool_limits
+
+            # one BLAS thread, as in every worker (THREAD_ENV): a long Langevin run amplifies the
+            # rounding differences of multi-threaded BLAS reductions, and the synthetic
+            # benchmark's Langevin rows differed between 2-thread and 1-thread BLAS
+            with threadpool_limits(limits=1, user_api="blas"):
+                for job in jobs:
+                    record(job, call_job(job.function, job.args, job.task))
         elif jobs:
             from distributed import as_completed
 
