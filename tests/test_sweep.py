@@ -375,6 +375,7 @@ def test_local_cluster_workers_are_single_threaded_with_default_malloc(monkeypat
 
     from rieszflow.studies.sweep import _client
 
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")      # what an earlier nanny leaves behind
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     with _client(1, None) as client:

@@ -817,8 +817,11 @@ def _client(workers: int | None, scheduler: str | None):
     # THREAD_ENV must be in the environment the worker processes are spawned with: given only as
     # env= it is set after NumPy has started its BLAS threads there (measured: OpenBLAS ran 2
     # threads per single-threaded worker). The parent's environment is restored afterwards.
-    saved = {k: os.environ.get(k) for k in THREAD_ENV}
+    # An earlier nanny in this process leaves MALLOC_TRIM_THRESHOLD_ in os.environ (it updates the
+    # parent's environment before spawning): remove it for the spawn too.
+    saved = {k: os.environ.get(k) for k in (*THREAD_ENV, "MALLOC_TRIM_THRESHOLD_")}
     os.environ.update(THREAD_ENV)
+    os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
     try:
         with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
