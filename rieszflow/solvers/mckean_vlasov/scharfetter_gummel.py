@@ -93,11 +93,17 @@ def exponential_weight(P):
     P = np.asarray(P, dtype=np.float64)
     small = np.abs(P) <= _P_SMALL
     large = P > _P_LARGE
-    Pm = np.where(small | large, 1.0, P)           # keep exp() finite where the formula is unused
+    special = np.flatnonzero(small | large)
+    Pm = P
+    if special.size:
+        Pm = P.copy()
+        Pm[special] = 1.0                              # keep exp() finite where the formula is unused
     e = np.exp(Pm)
     alpha = ((Pm - 1.0) * e + 1.0) / (Pm * (e - 1.0))
-    alpha = np.where(large, (P - 1.0) / np.where(large, P, 1.0), alpha)
-    return np.where(small, 0.5, alpha)
+    if special.size:
+        alpha[large] = (P[large] - 1.0) / P[large]
+        alpha[small] = 0.5
+    return alpha
 
 
 class ScharfetterGummelOperator:
@@ -144,6 +150,9 @@ class ScharfetterGummelOperator:
         rows = np.concatenate([cells, self.id1, self.id1, self.id2, self.id2])
         cols = np.concatenate([cells, self.id1, self.id2, self.id1, self.id2])
         self.banded = domain.d == 1 and bool(np.all(np.abs(self.id1 - self.id2) == 1))
+        # FiPy's Grid1D: face k + 1 joins cells k (id1) and k + 1 (id2): diagonals without scatter
+        self._chain = (self.banded and self.id1.size == n - 1 and bool(np.array_equal(self.id1, cells[:-1]))
+                       and bool(np.array_equal(self.id2, cells[1:])))
         if self.banded:
             # LAPACK gt* storage: the three diagonals concatenated [sub (n-1) | diag (n) | super (n-1)]
             off = cols - rows
@@ -170,7 +179,10 @@ class ScharfetterGummelOperator:
         a11, a12, a21, a22 : ndarray, shape (n_interior_faces,), float64
             Entries at (id1, id1), (id1, id2), (id2, id1), (id2, id2) (module docstring).
         """
-        c = self.geom * (veff[self.id2] - veff[self.id1])
+        if self._chain:
+            c = self.geom * np.diff(veff)
+        else:
+            c = self.geom * (veff[self.id2] - veff[self.id1])
         alpha = exponential_weight(-c / self.diffusion)
         ca = c * alpha
         cb = c - ca                                   # c (1 - alpha)
@@ -192,7 +204,18 @@ class ScharfetterGummelOperator:
         ndarray, float64
             ``[sub | diag | super]`` diagonals (banded) or the CSR ``data`` array.
         """
-        vals = np.concatenate([self.volumes / dt, *self.face_blocks(veff)])
+        a11, a12, a21, a22 = self.face_blocks(veff)
+        if self._chain:                                # [sub | diag | super] written directly
+            n = self.n
+            out = np.empty(3 * n - 2)
+            out[:n - 1] = a21
+            diag = out[n - 1:2 * n - 1]
+            np.divide(self.volumes, dt, out=diag)
+            diag[:-1] += a11
+            diag[1:] += a22
+            out[2 * n - 1:] = a12
+            return out
+        vals = np.concatenate([self.volumes / dt, a11, a12, a21, a22])
         return np.bincount(self._pos, weights=vals, minlength=self._size)
 
     def matrix(self, veff, dt):
