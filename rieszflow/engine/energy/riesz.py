@@ -61,11 +61,15 @@ Energies, potentials and gradients agree with the reference to
 ``tests/test_riesz.py`` for ``-1.9 <= s <= 62``, ``s = 0``, softening 0 and
 > 0, d = 1 to 64, and adversarial near-duplicate pairs at norms ~1e4; measured
 differences are ~1e-15 to 3e-12). ``method="auto"`` takes this path for
-``d >= GEMM_MIN_D = 16``: the crossover with the Numba kernel measured by
-``python benchmarks/bench_riesz.py --crossover`` (one thread, N = 2000, loaded
-2-core machine; docs/results/bench_riesz.md): GEMM is 1.0-2.1x faster than
-Numba at d = 12, 1.3-2.4x at d = 16 and ~4x at d = 64, while Numba is up to 2x
-faster at d <= 8 for integer s. Numba stays the choice for small d.
+``d >= GEMM_MIN_D = 16``, from the crossover with the Numba kernel measured by
+``python benchmarks/bench_riesz.py`` (table 2 of docs/results/bench_riesz.md:
+one thread, N = 2000, float64, interleaved timings on a loaded 2-core machine):
+Numba is up to 4x faster at d = 2 and 2x at d = 4 (s = 1), the two are even at
+d = 8 (s = 1), GEMM is 1.4-2.7x faster at d = 12, 1.6-2.9x at d = 16 and
+4.6-5.6x at d = 64 (an earlier run: 1.0-2.1x at d = 12, 1.3-2.4x at d = 16);
+the switch sits at 16, where GEMM won in every run and exponent. Numba stays
+the choice for small d. On CuPy the same rule picks GEMM or the array-API
+reference (the GPU crossover is not measured).
 """
 from __future__ import annotations
 
@@ -93,8 +97,8 @@ _CHUNK_ELEMENTS = 2 ** 21  # elements of the (chunk, N, d) difference block (16 
 _GEMM_TILE_ELEMENTS = 2 ** 19  # elements of one (tile, N) block of the GEMM path (4 MiB in float64)
 
 #: ``method="auto"`` uses the BLAS path for d >= GEMM_MIN_D and the Numba kernel (host) or the
-#: array-API reference (CuPy) below it. Measured with ``benchmarks/bench_riesz.py --crossover``
-#: (one thread, N = 2000, float64; docs/results/bench_riesz.md): see the module docstring.
+#: array-API reference (CuPy) below it. Measured with ``benchmarks/bench_riesz.py`` (table 2:
+#: one thread, N = 2000, float64; docs/results/bench_riesz.md): see the module docstring.
 GEMM_MIN_D = 16
 
 #: Target relative error of one pair's squared distance in the GEMM path (see :func:`gemm_close_threshold`).
