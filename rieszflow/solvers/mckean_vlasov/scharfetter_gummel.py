@@ -47,7 +47,9 @@ Linear solves mimic FiPy's ``LinearLUSolver`` with the "RHS" criterion: starting
 from the current iterate, the solution is corrected with an LU factorisation
 until :math:`\\|M x - b\\|_2 \\le` ``tolerance`` :math:`\\|b\\|_2` (at most 10
 corrections), so both backends stop on the same test. LAPACK ``gttrf``/``gttrs``
-factor and solve the 1-D tridiagonal systems; SciPy's SuperLU (``splu``) the others.
+factor and solve the 1-D tridiagonal systems; SciPy's SuperLU (``splu``) the others,
+with the symmetric ordering of :math:`M + M^T` (the pattern is symmetric, and
+:math:`M` is diagonally dominant by columns, so the diagonal pivots are kept).
 
 References
 ----------
@@ -315,7 +317,10 @@ class ScharfetterGummelOperator:
                 y, info_s = lapack.dgttrs(dl, d, du, du2, ipiv, r)
                 return y
             return solve
-        lu = splu(sp.csc_matrix(sp.csr_matrix((data, self._indices, self._indptr), shape=(n, n))))
+        # M is an M-matrix, diagonally dominant by columns: its diagonal pivots need no row
+        # exchanges, and a symmetric fill-reducing ordering of M + M^T suits its symmetric pattern
+        lu = splu(sp.csc_matrix(sp.csr_matrix((data, self._indices, self._indptr), shape=(n, n))),
+                  permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
         return lu.solve
 
     def backward_error(self, veff, dt, rho_old, rho):
