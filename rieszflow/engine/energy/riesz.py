@@ -260,35 +260,36 @@ def _weight_gemm(xp, r2, s):
 def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
     """Row sums through BLAS (Gram blocks), exact recomputation of close pairs.
 
-    Same outputs as :func:`_pair_sums_xp` (float64). Memory O(tile_rows * N) besides
-    the (N, d) inputs; see the module docstring for the threshold.
+    Same outputs as :func:`_pair_sums_xp` (float64). Each pair is evaluated once: row tile
+    ``[a, b)`` meets columns ``[a, N)``; the pairs with a column beyond the tile also
+    contribute, with the opposite sign of the force, to the column's row sums. Memory
+    O(tile_rows * N) besides the (N, d) inputs; see the module docstring for the threshold.
     """
     xp = namespace(omega)
     n, d = omega.shape
     x = xp.asarray(omega, dtype=xp.float64)
     y = x - xp.mean(x, axis=0)[None, :]  # differences are translation invariant
     sq = xp.sum(y * y, axis=1)
+    sq_max = xp.max(sq)
     theta = gemm_close_threshold(s, d)
     eps2 = eps * eps
-    coef = _coef(s)
     block = tile_rows if tile_rows is not None else max(1, min(n, _GEMM_TILE_ELEMENTS // max(1, n)))
-    rows = xp.empty(n, dtype=xp.float64) if want_energy else None
-    grads = xp.empty((n, d), dtype=xp.float64)
+    rows = xp.zeros(n, dtype=xp.float64) if want_energy else None
+    force = xp.zeros((n, d), dtype=xp.float64)      # sum_l w_kl (omega_k - omega_l)
     for a in range(0, n, block):
         b = min(a + block, n)
         m = b - a
-        diag = (xp.arange(m), xp.arange(a, b))
-        r2 = y[a:b] @ y.T                        # (m, N) Gram block
+        diag = (xp.arange(m), xp.arange(m))
+        r2 = y[a:b] @ y[a:].T                    # (m, N - a) Gram block: columns a..N-1
         r2 *= -2.0
         r2 += sq[a:b, None]
-        r2 += sq[None, :]
+        r2 += sq[None, a:]
         if eps2:
             r2 += eps2
         r2[diag] = 1.0                           # mask the self pair BEFORE the kernel
         # close pairs: a cheap tile-wide screen, then the exact per-pair test on the candidates
-        cand = xp.nonzero(r2 <= theta * (xp.max(sq[a:b]) + xp.max(sq)))
-        i, j = cand
-        keep = (r2[i, j] <= theta * (sq[a + i] + sq[j])) & (a + i != j)
+        i, j = xp.nonzero(r2 <= theta * (xp.max(sq[a:b]) + sq_max))
+        keep = (r2[i, j] <= theta * (sq[a + i] + sq[a + j])) & (i != j)
         i, j = i[keep], j[keep]
         close = int(i.shape[0])
         if close:
@@ -305,20 +306,26 @@ def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
             g[diag] = 0.0
             if close:
                 g[i, j] = 0.0
-            rows[a:b] = xp.sum(g, axis=1)
+            rows[a:b] += xp.sum(g, axis=1)
+            rows[b:] += xp.sum(g[:, m:], axis=0)
         w[diag] = 0.0
         if close:
             w[i, j] = 0.0
-        force = xp.sum(w, axis=1)[:, None] * y[a:b] - w @ y
+        force[a:b] += xp.sum(w, axis=1)[:, None] * y[a:b] - w @ y[a:]
+        wc_ = w[:, m:]                           # pairs (k, l), l beyond the tile: row l gets -w (y_k - y_l)
+        force[b:] += xp.sum(wc_, axis=0)[:, None] * y[b:] - wc_.T @ y[a:b]
         if close:                                # exact, difference-based (the reference's formula)
-            diff = x[a + i] - x[j]
+            diff = x[a + i] - x[a + j]
             gc, wc = _kernel_and_weight(xp, xp.sum(diff * diff, axis=1) + eps2, s)
-            force += xp.bincount((i[:, None] * d + xp.arange(d)[None, :]).ravel(),
-                                 weights=(wc[:, None] * diff).ravel(), minlength=m * d).reshape(m, d)
+            # row a+i gets +wc diff; row a+j gets -wc diff, unless j is inside the tile (its own row sum)
+            out = j >= m
+            idx = xp.concatenate([a + i, (a + j)[out]])
+            contrib = xp.concatenate([wc[:, None] * diff, -(wc[out][:, None] * diff[out])])
+            force += xp.bincount((idx[:, None] * d + xp.arange(d)[None, :]).ravel(),
+                                 weights=contrib.ravel(), minlength=n * d).reshape(n, d)
             if want_energy:
-                rows[a:b] += xp.bincount(i, weights=gc, minlength=m)
-        grads[a:b] = (-coef) * force
-    return rows, grads
+                rows += xp.bincount(idx, weights=xp.concatenate([gc, gc[out]]), minlength=n)
+    return rows, (-_coef(s)) * force
 
 
 def _pair_sums(omega, s, softening, method, want_energy, chunk_size):
