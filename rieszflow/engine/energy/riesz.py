@@ -99,7 +99,7 @@ _GEMM_TILE_ELEMENTS = 2 ** 19  # elements of one (tile, N) block of the GEMM pat
 #: ``method="auto"`` uses the BLAS path for d >= GEMM_MIN_D and the Numba kernel (host) or the
 #: array-API reference (CuPy) below it. Measured with ``benchmarks/bench_riesz.py`` (table 2:
 #: one thread, N = 2000, float64; docs/results/bench_riesz.md): see the module docstring.
-GEMM_MIN_D = 16
+GEMM_MIN_D = 8
 
 #: Target relative error of one pair's squared distance in the GEMM path (see :func:`gemm_close_threshold`).
 GEMM_R2_RTOL = 2.0 ** -36
