@@ -56,8 +56,9 @@ def provenance(threads):
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                                 text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)docs/results"],          # the reports being regenerated
+                               cwd=root, capture_output=True, text=True, check=True).stdout.strip()
         commit += "+uncommitted" if dirty else ""
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
