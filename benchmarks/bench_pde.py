@@ -39,7 +39,7 @@ from pathlib import Path
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="threads for BLAS and OpenMP (default 1)")
-    parser.add_argument("--k", type=int, default=7, help="interleaved timing rounds (min and median reported)")
+    parser.add_argument("--k", type=int, default=11, help="interleaved timing rounds (min and median reported)")
     parser.add_argument("--steps", type=int, default=5, help="time steps of each whole run in table 2")
     parser.add_argument("--disk-cell", type=float, default=0.1, help="Gmsh cell size of the unit disk")
     parser.add_argument("--md", default=None, help="also write the report (markdown) to this file")
