@@ -61,15 +61,14 @@ Energies, potentials and gradients agree with the reference to
 ``tests/test_riesz.py`` for ``-1.9 <= s <= 62``, ``s = 0``, softening 0 and
 > 0, d = 1 to 64, and adversarial near-duplicate pairs at norms ~1e4; measured
 differences are ~1e-15 to 3e-12). ``method="auto"`` takes this path for
-``d >= GEMM_MIN_D = 16``, from the crossover with the Numba kernel measured by
+``d >= GEMM_MIN_D = 8``, from the crossover with the Numba kernel measured by
 ``python benchmarks/bench_riesz.py`` (table 2 of docs/results/bench_riesz.md:
-one thread, N = 2000, float64, interleaved timings on a loaded 2-core machine):
-Numba is up to 4x faster at d = 2 and 2x at d = 4 (s = 1), the two are even at
-d = 8 (s = 1), GEMM is 1.4-2.7x faster at d = 12, 1.6-2.9x at d = 16 and
-4.6-5.6x at d = 64 (an earlier run: 1.0-2.1x at d = 12, 1.3-2.4x at d = 16);
-the switch sits at 16, where GEMM won in every run and exponent. Numba stays
-the choice for small d. On CuPy the same rule picks GEMM or the array-API
-reference (the GPU crossover is not measured).
+one thread, N = 2000, float64, interleaved timings on a heavily loaded 2-core
+machine): Numba is about 2x faster at d = 2 and 1.1-1.2x at d = 4 for s = 1
+(the cheapest exponent), while GEMM is 1.6-3.5x faster at d = 8, 2.5-4.2x at
+d = 16 and 6-7.5x at d = 64 for s = 0, 1 and 0.7. Numba stays the choice for
+small d. On CuPy the same rule picks GEMM or the array-API reference (the GPU
+crossover is not measured).
 """
 from __future__ import annotations
 
