@@ -93,7 +93,8 @@ __all__ = [
 
 METHODS = ("auto", "numpy", "numba", "gemm")
 _CHUNK_ELEMENTS = 2 ** 21  # elements of the (chunk, N, d) difference block (16 MiB in float64)
-_GEMM_TILE_ELEMENTS = 2 ** 19  # elements of one (tile, N) block of the GEMM path (4 MiB in float64)
+_GEMM_TILE_ROWS = 64           # rows of a GEMM-path tile: (64, N) blocks stay in cache (bench: 32-128 best)
+_GEMM_TILE_ELEMENTS = 2 ** 22  # ... and at most this many elements (32 MiB in float64) for huge N
 
 #: ``method="auto"`` uses the BLAS path for d >= GEMM_MIN_D and the Numba kernel (host) or the
 #: array-API reference (CuPy) below it. Measured with ``benchmarks/bench_riesz.py`` (table 2:
@@ -272,7 +273,7 @@ def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
     sq_max = xp.max(sq)
     theta = gemm_close_threshold(s, d)
     eps2 = eps * eps
-    block = tile_rows if tile_rows is not None else max(1, min(n, _GEMM_TILE_ELEMENTS // max(1, n)))
+    block = tile_rows if tile_rows is not None else max(1, min(_GEMM_TILE_ROWS, _GEMM_TILE_ELEMENTS // n))
     rows = xp.zeros(n, dtype=xp.float64) if want_energy else None
     force = xp.zeros((n, d), dtype=xp.float64)      # sum_l w_kl (omega_k - omega_l)
     for a in range(0, n, block):
