@@ -63,12 +63,14 @@ Energies, potentials and gradients agree with the reference to
 differences are ~1e-15 to 3e-12). ``method="auto"`` takes this path for
 ``d >= GEMM_MIN_D = 8``, from the crossover with the Numba kernel measured by
 ``python benchmarks/bench_riesz.py`` (table 2 of docs/results/bench_riesz.md:
-one thread, N = 2000, float64, interleaved timings on a heavily loaded 2-core
-machine): Numba is about 2x faster at d = 2 and 1.1-1.2x at d = 4 for s = 1
-(the cheapest exponent), while GEMM is 1.6-3.5x faster at d = 8, 2.5-4.2x at
-d = 16 and 6-7.5x at d = 64 for s = 0, 1 and 0.7. Numba stays the choice for
-small d. On CuPy the same rule picks GEMM or the array-API reference (the GPU
-crossover is not measured).
+one thread, float64, interleaved timings on a heavily loaded 2-core machine):
+for s = 1 (the kernel's cheapest exponent) Numba is 1.6-2.6x faster at d = 2 and
+up to 1.6x at d = 4, the two are even at d = 8 and N = 256, and GEMM is
+1.7x faster at d = 8 and N = 2000, 1.5-3.3x at d = 16 and 4-6.4x at d = 64
+(N = 256 and 2000; faster still for s = 0 and 0.7). Numba stays the choice for
+small d. Below N ~ 100 the GEMM path's fixed cost per call (~50 us) exceeds
+Numba's, a negligible amount either way. On CuPy the same rule picks GEMM or
+the array-API reference (the GPU crossover is not measured).
 """
 from __future__ import annotations
 
