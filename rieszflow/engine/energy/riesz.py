@@ -314,8 +314,8 @@ def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
         if close:
             w[i, j] = 0.0
         force[a:b] += xp.sum(w, axis=1)[:, None] * y[a:b] - w @ y[a:]
-        wc_ = w[:, m:]                           # pairs (k, l), l beyond the tile: row l gets -w (y_k - y_l)
-        force[b:] += xp.sum(wc_, axis=0)[:, None] * y[b:] - wc_.T @ y[a:b]
+        w_beyond = w[:, m:]                      # pairs (k, l), l beyond the tile: row l gets -w (y_k - y_l)
+        force[b:] += xp.sum(w_beyond, axis=0)[:, None] * y[b:] - w_beyond.T @ y[a:b]
         if close:                                # exact, difference-based (the reference's formula)
             diff = x[a + i] - x[a + j]
             gc, wc = _kernel_and_weight(xp, xp.sum(diff * diff, axis=1) + eps2, s)
