@@ -107,6 +107,10 @@ def test_at14_listing_pitfall():
     k2 = lambda t: sp.kernel_gs(t, d)
     assert abs(sp.kgd_listing(d, k1, k2, n_quad=41) - 0.0099786) < 1e-7
     assert abs(sp.kgd_listing(d, k1, k2, n_quad=60) - 0.0071217096) < 1e-9
+    # true Gauss-Jacobi: N = 41 (L_max = 40) and even N = 5 (L_max = 4) are exact
+    for n, L in ((41, 40), (5, 4)):
+        gj = sp.kgd_series(sp.eigenvalues_quadrature(k1, d, L, n), sp.eigenvalues_quadrature(k2, d, L, n), d)
+        assert abs(gj - 0.0071217096) < 1e-9
 
 
 def test_riesz_spectrum_jacobi_vs_closed_form():
