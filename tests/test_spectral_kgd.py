@@ -70,7 +70,8 @@ def test_at7_at8_table2():
         a = sp.kgd_listing(d, k1, k2)
         b = sp.kgd_closed_form(d, "P")
         c = sp.kgd_parseval(k1, k2, d)
-        assert abs(a - b) <= 1e-9 * b and abs(c - b) <= 1e-9 * b
+        m = float(sp.kgd_parseval_mp(d, "P", dps=30))            # 30-digit reference
+        assert abs(a - b) <= 1e-9 * b and abs(c - b) <= 1e-9 * b and abs(m - b) <= 1e-12 * b
         assert abs(b - ref) < 5e-9 and abs(b - paper) <= 5e-5
         vals.append(b)
     slope, _, r2 = sp.fit_loglog(DS, vals)
@@ -155,6 +156,9 @@ def test_at10_consistent_variants():
         assert abs(sp.kgd_closed_form(d, "C1") - c1) <= max(1e-5 * c1, 5e-7)
         assert abs(sp.kgd_closed_form(d, "C2") - c2) <= max(1e-5 * c2, 5e-7)
         assert sp.kgd_closed_form(d, "PERF") == 0.0
+        if d <= 128:                                              # mpmath Parseval, spec's method
+            assert abs(float(sp.kgd_parseval_mp(d, "C1")) - c1) <= max(1e-5 * c1, 5e-7)
+            assert abs(float(sp.kgd_parseval_mp(d, "C2")) - c2) <= max(1e-5 * c2, 5e-7)
 
 
 def _pair(d, t):
