@@ -82,6 +82,7 @@ def test_from_run_writes_and_prints_the_learned_distances(smoke_run, capsys):
     assert np.all(ds["sphere_to_initial"].isel(time=0).values == 0)
     assert np.all(np.isfinite(ds["ratio_to_noise_tokens"].isel(time=-1).values))
     assert np.all(ds["noise_sphere"].values > 0)
+    assert ds.attrs["rebuild_error"] < 1e-6                      # the tokens come from the run's network
     ds.close()
     assert cli_main(argv) == 2                                     # no overwrite without --overwrite
     assert "exists" in capsys.readouterr().err
