@@ -693,7 +693,7 @@ def format_learned(arrays, lk: LearnedKernels) -> str:
              f"{'none' if lk.tokens is None else lk.tokens[0].shape[1]} validation tokens through the "
              f"rebuilt initial network, particle mismatch {lk.rebuild_error:.1e})",
              "  layer head | KGD->init (zonal)  sphere->init  tokens->init (SE)   | RF noise sphere/tokens "
-             "| ratio sphere/tokens | ->softmax sphere/tokens (scale-free)"]
+             "| ratio sphere/tokens | ->softmax sphere / tokens, initial->final (scale-free)"]
     T = -1
     for layer in range(lk.n_layers):
         for h in range(lk.n_heads):
@@ -702,7 +702,8 @@ def format_learned(arrays, lk: LearnedKernels) -> str:
                          f"     {g('tokens_to_initial'):.3e} ({g('tokens_to_initial_se'):.1e}) | "
                          f"{arrays['noise_sphere'][layer, h]:.3e} / {arrays['noise_tokens'][layer, h]:.3e} | "
                          f"{g('ratio_to_noise_sphere'):.2f} / {g('ratio_to_noise_tokens'):.2f} | "
-                         f"{g('sphere_to_softmax'):.3f} / {g('tokens_to_softmax'):.3f}")
+                         f"{arrays['sphere_to_softmax'][0, layer, h]:.4f}->{g('sphere_to_softmax'):.4f} / "
+                         f"{arrays['tokens_to_softmax'][0, layer, h]:.4f}->{g('tokens_to_softmax'):.4f}")
     if lk.n_heads >= 2:
         lines.append("  between heads 0,1 (final, sphere L2 / tokens HS): " + "; ".join(
             f"layer {l}: {arrays['sphere_between_heads'][T, l]:.3e} / {arrays['tokens_between_heads'][T, l]:.3e}"
