@@ -422,7 +422,7 @@ def kernel_rhf_table2(t, d, w=0.7):
 def riesz_zonal(t, sigma):
     """Riesz kernel on the sphere as a zonal profile, ``|x-y|^{-sigma}`` with ``|x-y|^2 = 2-2t``.
 
-    Uses the engine convention :func:`rieszflow.engine.energy.riesz.riesz_kernel`.
+    Uses the engine convention :func:`rieszflow.engine.energy.interaction.riesz_kernel`.
 
     Parameters
     ----------
