@@ -227,7 +227,7 @@ def specs(cfg: KgdConfig) -> list:
 # ------------------------------------------------------------------ kernel ridge regression
 def _profiles(variant, d):
     k1, k2 = sp.VARIANTS[variant][:2]
-    return (lambda t: k1(np.clip(t, -1.0, 1.0), d)), (lambda t: k2(np.clip(t, -1.0, 1.0), d))
+    return (lambda t: k1(t, d)), (lambda t: k2(t, d))
 
 
 def _target(name, X):
