@@ -205,6 +205,8 @@ class LearnedKernels:
         The run's configuration.
     tokens : list of numpy.ndarray or None
         Per layer, ``(head, n_tokens, d_k)`` head inputs, or None (see the module notes).
+    tokens_note : str
+        Where the tokens come from, or why there are none.
     rebuild_error : float
         Largest difference between the rebuilt initial network's particles and the file's first
         record (float32 rounding, about 3e-8, when the rebuild is the run's network; above 1e-5
@@ -251,7 +253,13 @@ class LearnedKernels:
         rng = np.random.default_rng([self.seed, 3])
         self._x, self._y, self.t, self.w = sphere_probes(self.d_k, self.n_rot, self.n_nodes, rng)
         self.rebuild_error = math.nan
-        self.tokens = self._held_out_tokens(np.random.default_rng([self.seed, 4])) if self.n_tokens else None
+        self.tokens_note = "n_tokens = 0"
+        self.tokens = None
+        if self.n_tokens:
+            try:
+                self.tokens = self._held_out_tokens(np.random.default_rng([self.seed, 4]))
+            except (FileNotFoundError, OSError) as e:      # e.g. a QQP run without its GLUE folder here
+                self.tokens_note = f"validation data unavailable ({e})"
         self.noise_omega = self._redraws(np.random.default_rng([self.seed, 5]))
         self._cache = {}
 
@@ -264,6 +272,7 @@ class LearnedKernels:
 
         cfg = MainJobConfig.from_dict({**self.config, "backend": "numpy", "dtype": "float64"})
         if cfg.phase_a_after > 0:
+            self.tokens_note = "phase_a_after > 0: the network Phase A saw is not stored"
             return None
         job = MainJob(cfg, self.path.with_suffix(".kgd-probe.h5"))   # never opened: no file written
         job._build()                                               # the seed's initial network
@@ -271,7 +280,9 @@ class LearnedKernels:
         rebuilt = np.stack([np.asarray(model.params[n]) for n in job.omega_names])
         self.rebuild_error = float(np.max(np.abs(rebuilt - self.omega[0])))
         if self.rebuild_error > 1e-5:                              # not the network of this file
+            self.tokens_note = f"the rebuilt network differs from the file (particles by {self.rebuild_error:.1e})"
             return None
+        self.tokens_note = "validation split through the rebuilt initial network"
         per_layer = [[] for _ in range(self.n_layers)]
         for ids, mask, _, _ in batches(job.val, 64, pad_id=job.tok.pad_id):
             model.pooled(model.backend.asarray(ids, dtype=np.int64), model.backend.asarray(mask, dtype=bool))
@@ -655,8 +666,7 @@ def write_learned_kgd(lk: LearnedKernels, out, *, overwrite=False) -> dict:
            "n_noise": lk.n_noise, "seed": lk.seed}
     attrs = {"source": "paper 003 (Peng & Yi), Def. 4.1; rieszflow.studies.kgd.learned",
              "run_config": json.dumps(lk.config), "run_status": lk.run_status,
-             "feature_map": lk.map_name, "tokens": "validation split through the initial network"
-             if lk.tokens is not None else "none (phase_a_after > 0 or n_tokens = 0)",
+             "feature_map": lk.map_name, "tokens": lk.tokens_note,
              "softmax_kernel": "exp(<x, y> / sqrt(d_k)), both kernels scaled to unit L2 norm",
              "rebuild_error": lk.rebuild_error,
              "compute_seconds": time.perf_counter() - t0}
@@ -690,8 +700,9 @@ def format_learned(arrays, lk: LearnedKernels) -> str:
     lines = [f"Learned kernels of {lk.path} ({lk.map_name}, m={lk.m}, d_k={lk.d_k}, "
              f"{len(lk.times)} records at Phase A steps {lk.times[0]}..{lk.times[-1]}; sphere: "
              f"{lk.n_rot} rotations x {lk.n_nodes} nodes; tokens: "
-             f"{'none' if lk.tokens is None else lk.tokens[0].shape[1]} validation tokens through the "
-             f"rebuilt initial network, particle mismatch {lk.rebuild_error:.1e})",
+             + (f"none: {lk.tokens_note})" if lk.tokens is None else
+                f"{lk.tokens[0].shape[1]} validation tokens through the rebuilt initial network, particle "
+                f"mismatch {lk.rebuild_error:.1e})"),
              "  layer head | KGD->init (zonal)  sphere->init  tokens->init (SE)   | RF noise sphere/tokens "
              "| ratio sphere/tokens | ->softmax sphere / tokens, initial->final (scale-free)"]
     T = -1
