@@ -226,3 +226,20 @@ def test_paired_gs_orf_is_gram_schmidt_of_the_gaussian_rows():
     for k in (0, 5, 31):
         coef = np.linalg.lstsq(G[:k + 1].T, O[k], rcond=None)[0]
         assert np.allclose(G[:k + 1].T @ coef, O[k], atol=1e-10) and coef[-1] > 0
+
+
+def test_prop42_kgd_is_a_pseudometric_positively_homogeneous():
+    # random zonal kernels as random non-negative spectra (d = 8, L = 6): triangle inequality,
+    # symmetry, KGD(K, K) = 0 and KGD(c K1, c K2) = c KGD ("scale invariance" in the paper)
+    rng = np.random.default_rng(42)
+    for _ in range(200):
+        a, b, c = (rng.exponential(size=7) * 10.0 ** -np.arange(7) for _ in range(3))
+        ab, bc, ac = sp.kgd_series(a, b, 8), sp.kgd_series(b, c, 8), sp.kgd_series(a, c, 8)
+        assert ac <= ab + bc + 1e-15 and ab == sp.kgd_series(b, a, 8) and sp.kgd_series(a, a, 8) == 0
+        assert abs(sp.kgd_series(3 * a, 3 * b, 8) - 3 * ab) <= 1e-14 * ab
+    # Parseval form on profiles: the series equals sqrt(E_t[(K1 - K2)^2]) for the same spectra
+    t, w = sp.jacobi_nodes(8, 40)
+    P = sp.gegenbauer_normalised(6, 8, t)
+    N = np.array([float(sp.multiplicity(8, l)) for l in range(7)])
+    k1, k2 = (N * a) @ P, (N * b) @ P
+    assert abs(np.sqrt(np.sum(w * (k1 - k2) ** 2)) - sp.kgd_series(a, b, 8)) <= 1e-12
