@@ -86,6 +86,11 @@ def test_from_run_writes_and_prints_the_learned_distances(smoke_run, capsys):
     ds.close()
     assert cli_main(argv) == 2                                     # no overwrite without --overwrite
     assert "exists" in capsys.readouterr().err
+    # rieszflow report shows the stored tables with the file's provenance
+    page = smoke_run.with_name("page.md")
+    assert cli_main(["report", str(out), "--out", str(page)]) == 0
+    text = page.read_text()
+    assert "KGD->init" in text and "- written by: `rieszflow kgd --from-run" in text
 
 
 def test_kgd_to_initial_api_and_errors(smoke_run):

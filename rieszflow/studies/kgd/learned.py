@@ -227,6 +227,7 @@ class LearnedKernels:
         from rieszflow.engine.storage import open_run
         from rieszflow.studies.main_job.kernels import load_learned_kernel
 
+        t_start = time.perf_counter()
         self.path = Path(path)
         self.n_rot = check_int("n_rot", n_rot, minimum=10)
         self.n_nodes = check_int("n_nodes", n_nodes, minimum=4)
@@ -262,6 +263,7 @@ class LearnedKernels:
                 self.tokens_note = f"validation data unavailable ({e})"
         self.noise_omega = self._redraws(np.random.default_rng([self.seed, 5]))
         self._cache = {}
+        self.setup_seconds = time.perf_counter() - t_start
 
     # -- inputs ----------------------------------------------------------------------------
     def _held_out_tokens(self, rng):
@@ -640,6 +642,10 @@ def _compute(lk: LearnedKernels) -> dict:
 def write_learned_kgd(lk: LearnedKernels, out, *, overwrite=False) -> dict:
     """Compute every learned-kernel distance of ``lk`` and write them to an HDF5 file.
 
+    The file (kind ``kgd_learned``) also stores the printed tables as the root attribute ``report``
+    (``rieszflow report FILE`` shows them with the file's provenance), the setup and compute times
+    and the sphere / token settings.
+
     Parameters
     ----------
     lk : LearnedKernels
@@ -669,7 +675,8 @@ def write_learned_kgd(lk: LearnedKernels, out, *, overwrite=False) -> dict:
              "feature_map": lk.map_name, "tokens": lk.tokens_note,
              "softmax_kernel": "exp(<x, y> / sqrt(d_k)), both kernels scaled to unit L2 norm",
              "rebuild_error": lk.rebuild_error,
-             "compute_seconds": time.perf_counter() - t0}
+             "setup_seconds": lk.setup_seconds, "compute_seconds": time.perf_counter() - t0,
+             "report": format_learned(arrays, lk)}
     with TrajectoryWriter(out, "kgd_learned", config=cfg, attrs=attrs, overwrite=overwrite) as w:
         w.dimension("time", len(lk.times), coords=lk.times,
                     attrs={"long_name": "Phase A step of the particle record", "units": "1"})
