@@ -668,6 +668,9 @@ def write_learned_kgd(lk: LearnedKernels, out, *, overwrite=False) -> dict:
 
     t0 = time.perf_counter()
     arrays = _compute(lk)
+    compute_seconds = time.perf_counter() - t0
+    report = (format_learned(arrays, lk) + f"\n  wall time: {lk.setup_seconds:.1f} s set-up (file, held-out "
+              f"tokens, redraws) + {compute_seconds:.1f} s distances")
     cfg = {"run": str(lk.path), "n_rot": lk.n_rot, "n_nodes": lk.n_nodes, "n_tokens": lk.n_tokens,
            "n_noise": lk.n_noise, "seed": lk.seed}
     attrs = {"source": "paper 003 (Peng & Yi), Def. 4.1; rieszflow.studies.kgd.learned",
@@ -675,8 +678,7 @@ def write_learned_kgd(lk: LearnedKernels, out, *, overwrite=False) -> dict:
              "feature_map": lk.map_name, "tokens": lk.tokens_note,
              "softmax_kernel": "exp(<x, y> / sqrt(d_k)), both kernels scaled to unit L2 norm",
              "rebuild_error": lk.rebuild_error,
-             "setup_seconds": lk.setup_seconds, "compute_seconds": time.perf_counter() - t0,
-             "report": format_learned(arrays, lk)}
+             "setup_seconds": lk.setup_seconds, "compute_seconds": compute_seconds, "report": report}
     with TrajectoryWriter(out, "kgd_learned", config=cfg, attrs=attrs, overwrite=overwrite) as w:
         w.dimension("time", len(lk.times), coords=lk.times,
                     attrs={"long_name": "Phase A step of the particle record", "units": "1"})
