@@ -7,7 +7,7 @@ from rieszflow.studies.cli import main as cli_main
 
 # kgd prints closed-form tables and writes no file yet (its sweeps and HDF5 output are not built)
 STUDIES = [name for name, _ in SUBCOMMANDS if name not in ("status", "compare", "report", "kgd")]
-SIZE = {"run": ["--smoke"], "mean-field": ["--quick"], "ldp": ["--quick"],
+SIZE = {"run": ["--smoke"], "mean-field": ["--quick"], "kernel-mean-field": ["--quick"], "ldp": ["--quick"],
         "attention-theory": ["--quick"], "token-flow": ["--quick"], "synthetic": ["--quick"],
         "nlp": ["--quick"]}
 SWEEPS = ("synthetic", "nlp")        # write a directory of task files, not one HDF5 file

@@ -86,7 +86,8 @@ class KernelMeanFieldConfig(StudyConfig):
     long_n, long_seeds : int
         Particles and runs of the long-time comparison with the Gibbs state.
     gibbs_bins : int
-        1-D: bins of the Gibbs-vs-particles histogram test; 2-D: angular sectors (times 4 rings).
+        Bins of the Gibbs-vs-particles histogram test: 1-D equal-width bins; 2-D 4 equal-area rings
+        times ``gibbs_bins // 4`` angular sectors.
     n_particles, n_seeds : tuple of int
         Particle numbers and runs per N (same length).
     gpu_n_particles, gpu_n_seeds : tuple of int
@@ -144,7 +145,7 @@ class KernelMeanFieldConfig(StudyConfig):
             raise ValueError(f"problems={self.problems!r}: give distinct names from {PROBLEMS}")
         set_("problems", probs)
         for k, lo in (("n_train", 10), ("n_test", 10), ("n_cells_1d", 4), ("long_n", 2), ("long_seeds", 2),
-                      ("gibbs_bins", 2), ("seed", 0)):
+                      ("gibbs_bins", 4), ("seed", 0)):
             set_(k, config_int(k, getattr(self, k), minimum=lo))
         if self.n_cells_1d % 2:
             raise ValueError(f"n_cells_1d={self.n_cells_1d} must be even")
