@@ -48,6 +48,9 @@ results: venv
 	  --title "paper 004's bounds measured, full size"
 	$(RF) report runs/token_flow-quick-seed0.h5 --overwrite --out docs/results/token_flow_quick.md \
 	  --title "tokens as interacting particles on the sphere, --quick"
+	$(RF) kernel-mean-field --quick --workers 2 --quiet --overwrite --out runs/kernel_mean_field-quick-seed0.h5
+	$(RF) report runs/kernel_mean_field-quick-seed0.h5 --overwrite --out docs/results/kernel_mean_field_quick.md \
+	  --title "kernel learning in mean field, --quick"
 	$(RF) synthetic --quick --workers 2 --quiet --overwrite --out runs/synthetic-quick-seed0
 	$(RF) report runs/synthetic-quick-seed0/benchmark/benchmark.h5 runs/synthetic-quick-seed0/ablation/ablation.h5 \
 	  runs/synthetic-quick-seed0/runtime/runtime.h5 --overwrite --out docs/results/synthetic_quick.md \
