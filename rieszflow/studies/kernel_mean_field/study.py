@@ -123,7 +123,17 @@ class Setup:
         self.distance = Distance(self.domain, 1e-12)
 
     def sample_rho0(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """``n`` i.i.d. draws of :math:`\\rho_0`; see :func:`sample_rho0`."""
+        """``n`` i.i.d. draws of :math:`\\rho_0`; see :func:`sample_rho0`.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        n : int
+
+        Returns
+        -------
+        ndarray, shape (n, p), float64
+        """
         return sample_rho0(self, rng, n)
 
     def particles(self, eta: float):
