@@ -152,3 +152,31 @@ def test_tiny_cli_run_writes_a_self_describing_file_and_plots(tmp_path):
     # rerunning the same command refuses to overwrite; --resume of a complete file only reports
     assert main(["kernel-mean-field", "--config", str(cfg), "--workers", "0", "--quiet", "--out", str(out)]) == 2
     assert main(["kernel-mean-field", "--workers", "0", "--quiet", "--no-plots", "--resume", "--out", str(out)]) == 0
+
+
+def test_resume_after_an_interruption_gives_the_uninterrupted_arrays(tmp_path):
+    import shutil
+
+    import h5py
+
+    from rieszflow.engine.storage import open_run
+    from rieszflow.studies.cli import main
+
+    cfg = tmp_path / "tiny.json"
+    cfg.write_text(json.dumps({**_tiny(), "problems": ["sine1d"]}))
+    full, cut = tmp_path / "full.h5", tmp_path / "cut.h5"
+    assert main(["kernel-mean-field", "--config", str(cfg), "--workers", "0", "--quiet", "--no-plots",
+                 "--out", str(full)]) == 0
+    shutil.copy(full, cut)
+    with h5py.File(cut, "a") as f:           # as if killed after some runs: their W1 (written last) missing
+        f["sine1d_w1"][1, 0] = np.nan
+        f["sine1d_w1"][0, 2] = np.nan
+        f["sine1d_long_w1"][1] = np.nan
+        f["sine1d_w1_iid"][0, 0, 0] = 123.0     # a finished run: kept as stored, not recomputed
+        f.attrs["status"] = "interrupted"
+    assert main(["kernel-mean-field", "--workers", "0", "--quiet", "--no-plots", "--resume", "--out", str(cut)]) == 0
+    a, b = open_run(full), open_run(cut)
+    assert b.attrs["status"] == "complete" and b["sine1d_w1_iid"].values[0, 0, 0] == 123.0
+    b["sine1d_w1_iid"].values[0, 0, 0] = a["sine1d_w1_iid"].values[0, 0, 0]
+    for name in ("sine1d_w1", "sine1d_w1_iid", "sine1d_acc", "sine1d_free_energy", "sine1d_long_w1", "sine1d_long_hist"):
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)

@@ -38,8 +38,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "file, prints the tables, saves PNG plots beside it (docs/learned_vs_theory.md).")
     add_study_arguments(p, default_out="runs/kernel_mean_field[-quick]-seed<seed>.h5", backends=("numpy", "cupy"),
                         quick_help="the quick preset (about ten minutes on 2 shared cores)",
-                        resume_help="--out is complete: print its tables; otherwise recompute it from its "
-                                    "stored configuration (the tasks are deterministic)")
+                        resume_help="continue an interrupted study in --out (finished runs are kept; a "
+                                    "complete file is only reported); its stored configuration is the default")
     add_sweep_arguments(p, default_help="default: the machine's cores; with --backend cupy 0, one process on "
                                         "the GPU",
                         scheduler_note="its workers need the same rieszflow installation; the results come "
@@ -85,13 +85,15 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.resume and out.is_file():
         import h5py
 
-        with h5py.File(out, "r") as f:
-            complete = f.attrs.get("status") == "complete"
         check_run_file(out, KIND)
+        with h5py.File(out, "r") as f:
+            status = f.attrs.get("status")
+        complete = (status.decode() if isinstance(status, bytes) else status) == "complete"
     if not complete:
         try:
-            run_kernel_mean_field_study(cfg, out, overwrite=args.overwrite or args.resume, progress=not args.quiet,
-                                        log=log, workers=workers, scheduler=args.scheduler)
+            run_kernel_mean_field_study(cfg, out, overwrite=args.overwrite, resume=args.resume and out.is_file(),
+                                        progress=not args.quiet, log=log, workers=workers,
+                                        scheduler=args.scheduler)
         except (FileExistsError, FileNotFoundError, ValueError) as e:
             print(f"{name}: error: {e}", file=sys.stderr)
             return 2

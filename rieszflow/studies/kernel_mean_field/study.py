@@ -413,7 +413,7 @@ def _cost(c, p, n, t_end):
 
 
 def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite: bool = False,
-                                progress: bool = True, log=print, workers: int | None = 0,
+                                resume: bool = False, progress: bool = True, log=print, workers: int | None = 0,
                                 scheduler: str | None = None) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"kernel_mean_field_study"``).
 
@@ -437,6 +437,11 @@ def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite
         Output file (``.h5``).
     overwrite : bool, default False
         Replace an existing file (otherwise FileExistsError).
+    resume : bool, default False
+        Continue an interrupted (or partly failed) study in ``out``, written with the same
+        configuration: the PDE task is recomputed (deterministic), and every particle or long run whose
+        results are stored is skipped; each run has its own seed, so the result equals an
+        uninterrupted study.
     progress : bool, default True
         Progress bars.
     log : callable, default print
@@ -456,12 +461,14 @@ def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite
     TypeError
         If ``config`` is not a KernelMeanFieldConfig.
     FileExistsError
-        If ``out`` exists and ``overwrite`` is not set.
+        If ``out`` exists and neither ``overwrite`` nor ``resume`` is set.
+    ValueError
+        If ``resume`` is set and ``out`` was written with another configuration.
     RuntimeError
         If a PDE or Gibbs solve did not converge, or particle tasks failed
         (:class:`rieszflow.studies.sweep.TasksFailed`; the others are stored, status "failed").
     """
-    from rieszflow.engine.storage import TrajectoryWriter
+    from rieszflow.engine.storage import TrajectoryWriter, check_resumable
     from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
 
     if not isinstance(config, KernelMeanFieldConfig):
@@ -474,7 +481,9 @@ def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite
     t_start = time.perf_counter()
     c = config
     times = np.asarray(c.times)
-    with TrajectoryWriter(out, KIND, config=c.to_dict(), overwrite=overwrite,
+    if resume:
+        check_resumable(out, KIND, c.to_dict())
+    with TrajectoryWriter(out, KIND, config=c.to_dict(), overwrite=overwrite, resume=resume,
                           attrs={"seed": c.seed, "backend": c.backend, "problems": list(c.problems)}) as w, \
             Executor(workers, scheduler) as ex:
         pde = {}
@@ -484,7 +493,7 @@ def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite
         if summary.failed:
             raise TasksFailed("PDE tasks", summary.failures, summary.total,
                               hint="; the particle runs need a converged PDE reference")
-        jobs, where, state = [], {}, {}
+        jobs, where, state, skipped = [], {}, {}, 0
         sizes = c.particle_sizes()
         max_runs = max(r for _, r in sizes)
         for q in c.problems:
@@ -550,12 +559,18 @@ def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite
             state[q] = st
             for iN, (n, runs) in enumerate(sizes):
                 for r in range(runs):
+                    if np.isfinite(st["w1"][iN, r]).all():     # stored before an interruption (W1 last)
+                        skipped += 1
+                        continue
                     job = Job({"stage": "particles", "problem": q, "N": int(n), "run": r}, particle_task,
                               (c, q, int(n), r, ref["masses"], r == 0))
                     jobs.append((_cost(c, s.p, n, times[-1]), job))
                     where[id(job)] = (iN, r)
             m_gibbs = _masses(s, ref["gibbs"])
             for r in range(c.long_seeds):
+                if np.isfinite(st["long_w1"][r]):
+                    skipped += 1
+                    continue
                 job = Job({"stage": "long", "problem": q, "run": r}, long_task, (c, q, r, m_gibbs))
                 jobs.append((_cost(c, s.p, c.long_n, c.long_time), job))
                 where[id(job)] = (r,)
@@ -585,11 +600,14 @@ def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite
         if not ex.in_process:
             jobs.sort(key=lambda cj: -cj[0])
         jobs = [j for _, j in jobs]
-        log(f"kernel-mean-field: {len(jobs)} particle tasks on {ex.describe()}")
-        summary = run_jobs(jobs, executor=ex, progress=progress, desc="kernel-mean-field runs", on_result=store)
+        log(f"kernel-mean-field: {len(jobs)} particle tasks on {ex.describe()}"
+            + (f" ({skipped} stored before, skipped)" if skipped else ""))
+        summary = run_jobs(jobs, executor=ex, progress=progress, desc="kernel-mean-field runs", skipped=skipped,
+                           on_result=store)
         w.set_attrs(wall_s=time.perf_counter() - t_start, failures=summary.failures)
         if summary.failed:
             log(summary.format("kernel-mean-field runs"))
             raise TasksFailed("particle tasks", summary.failures, summary.total,
-                              hint=f"; the other runs are stored in {out} (status 'failed')")
+                              hint=f"; the other runs are stored in {out} (status 'failed'); --resume runs "
+                                   f"the failed ones again")
     return out
