@@ -82,7 +82,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         workers = 0
     t0 = time.perf_counter()
     complete = False
-    if args.resume and out.is_file():
+    if args.resume and not out.is_file():
+        print(f"{name}: error: resume: {out} does not exist", file=sys.stderr)
+        return 2
+    if args.resume:
         import h5py
 
         check_run_file(out, KIND)
@@ -91,7 +94,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         complete = (status.decode() if isinstance(status, bytes) else status) == "complete"
     if not complete:
         try:
-            run_kernel_mean_field_study(cfg, out, overwrite=args.overwrite, resume=args.resume and out.is_file(),
+            run_kernel_mean_field_study(cfg, out, overwrite=args.overwrite, resume=args.resume,
                                         progress=not args.quiet, log=log, workers=workers,
                                         scheduler=args.scheduler)
         except (FileExistsError, FileNotFoundError, ValueError) as e:
