@@ -48,6 +48,12 @@ results: venv
 	  --title "paper 004's bounds measured, full size"
 	$(RF) report runs/token_flow-quick-seed0.h5 --overwrite --out docs/results/token_flow_quick.md \
 	  --title "tokens as interacting particles on the sphere, --quick"
+	$(RF) kernel-mean-field --quick --workers 2 --quiet --overwrite --out runs/kernel_mean_field-quick-seed0.h5
+	$(RF) kernel-mean-field --quick --set problems=sine1d --set s_1d=0 --workers 2 --quiet --overwrite \
+	  --out runs/kernel_mean_field-quick-log1d-seed0.h5
+	$(RF) report runs/kernel_mean_field-quick-seed0.h5 runs/kernel_mean_field-quick-log1d-seed0.h5 --overwrite \
+	  --out docs/results/kernel_mean_field_quick.md \
+	  --title "kernel learning in mean field, --quick (and the 1-D log kernel)"
 	$(RF) synthetic --quick --workers 2 --quiet --overwrite --out runs/synthetic-quick-seed0
 	$(RF) report runs/synthetic-quick-seed0/benchmark/benchmark.h5 runs/synthetic-quick-seed0/ablation/ablation.h5 \
 	  runs/synthetic-quick-seed0/runtime/runtime.h5 --overwrite --out docs/results/synthetic_quick.md \
@@ -75,6 +81,8 @@ results: venv
 	   $(PY) benchmarks/bench_$$b.py; echo '```') > docs/results/bench_$$b.md; done
 	cp runs/mean_field-quick-seed0_interval_w1_vs_N.png docs/img/mean_field_interval_w1_vs_N.png
 	cp runs/mean_field-quick-seed0_interval_density.png docs/img/mean_field_interval_density.png
+	for f in sine1d_w1_vs_N sine1d_free_energy sine2d_density sine2d_accuracy; do \
+	  cp runs/kernel_mean_field-quick-seed0_$$f.png docs/img/kernel_mean_field_$$f.png; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache

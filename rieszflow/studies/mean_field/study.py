@@ -200,7 +200,10 @@ class Distance:
     Parameters
     ----------
     domain : MeshDomain
-        Uniform interval or rectangle grid.
+        Uniform interval or rectangle grid, or any 2-D FiPy mesh (e.g. the Gmsh disk): there the
+        particles are binned to the cells by :func:`rieszflow.solvers.gibbs.empirical_density`
+        (points in the gap between a curved boundary and the mesh go to the nearest cell) and
+        the transport is between the cell centroids.
     tol : float
         2-D only: cells with mass ``<= tol`` in both measures are dropped
         (:func:`rieszflow.engine.measures.wasserstein1_grid`).
@@ -238,9 +241,26 @@ class Distance:
         """
         if self.domain.d == 1:
             return wasserstein1_1d(AtomicMeasure1D(x[:, 0]), CellMeasure1D(self.edges, pde_masses))
+        return wasserstein1_grid(self.bin(x), pde_masses, self.domain.centers, self.tol)
+
+    def bin(self, x) -> np.ndarray:
+        """Particle mass per cell of this mesh, shape (n_cells,), summing to 1.
+
+        Parameters
+        ----------
+        x : ndarray, shape (N, d), float64
+            Particle positions (host array).
+
+        Returns
+        -------
+        ndarray, shape (n_cells,), float64
+        """
         dom = self.domain
-        return wasserstein1_grid(bin_to_grid(x, dom.origin, dom.spacing, dom.grid_shape), pde_masses,
-                                 dom.centers, self.tol)
+        if dom.is_uniform_grid:
+            return bin_to_grid(x, dom.origin, dom.spacing, dom.grid_shape)
+        from rieszflow.solvers.gibbs import empirical_density
+
+        return empirical_density(dom, x, outside="nearest") * dom.volumes
 
     def cells(self, masses_a, masses_b) -> float:
         """:math:`W_1` between two cell-mass vectors of this grid.
@@ -277,7 +297,7 @@ class Distance:
             :math:`W_1` between the empirical measure of the draws and ``pde_masses``.
         """
         dom = self.domain
-        if dom.d == 1:
+        if dom.d == 1 and dom.is_uniform_grid:
             x = sample_cells(rng, n, pde_masses, dom.origin, dom.spacing, dom.grid_shape)
             return self.particles(x, pde_masses)
         counts = rng.multinomial(n, pde_masses / pde_masses.sum())
