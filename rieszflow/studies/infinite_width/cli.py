@@ -15,7 +15,7 @@ __all__ = ["register", "run_from_args", "make_plots", "SWEEPS"]
 
 #: The sweeps of the study, in the order they run.
 SWEEPS = ("e1_width", "e2_scaling", "e3_heads", "e4_lowrank", "e5_tokens", "e6_relu", "t12_hierarchical",
-          "timing")
+          "timing", "bundled_linear")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -37,7 +37,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="Sweeps with one task per (experiment, n, trial) on a Dask LocalCluster or an "
                     "existing scheduler: e1_width (Fig. 1), e2_scaling (Fig. 2a), e3_heads (Fig. 2b), "
                     "e4_lowrank (Fig. 3), e5_tokens (Fig. 4, s = 8), e6_relu (Fig. 5), t12_hierarchical "
-                    "(Theorem 3.1, brute force) and timing (reduced sampler against brute force). "
+                    "(Theorem 3.1, brute force), timing (reduced sampler against brute force) and "
+                    "bundled_linear (the bundled model's linear attention at initialisation). "
                     "Finite-width samples come from the exact reduced sampler; both KL estimators "
                     "(the paper's KDE and the Rao-Blackwellised one) are reported side by side with "
                     "their noise floors. One HDF5 file per task under --out/<sweep>/tasks, merged into "
