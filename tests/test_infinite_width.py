@@ -498,3 +498,39 @@ def test_user_score_map_and_rb_binning():
     y = np.linspace(-3, 3, 7)
     assert np.allclose(scale_mixture_logpdf(y, v, bins=3000), scale_mixture_logpdf(y, v, bins=None), atol=1e-6)
     assert kl_rao_blackwell(v, v) == pytest.approx(0.0, abs=1e-15)
+
+
+# --- the study, end to end at toy size ------------------------------------------------------------
+
+def test_study_end_to_end_tiny(tmp_path, capsys):
+    import json
+
+    import xarray as xr
+
+    from rieszflow.engine.storage import missing_cf_attributes
+    from rieszflow.studies.cli import main as cli_main
+
+    sets = ["samples=1500", "trials=2", "relu_samples=1500", "lowrank_samples=1500", "lowrank_n_H=16",
+            "lowrank_widths=16,32", "heads=1,4", "heads_width=32", "heads_samples=1500", "heads_trials=2",
+            "tokens_samples=1500", "scaling_samples=1500", "scaling_width=32", "hier_networks=10",
+            "hier_widths=16,32", "timing_widths=16,32", "timing_networks=2", "timing_samples=500",
+            "bundled_samples=20", "widths=16,32,64"]
+    args = ["infinite-width", "--quiet", "--no-plots", "--workers", "0", "--out", str(tmp_path / "iw")]
+    for s in sets:
+        args += ["--set", s]
+    assert cli_main(args) == 0
+    out = capsys.readouterr().out
+    assert "KL decay exponent" in out and "speed-up" in out and "resolves n = 64" in out
+    numbers = json.loads((tmp_path / "iw" / "numbers.json").read_text())
+    assert {"slope_rb", "kde_resolves", "gauss_ratio_top", "speedup", "bundled_kurtosis"} <= set(numbers)
+    with xr.open_dataset(tmp_path / "iw" / "e1_width" / "kl.h5", engine="h5netcdf") as ds:
+        assert ds["kl_kde"].dims == ("n", "trial") and np.all(np.isfinite(ds["kl_kde"].values))
+        assert np.all(ds["kl_kde_floor"].values > 0)
+    for name in ("e1_width", "e3_heads", "t12_hierarchical"):
+        with xr.open_dataset(tmp_path / "iw" / name / f"{name}.h5", engine="h5netcdf") as ds:
+            assert "method" in ds.dims and "trial" in ds.dims
+    assert not missing_cf_attributes(tmp_path / "iw" / "e1_width" / "kl.h5")
+    assert not missing_cf_attributes(tmp_path / "iw" / "e1_width" / "e1_width.h5")
+    # the same command again runs nothing new and reproduces the report's numbers
+    assert cli_main(args) == 0
+    assert json.loads((tmp_path / "iw" / "numbers.json").read_text())["slope_rb"] == numbers["slope_rb"]

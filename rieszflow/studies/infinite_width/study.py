@@ -37,7 +37,8 @@ __all__ = ["InfiniteWidthConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "task_config
 
 #: Sweeps whose tasks are (n, trial) of a finite-width experiment, compared with the limit by KL.
 KL_SWEEPS = ("e1_width", "e3_heads", "e4_lowrank", "e5_tokens", "e6_relu")
-#: Samples of the limit used for the infinite-head Gaussian's variance kappa'^2 = E sigma^2(p).
+#: Most samples of the limit used for the infinite-head Gaussian's variance kappa'^2 = E sigma^2(p)
+#: (a task with N samples uses min(8 N, this)).
 HRON_VARIANCE_SAMPLES = 400_000
 
 
@@ -126,8 +127,9 @@ class InfiniteWidthConfig(StudyConfig):
 
     def __post_init__(self):
         for name in ("samples", "relu_samples", "lowrank_samples", "heads_samples", "tokens_samples",
-                     "scaling_samples", "timing_samples", "bundled_samples"):
+                     "scaling_samples", "timing_samples"):
             config_int(name, getattr(self, name), minimum=100)
+        config_int("bundled_samples", self.bundled_samples, minimum=10)
         for name in ("trials", "heads_trials"):
             config_int(name, getattr(self, name), minimum=1)
         config_int("hier_networks", self.hier_networks, minimum=10)
@@ -273,7 +275,7 @@ def width_task(task: Task, config: dict, rng: np.random.Generator):
     lim = sample_limit(limit, N, lim_rng)
     # kappa'^2 of the infinite-head Gaussian: E sigma^2(p), from a large set shared by all tasks
     hron_rng = np.random.default_rng(Task(task.sweep, "hron", lim_params, 0).seed_sequence(seed))
-    kappa2 = float(sample_limit(limit.replace(H=1), HRON_VARIANCE_SAMPLES, hron_rng)["sigma2"].mean())
+    kappa2 = float(sample_limit(limit.replace(H=1), min(8 * N, HRON_VARIANCE_SAMPLES), hron_rng)["sigma2"].mean())
     t0 = time.perf_counter()
     fin = sample_finite_reduced(finite, n, N, rng)
     seconds = time.perf_counter() - t0
