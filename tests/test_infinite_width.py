@@ -514,13 +514,15 @@ def test_study_end_to_end_tiny(tmp_path, capsys):
             "lowrank_widths=16,32", "heads=1,4", "heads_width=32", "heads_samples=1500", "heads_trials=2",
             "tokens_samples=1500", "scaling_samples=1500", "scaling_width=32", "hier_networks=10",
             "hier_widths=16,32", "timing_widths=16,32", "timing_networks=2", "timing_samples=500",
-            "bundled_samples=20", "widths=16,32,64"]
+            "bundled_samples=20", "widths=16,32,64", "validation_networks=200", "validation_samples=1000",
+            "linear_widths=16", "linear_samples=1000"]
     args = ["infinite-width", "--quiet", "--no-plots", "--workers", "0", "--out", str(tmp_path / "iw")]
     for s in sets:
         args += ["--set", s]
     assert cli_main(args) == 0
     out = capsys.readouterr().out
     assert "KL decay exponent" in out and "speed-up" in out and "resolves n = 64" in out
+    assert "T7: reduced sampler" in out and "T18: linear attention" in out
     numbers = json.loads((tmp_path / "iw" / "numbers.json").read_text())
     assert {"slope_rb", "kde_resolves", "gauss_ratio_top", "speedup", "bundled_kurtosis"} <= set(numbers)
     with xr.open_dataset(tmp_path / "iw" / "e1_width" / "kl.h5", engine="h5netcdf") as ds:

@@ -15,7 +15,7 @@ __all__ = ["register", "run_from_args", "make_plots", "SWEEPS"]
 
 #: The sweeps of the study, in the order they run.
 SWEEPS = ("e1_width", "e2_scaling", "e3_heads", "e4_lowrank", "e5_tokens", "e6_relu", "t12_hierarchical",
-          "timing", "bundled_linear")
+          "timing", "bundled_linear", "t7_validation", "t18_linear")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -38,7 +38,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "existing scheduler: e1_width (Fig. 1), e2_scaling (Fig. 2a), e3_heads (Fig. 2b), "
                     "e4_lowrank (Fig. 3), e5_tokens (Fig. 4, s = 8), e6_relu (Fig. 5), t12_hierarchical "
                     "(Theorem 3.1, brute force), timing (reduced sampler against brute force) and "
-                    "bundled_linear (the bundled model's linear attention at initialisation). "
+                    "bundled_linear (the bundled model's linear attention at initialisation), "
+                    "t7_validation (reduced sampler against brute force) and t18_linear (linear "
+                    "attention against the variance-gamma law). "
                     "Finite-width samples come from the exact reduced sampler; both KL estimators "
                     "(the paper's KDE and the Rao-Blackwellised one) are reported side by side with "
                     "their noise floors. One HDF5 file per task under --out/<sweep>/tasks, merged into "

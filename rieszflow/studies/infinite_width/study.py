@@ -33,7 +33,7 @@ from rieszflow.studies.sweep import SweepSpec, Task
 
 __all__ = ["InfiniteWidthConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "task_config", "specs",
            "experiment_layer", "width_task", "scaling_task", "hierarchical_task", "timing_task",
-           "bundled_task", "kl_tables", "write_kl_tables", "decay_slope", "format_report", "KL_SWEEPS", "HRON_VARIANCE_SAMPLES"]
+           "bundled_task", "validation_task", "linear_task", "VALIDATION_CASES", "kl_tables", "write_kl_tables", "decay_slope", "format_report", "KL_SWEEPS", "HRON_VARIANCE_SAMPLES"]
 
 #: Sweeps whose tasks are (n, trial) of a finite-width experiment, compared with the limit by KL.
 KL_SWEEPS = ("e1_width", "e3_heads", "e4_lowrank", "e5_tokens", "e6_relu")
@@ -84,6 +84,13 @@ class InfiniteWidthConfig(StudyConfig):
         Reduced-sampler samples timed per width (50,000).
     bundled_samples : int
         Independent initialisations of the bundled model's linear attention layer (20,000).
+    validation_networks, validation_samples : int
+        Brute-force networks (20,000) and reduced-sampler samples (200,000) per case of the
+        reduced-against-brute-force validation (T7).
+    linear_widths : tuple of int
+        Widths of the linear-attention comparison with the variance-gamma law (T18; 64, 256, 1024).
+    linear_samples : int
+        Samples per width of T18 (200,000).
     kde_grid_points : int
         Points of the paper's global KDE grid (500).
     rb_bins, rb_grid_points : int
@@ -119,6 +126,10 @@ class InfiniteWidthConfig(StudyConfig):
     timing_networks: int = 20
     timing_samples: int = 50_000
     bundled_samples: int = 20_000
+    validation_networks: int = 20_000
+    validation_samples: int = 200_000
+    linear_widths: tuple = (64, 256, 1024)
+    linear_samples: int = 200_000
     kde_grid_points: int = 500
     rb_bins: int = 3000
     rb_grid_points: int = 4001
@@ -127,7 +138,8 @@ class InfiniteWidthConfig(StudyConfig):
 
     def __post_init__(self):
         for name in ("samples", "relu_samples", "lowrank_samples", "heads_samples", "tokens_samples",
-                     "scaling_samples", "timing_samples"):
+                     "scaling_samples", "timing_samples", "validation_networks", "validation_samples",
+                     "linear_samples"):
             config_int(name, getattr(self, name), minimum=100)
         config_int("bundled_samples", self.bundled_samples, minimum=10)
         for name in ("trials", "heads_trials"):
@@ -141,7 +153,8 @@ class InfiniteWidthConfig(StudyConfig):
         config_int("rb_bins", self.rb_bins, minimum=10)
         config_int("rb_grid_points", self.rb_grid_points, minimum=101)
         config_int("seed", self.seed, minimum=0)
-        for name, minimum in (("widths", 8), ("hier_widths", 8), ("timing_widths", 8), ("heads", 1)):
+        for name, minimum in (("widths", 8), ("hier_widths", 8), ("timing_widths", 8), ("heads", 1),
+                              ("linear_widths", 4)):
             vals = tuple(config_int(name, v, minimum=minimum) for v in getattr(self, name))
             if not vals or len(set(vals)) != len(vals):
                 raise ValueError(f"{name}={getattr(self, name)!r}: need distinct values")
@@ -163,11 +176,17 @@ class InfiniteWidthConfig(StudyConfig):
 QUICK_OVERRIDES = {"trials": 2, "relu_samples": 20_000, "lowrank_samples": 20_000,
                    "heads_samples": 20_000, "heads_trials": 1, "tokens_samples": 20_000,
                    "hier_widths": (64, 256), "timing_widths": (64, 256), "timing_networks": 10,
-                   "timing_samples": 20_000, "bundled_samples": 5_000}
+                   "timing_samples": 20_000, "bundled_samples": 5_000, "validation_networks": 2_000,
+                   "validation_samples": 50_000, "linear_samples": 50_000}
 
 #: Fields that only define which tasks exist.
 GRID_FIELDS = ("widths", "trials", "lowrank_widths", "heads", "heads_trials", "hier_widths",
-               "timing_widths")
+               "timing_widths", "linear_widths")
+
+#: Cases of the reduced-against-brute-force validation (T7): (n, H, act, n_H or 0).
+VALIDATION_CASES = {"n16_H2_clip": (16, 2, "clip", 0), "n16_H1_relu": (16, 1, "relu", 0),
+                    "n32_H2_clip": (32, 2, "clip", 0), "n64_H2_clip": (64, 2, "clip", 0),
+                    "n64_H1_clip": (64, 1, "clip", 0), "n64_H4_clip_nH16": (64, 4, "clip", 16)}
 
 
 def task_config(cfg: InfiniteWidthConfig) -> dict:
@@ -436,6 +455,86 @@ def bundled_task(task: Task, config: dict, rng: np.random.Generator):
     return ds.assign_coords(sample=("sample", np.arange(N), _attrs("sample (independent initialisation)")))
 
 
+def validation_task(task: Task, config: dict, rng: np.random.Generator):
+    """T7: the exact reduced sampler against brute force (Algorithm 1) for one case.
+
+    Parameters
+    ----------
+    task : rieszflow.studies.sweep.Task
+        Grid parameter ``case``, a key of :data:`VALIDATION_CASES`.
+    config : dict
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    xarray.Dataset
+        ``brute_mean_tau2``, ``brute_se``, ``reduced_mean_tau2``, ``reduced_se``, ``z`` (their
+        difference in combined SE) and ``ks_pvalue`` (two-sample KS of the ``y`` samples).
+    """
+    import scipy.stats
+    import xarray as xr
+
+    n, H, act, n_H = VALIDATION_CASES[str(dict(task.params)["case"])]
+    spec = AttentionLayerSpec(H=H, act=act, n_H=n_H or None)
+    b = sample_finite_brute_force(spec, n, int(config["validation_networks"]), rng, backend=config["backend"])
+    r = sample_finite_reduced(spec, n, int(config["validation_samples"]), rng)
+    bse = b["tau2"].std(ddof=1) / math.sqrt(b["tau2"].size)
+    rse = r["tau2"].std(ddof=1) / math.sqrt(r["tau2"].size)
+    z = (b["tau2"].mean() - r["tau2"].mean()) / math.hypot(bse, rse)
+    return xr.Dataset({
+        "brute_mean_tau2": ((), b["tau2"].mean(), _attrs("brute force: mean conditional variance tau_n^2")),
+        "brute_se": ((), bse, _attrs("its standard error")),
+        "reduced_mean_tau2": ((), r["tau2"].mean(), _attrs("reduced sampler: mean tau_n^2")),
+        "reduced_se": ((), rse, _attrs("its standard error")),
+        "z": ((), z, _attrs("difference of the means in combined standard errors")),
+        "ks_pvalue": ((), scipy.stats.ks_2samp(b["y"], r["y"]).pvalue,
+                      _attrs("two-sample KS p-value of the y_1^1 samples")),
+    })
+
+
+def linear_task(task: Task, config: dict, rng: np.random.Generator):
+    """T18: finite-width linear attention (identity score map, H = 1) against the variance-gamma law.
+
+    Parameters
+    ----------
+    task : rieszflow.studies.sweep.Task
+        Grid parameter ``n``.
+    config : dict
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ks_distance`` (KS distance of the finite-width ``y_1^1`` to the variance-gamma CDF),
+        ``variance`` and ``excess_kurtosis`` of the finite-width sample, and ``ks_pvalue_limit``
+        (KS p-value of a limit sample of the same size against the law).
+    """
+    import scipy.stats
+    import xarray as xr
+
+    from rieszflow.engine.infinite_width import variance_gamma_cdf
+
+    n = int(dict(task.params)["n"])
+    N = int(config["linear_samples"])
+    spec = AttentionLayerSpec(H=1, score_map="identity")
+    y = sample_finite_reduced(spec, n, N, rng)["y"]
+    lim = sample_limit(spec, N, rng)["y"]
+
+    def cdf(v):
+        return variance_gamma_cdf(v, spec.s, spec.H)
+
+    c = y - y.mean()
+    return xr.Dataset({
+        "ks_distance": ((), scipy.stats.kstest(y, cdf).statistic,
+                        _attrs("KS distance of finite-width y_1^1 to the variance-gamma limit")),
+        "variance": ((), y.var(), _attrs("variance of finite-width y_1^1 (limit: s)")),
+        "excess_kurtosis": ((), np.mean(c ** 4) / np.mean(c ** 2) ** 2 - 3,
+                            _attrs("excess kurtosis of finite-width y_1^1 (limit: 6/(sH))")),
+        "ks_pvalue_limit": ((), scipy.stats.kstest(lim, cdf).pvalue,
+                            _attrs("KS p-value of a limit sample against the variance-gamma CDF")),
+    })
+
+
 def specs(cfg: InfiniteWidthConfig) -> list:
     """The sweeps of ``rieszflow infinite-width``, in the order they run.
 
@@ -464,6 +563,9 @@ def specs(cfg: InfiniteWidthConfig) -> list:
                   {"scaling": ("sqrt", "n"), "n": cfg.hier_widths}, 1, **common),
         SweepSpec("timing", f"{mod}:timing_task", ("reduced_vs_brute",), {"n": cfg.timing_widths}, 1, **common),
         SweepSpec("bundled_linear", f"{mod}:bundled_task", ("kernelized_linear",), {"s": (4,)}, 1, **common),
+        SweepSpec("t7_validation", f"{mod}:validation_task", ("reduced_vs_brute",),
+                  {"case": tuple(VALIDATION_CASES)}, 1, **common),
+        SweepSpec("t18_linear", f"{mod}:linear_task", ("reduced",), {"n": cfg.linear_widths}, 1, **common),
     ]
 
 
@@ -677,6 +779,25 @@ def format_report(merged: dict, tables: dict) -> tuple[str, dict]:
                      f"unnormalised linear attention would give 6/(sH) = {6 / 8:.2f}, the softmax limit "
                      f"at H = 2 about 0.121")
         numbers.update(bundled_kurtosis=kurt, bundled_kurtosis_se=math.sqrt(24 / y.size), bundled_ks=ks)
+    if "t7_validation" in merged:
+        d = merged["t7_validation"].isel(method=0, trial=0)
+        lines.append("\nT7: reduced sampler against brute force (E tau_n^2; z in combined SE; two-sample KS of y)")
+        for case in d["case"].values:
+            dd = d.sel(case=case)
+            lines.append(f"  {str(case):>18}: brute {float(dd['brute_mean_tau2']):.5f} +- {float(dd['brute_se']):.5f}"
+                         f"  reduced {float(dd['reduced_mean_tau2']):.5f} +- {float(dd['reduced_se']):.5f}"
+                         f"  z {float(dd['z']):+.2f}  KS p {float(dd['ks_pvalue']):.3f}")
+        numbers.update(t7_max_abs_z=float(np.nanmax(np.abs(d["z"].values))),
+                       t7_min_ks_p=float(np.nanmin(d["ks_pvalue"].values)))
+    if "t18_linear" in merged:
+        d = merged["t18_linear"].isel(method=0, trial=0)
+        lines.append("\nT18: linear attention (identity map, s = 4, H = 1) against the variance-gamma law "
+                     "(variance 4, excess kurtosis 1.5)")
+        for n in d["n"].values:
+            dd = d.sel(n=n)
+            lines.append(f"  n = {int(n):>5}: KS distance {float(dd['ks_distance']):.4f}  variance "
+                         f"{float(dd['variance']):.3f}  excess kurtosis {float(dd['excess_kurtosis']):.3f}  "
+                         f"(limit sample KS p {float(dd['ks_pvalue_limit']):.2f})")
     if numbers.get("slope_rb") is not None:
         lines.append("\nVerdicts")
         lines.append(f"  KL decay exponent in n (Rao-Blackwellised, LS over the three largest widths): "
