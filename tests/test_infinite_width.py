@@ -536,3 +536,16 @@ def test_study_end_to_end_tiny(tmp_path, capsys):
     # the same command again runs nothing new and reproduces the report's numbers
     assert cli_main(args) == 0
     assert json.loads((tmp_path / "iw" / "numbers.json").read_text())["slope_rb"] == numbers["slope_rb"]
+
+
+@pytest.mark.gpu
+def test_brute_force_numpy_cupy_parity():
+    from rieszflow.engine.backend import cupy_available
+
+    if not cupy_available():
+        pytest.skip("CuPy or a CUDA device is not available")
+    spec = CLIP.replace(H=2)
+    a = sample_finite_brute_force(spec, 64, 50, rng(30), full_output=True)
+    b = sample_finite_brute_force(spec, 64, 50, rng(30), full_output=True, backend="cupy")
+    for k in a:                                   # same host draws: equal to float64 round-off
+        assert np.allclose(a[k], b[k], rtol=1e-9, atol=1e-12), k
