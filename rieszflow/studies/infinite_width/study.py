@@ -258,6 +258,17 @@ def _attrs(long_name, units="1", **extra):
     return {"long_name": long_name, "units": units, **extra}
 
 
+def _describe(spec: AttentionLayerSpec) -> str:
+    """The layer's parameters as JSON (s, H, act, C, score map, scaling, n_H, sigmas)."""
+    import json
+
+    d = dataclasses.asdict(spec)
+    for k in ("act", "score_map"):
+        if callable(d[k]):
+            d[k] = getattr(d[k], "__name__", "callable")
+    return json.dumps(d, sort_keys=True)
+
+
 def width_task(task: Task, config: dict, rng: np.random.Generator):
     """One (experiment, n, trial) of E1/E3/E4/E5/E6: finite samples, the trial's limit samples, KL_RB.
 
@@ -300,9 +311,11 @@ def width_task(task: Task, config: dict, rng: np.random.Generator):
     seconds = time.perf_counter() - t0
     rb = dict(bins=int(config["rb_bins"]), num=int(config["rb_grid_points"]))
     ds = xr.Dataset({
-        "y_emp": ("sample", fin["y"], _attrs("finite-width output y_1^1 (one independent network per sample)")),
+        "y_emp": ("sample", fin["y"], _attrs("finite-width output y_1^1 (one independent network per sample)",
+                                             layer=_describe(finite), sampler="sample_finite_reduced")),
         "tau2_emp": ("sample", fin["tau2"], _attrs("conditional variance tau_n^2 of y_1^1 given all but W^O")),
-        "y_theo": ("sample", lim["y"], _attrs("limit sample Z^{y^1} (the trial's set, shared by every n)")),
+        "y_theo": ("sample", lim["y"], _attrs("limit sample Z^{y^1} (the trial's set, shared by every n)",
+                                              layer=_describe(limit), sampler="sample_limit")),
         "sigma2_theo": ("sample", lim["sigma2"], _attrs("limit conditional variance sigma^2(p)")),
         "kl_rb": ((), kl_rao_blackwell(fin["tau2"], lim["sigma2"], **rb),
                   _attrs("Rao-Blackwellised KL(finite || limit)", "nat")),
