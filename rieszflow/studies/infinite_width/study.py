@@ -711,12 +711,13 @@ def format_report(merged: dict, tables: dict) -> tuple[str, dict]:
         for g in groups:
             tt = t.sel(g) if g else t
             lines.append(f"  {'' if not g else str(g) + ' '}{'n':>6} {'KDE ln mean':>12} {'+-':>6} {'KDE mean ln':>12} "
-                         f"{'RB ln mean':>11} {'+-':>6} {'RB mean ln':>11} {'RB mean KL':>11}")
+                         f"{'RB ln mean':>11} {'+-':>6} {'RB mean ln':>11} {'RB mean KL':>11} {'KDE - RB':>10}")
             kde = _ln_stats(tt["kl_kde"].transpose("n", "trial").values)
             rb = _ln_stats(tt["kl_rb"].transpose("n", "trial").values)
             for i, n in enumerate(tt["n"].values):
                 lines.append(f"  {int(n):>6} {kde[0][i]:>12.3f} {kde[1][i]:>6.2f} {kde[2][i]:>12.3f} "
-                             f"{rb[0][i]:>11.3f} {rb[1][i]:>6.2f} {rb[2][i]:>11.3f} {math.exp(rb[0][i]):>11.3g}")
+                             f"{rb[0][i]:>11.3f} {rb[1][i]:>6.2f} {rb[2][i]:>11.3f} {math.exp(rb[0][i]):>11.3g} "
+                             f"{math.exp(kde[0][i]) - math.exp(rb[0][i]):>10.2e}")
             kf, rf = float(np.nanmean(tt["kl_kde_floor"])), float(np.nanmean(tt["kl_rb_floor"]))
             lines.append(f"  floor (two independent limit sets): KDE {kf:.3g} (ln {math.log(kf) if kf > 0 else float('nan'):.2f}), "
                          f"RB {rf:.3g}")
