@@ -707,10 +707,10 @@ def format_report(merged: dict, tables: dict) -> tuple[str, dict]:
         lines.append(f"\n{name}: ln(mean KL) +- sd/mean (delta method) | mean(ln KL) +- SE, over "
                      f"{t.sizes['trial']} trials")
         extra = [d for d in t["kl_rb"].dims if d not in ("n", "trial")]
-        groups = [{}] if not extra else [{extra[0]: v} for v in t[extra[0]].values]
+        groups = [{}] if not extra else [{extra[0]: v.item()} for v in t[extra[0]].values]
         for g in groups:
             tt = t.sel(g) if g else t
-            lines.append(f"  {'' if not g else str(g) + ' '}{'n':>6} {'KDE ln mean':>12} {'+-':>6} {'KDE mean ln':>12} "
+            lines.append(f"  {''.join(f'{k} = {v}: ' for k, v in g.items())}{'n':>6} {'KDE ln mean':>12} {'+-':>6} {'KDE mean ln':>12} "
                          f"{'RB ln mean':>11} {'+-':>6} {'RB mean ln':>11} {'RB mean KL':>11} {'KDE - RB':>10}")
             kde = _ln_stats(tt["kl_kde"].transpose("n", "trial").values)
             rb = _ln_stats(tt["kl_rb"].transpose("n", "trial").values)
