@@ -769,7 +769,8 @@ def format_report(merged: dict, tables: dict) -> tuple[str, dict]:
             for n in d["n"].values:
                 dd = d.sel(scaling=sc, n=n)
                 m2, s2 = dd["m2"].values, dd["sigma2_net"].values
-                lines.append(f"  {str(sc):>4} n = {int(n):>5}: sd {m2.std():.4f}  corr {np.corrcoef(m2, s2)[0, 1]:.3f}"
+                lab = "1/sqrt(n)" if str(sc) == "sqrt" else "1/n"
+                lines.append(f"  {lab:>9}, n = {int(n):>5}: sd {m2.std():.4f}  corr {np.corrcoef(m2, s2)[0, 1]:.3f}"
                              f"  mean {m2.mean():.4f}  kurt {dd['kurt_within'].values.mean():+.3f}")
     if "timing" in merged:
         d = merged["timing"].isel(method=0, trial=0)
