@@ -26,6 +26,7 @@ SUBCOMMANDS = (
     ("token-flow", "rieszflow.studies.token_flow.cli"),
     ("synthetic", "rieszflow.studies.synthetic.cli"),
     ("nlp", "rieszflow.studies.nlp.cli"),
+    ("infinite-width", "rieszflow.studies.infinite_width.cli"),
     ("kgd", "rieszflow.studies.kgd.cli"),
     ("status", "rieszflow.studies.runs.cli:register_status"),
     ("compare", "rieszflow.studies.runs.cli:register_compare"),
