@@ -26,6 +26,7 @@ SUBCOMMANDS = (
     ("synthetic", "rieszflow.studies.synthetic.cli"),
     ("nlp", "rieszflow.studies.nlp.cli"),
     ("kgd", "rieszflow.studies.kgd.cli"),
+    ("gibbs-check", "rieszflow.studies.gibbs_check.cli"),
     ("status", "rieszflow.studies.runs.cli:register_status"),
     ("compare", "rieszflow.studies.runs.cli:register_compare"),
     ("report", "rieszflow.studies.runs.cli:register_report"),

@@ -26,6 +26,7 @@ REPORTERS = {
     "mean_field_study": "rieszflow.studies.runs.report:_mean_field_tables",
     "attention_theory": "rieszflow.studies.runs.report:_stored_report",
     "token_flow_study": "rieszflow.studies.runs.report:_stored_report",
+    "gibbs_check": "rieszflow.studies.runs.report:_stored_report",
     "sweep": "rieszflow.studies.runs.report:_sweep_tables",
 }
 
