@@ -286,3 +286,33 @@ def test_a_bad_run_file_is_a_one_line_error_naming_it(kind, tmp_path, capsys):
     assert code == 2 and str(run) in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "g.h5").exists()
+
+
+@pytest.mark.parametrize("mmd2, label", [
+    ((0.001, 0.002, 0.3), "undecided"),             # initial and Gibbs not resolved
+    ((0.001, 0.5, 0.4), "at its Gibbs state"),
+    ((0.5, 0.5, 0.001), "at its initial law"),
+    ((0.02, 0.5, 0.4), "near its Gibbs state"),      # D_lg / D_ig = 0.2
+    ((0.45, 0.5, 0.02), "near its initial law"),
+    ((0.2, 0.5, 0.2), "neither"),
+])
+def test_verdict_labels(mmd2, label):
+    from rieszflow.studies.gibbs_check.study import verdict
+
+    got, frac = verdict([*mmd2, 0.0], [0.001] * 4)
+    assert got == label
+    assert frac == pytest.approx(math.sqrt(mmd2[0] / mmd2[1]))
+
+
+def test_split_rhat_and_ess_on_independent_and_stuck_chains(rng):
+    from rieszflow.studies.gibbs_check.study import effective_sample_size, split_rhat
+
+    iid = rng.normal(size=(2, 2000))
+    assert split_rhat(iid) == pytest.approx(1.0, abs=0.01)
+    assert 1500 < effective_sample_size(iid) < 6000          # 4000 draws, independent
+    stuck = np.stack([rng.normal(size=500), 5.0 + rng.normal(size=500)])
+    assert split_rhat(stuck) > 2.0
+    ar = np.zeros((2, 4000))
+    for t in range(1, 4000):                                # AR(1), rho = 0.9: ESS ~ n (1-rho)/(1+rho)
+        ar[:, t] = 0.9 * ar[:, t - 1] + rng.normal(size=2)
+    assert 8000 * 0.053 * 0.6 < effective_sample_size(ar) < 8000 * 0.053 * 1.6

@@ -43,7 +43,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     p.add_argument("run", type=Path, metavar="RUN.h5",
-                   help="a complete main-job file of a kernel run (rieszflow run)")
+                   help="a main-job file of a kernel run (rieszflow run) whose Phase A finished")
     add_study_arguments(p, default_out=DEFAULT_OUT, backends=("numpy",),
                         quick_help="fewer sentences and sweeps (a minute or two at full model size)",
                         resume_help="recompute --out with the configuration it stores (the check "

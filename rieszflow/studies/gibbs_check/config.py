@@ -28,9 +28,9 @@ class GibbsCheckConfig(StudyConfig):
     chains : int, default 2
         Independent sampler chains per head (>= 2, for split-R-hat): chain 0 starts at the
         learned particles, chain 1 at the initial ones, further chains at the learned ones.
-    burn_in : int, default 800
+    burn_in : int, default 600
         Sweeps with step-size adaptation, discarded (>= 1).
-    sweeps : int, default 800
+    sweeps : int, default 600
         Kept sweeps with a frozen step (>= 4).
     adapt_every : int, default 1
         Sweeps per adaptation block during burn-in (>= 1); one sweep already holds m proposals.
@@ -50,8 +50,8 @@ class GibbsCheckConfig(StudyConfig):
     n_sentences: int = 128
     n_heldout: int = 64
     chains: int = 2
-    burn_in: int = 800
-    sweeps: int = 800
+    burn_in: int = 600
+    sweeps: int = 600
     adapt_every: int = 1
     eta0: float = 1e-2
     target_acceptance: float = 0.574

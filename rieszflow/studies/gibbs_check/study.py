@@ -116,10 +116,12 @@ def effective_sample_size(chains) -> float:
 def verdict(mmd2, se) -> tuple[str, float]:
     """Where the learned law sits between the initial law and the Gibbs state.
 
-    With ``D_xy = sqrt(max(MMD^2_xy, 0))`` (MMD is a metric on laws for the Gaussian kernel):
-    "at its Gibbs state" if ``MMD^2(learned, gibbs) < Z se``; "at its initial law" if
-    ``MMD^2(learned, initial) < Z se``; else "near its Gibbs state" if ``D_lg <= NEAR D_ig``,
-    "near its initial law" if ``D_li <= NEAR D_ig``, else "neither". ``Z = 3``, ``NEAR = 0.25``.
+    With ``D_xy = sqrt(max(MMD^2_xy, 0))`` (MMD is a metric on laws for the Gaussian kernel),
+    in this order: "undecided" if ``MMD^2(initial, gibbs) < Z se`` (the statistic cannot tell
+    the two ends apart); "at its Gibbs state" if ``MMD^2(learned, gibbs) < Z se`` (not
+    distinguishable from it); "at its initial law" if ``MMD^2(learned, initial) < Z se``;
+    "near its Gibbs state" if ``D_lg <= NEAR D_ig``; "near its initial law" if
+    ``D_li <= NEAR D_ig``; else "neither". ``Z = 3``, ``NEAR = 0.25``.
 
     Parameters
     ----------
@@ -134,9 +136,11 @@ def verdict(mmd2, se) -> tuple[str, float]:
         state, about 1 at the initial law).
     """
     lg, ig, li = (float(v) for v in mmd2[:3])
-    se_lg, _, se_li = (float(v) for v in se[:3])
+    se_lg, se_ig, se_li = (float(v) for v in se[:3])
     d_lg, d_ig, d_li = (math.sqrt(max(v, 0.0)) for v in (lg, ig, li))
     frac = d_lg / d_ig if d_ig > 0 else math.nan
+    if ig < Z * se_ig:
+        return "undecided", frac
     if lg < Z * se_lg:
         return "at its Gibbs state", frac
     if li < Z * se_li:
@@ -231,7 +235,7 @@ def _sample_head(pot, starts, cfg, run_cfg, rng, progress):
                 final=[st.omega for st in states], ham=ham, init_fn=init_fn)
 
 
-def _analyse_head(pot, setup, layer, head, res, heldout, run_cfg):
+def _analyse_head(pot, setup, layer, head, res, heldout, run_cfg, burn_in):
     """MMD, norms, Hamiltonians and attention comparisons of one head."""
     from rieszflow.engine.energy.riesz import riesz_energy
     from rieszflow.engine.measures import median_bandwidth, mmd2
@@ -266,6 +270,8 @@ def _analyse_head(pot, setup, layer, head, res, heldout, run_cfg):
         full.append(pot.energy(om) + run_cfg.lam * float(riesz_energy(om, run_cfg.s)))
     out["hamiltonian_linear"] = np.array(lin)
     out["hamiltonian_full"] = np.array(full)
+    kept = res["H"][:, burn_in + 1:]
+    out["hamiltonian_gibbs_mean"], out["hamiltonian_gibbs_sd"] = float(kept.mean()), float(kept.std())
     # attention kernels on held-out sentences, representations of the frozen network
     model, fmap = setup.model, setup.model.feature_maps[layer]
     per = {k: [] for k in COMPARISONS}
@@ -286,14 +292,18 @@ def _analyse_head(pot, setup, layer, head, res, heldout, run_cfg):
     return out
 
 
-def _report(path_run, setup, cfg, heads, results, diag, wall):
+def _report(path_run, setup, cfg, heads, results, diag, wall, clip):
     rc = setup.config
     lines = [f"Gibbs check of `{path_run}`: {rc.n_layers} layers x {rc.n_heads} heads, m = {rc.m} "
              f"particles in R^{rc.d_model // rc.n_heads}, beta = {rc.beta:g}, lam = {rc.lam:g}, "
              f"s = {rc.s:g}, radius {rc.radius:g}, alignment `{rc.alignment}`, Phase A "
-             f"{setup.phase_a_steps} steps; potential on {cfg.n_sentences} training sentences, "
+             f"{setup.phase_a_steps} steps (run file status `{setup.status}`); potential on {cfg.n_sentences} training sentences, "
              f"kernels on {cfg.n_heldout} validation sentences; {cfg.chains} chains x "
              f"({cfg.burn_in} burn-in + {cfg.sweeps} kept) sweeps; wall {wall:.0f} s.", "",
+             f"Phase A's largest per-head drift m grad H exceeded clip_norm = "
+             f"{rc.clip_norm:g} in {100 * clip[0]:.0f}% of its steps (median largest per-head drift "
+             f"norm {clip[1]:.1f}): where it did, Phase A moved slower than the Langevin dynamics "
+             f"whose invariant law is the Gibbs measure below.", "",
              "MMD^2 (unbiased, paired by particle index, Gaussian kernel, bandwidth = median "
              "pairwise distance of learned, initial and Gibbs particles of the head; +- jackknife "
              "SE):", "",
@@ -321,6 +331,10 @@ def _report(path_run, setup, cfg, heads, results, diag, wall):
             lines.append(f"| L{l}H{h} | {name} | {r['norm_mean'][i]:.3f} +- {r['norm_sd'][i]:.3f} | "
                          f"{r['norm_quantile'][i][2]:.3f} | {r['wall_fraction'][i]:.2f} | "
                          f"{r['hamiltonian_linear'][i]:.5f} | {r['hamiltonian_full'][i]:.5f} |")
+    lines += ["", "Linearised Hamiltonian of the Gibbs chains over the kept sweeps (mean +- sd, all "
+              "chains): " + ", ".join(f"L{l}H{h} {r['hamiltonian_gibbs_mean']:.5f} +- "
+                                      f"{r['hamiltonian_gibbs_sd']:.5f}" for (l, h), r in
+                                      zip(heads, results)) + "."]
     lines += ["", "Attention on held-out sentences (mean over sentences of the mean total variation "
               "between attention rows, +- SE over sentences):", "",
               "| head | learned-gibbs | initial-gibbs | learned-initial | gibbs-gibbs |",
@@ -330,12 +344,13 @@ def _report(path_run, setup, cfg, heads, results, diag, wall):
                                                   zip(r["kernel_tv"], r["kernel_tv_se"])) + " |")
     labels = [r["verdict"] for r in results]
     overall = max(set(labels), key=labels.count)
-    lines += ["", f"Verdict: {sum(lab == overall for lab in labels)} of {len(labels)} heads: "
-              f"Phase A ends {overall}" + ("" if overall != "neither" else
-                                            " (near neither its Gibbs state nor its initial law)")
+    what = {"neither": "Phase A ends near neither its Gibbs state nor its initial law",
+            "undecided": "undecided (MMD does not resolve the initial law from the Gibbs state)"
+            }.get(overall, f"Phase A ends {overall}")
+    lines += ["", f"Verdict: {sum(lab == overall for lab in labels)} of {len(labels)} heads: {what}"
               + "; per head: " + ", ".join(f"L{l}H{h} {lab}" for (l, h), lab in zip(heads, labels))
-              + ". Thresholds: 'at' = MMD^2 below 3 SE; 'near' = MMD distance below 0.25 of the "
-                "initial-to-Gibbs distance."]
+              + ". Thresholds: 'undecided' = MMD^2(initial, gibbs) below 3 SE; 'at' = MMD^2 below "
+                "3 SE; 'near' = MMD distance below 0.25 of the initial-to-Gibbs distance."]
     return "\n".join(lines), overall
 
 
@@ -377,7 +392,7 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
 
     from tqdm.auto import tqdm
 
-    from rieszflow.engine.storage import TrajectoryWriter
+    from rieszflow.engine.storage import TrajectoryWriter, open_run
     from rieszflow.studies.gibbs_check.potential import HeadPotential
     from rieszflow.studies.main_job.alignment import ALIGNMENTS
     from rieszflow.studies.main_job.kernels import load_phase_a_setup
@@ -412,11 +427,16 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
              "rhat": [split_rhat(res["H"][:, kept]), split_rhat(res["norms"][:, kept])],
              "ess": [effective_sample_size(res["H"][:, kept]),
                      effective_sample_size(res["norms"][:, kept])]}
-        results.append(_analyse_head(pot, setup, l, h, res, hb, rc))
+        results.append(_analyse_head(pot, setup, l, h, res, hb, rc, config.burn_in))
         diag.append(d)
         traces.append(res)
     wall = time.perf_counter() - t0
-    report, overall = _report(run_path, setup, config, heads, results, diag, wall)
+    run_ds = open_run(run_path, kind="main_job")
+    setup_commit = str(run_ds.attrs.get("git_commit", "unknown"))
+    drift = np.asarray(run_ds["drift_norm"].values, dtype=np.float64)
+    clip = (float(np.mean(drift > rc.clip_norm)), float(np.median(drift))) if drift.size else \
+        (math.nan, math.nan)
+    report, overall = _report(run_path, setup, config, heads, results, diag, wall, clip)
 
     L, H, m = rc.n_layers, rc.n_heads, rc.m
     dk = rc.d_model // rc.n_heads
@@ -424,6 +444,7 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
     if tmp.exists():
         tmp.unlink()
     attrs = {"seed": config.seed, "run_file": str(run_path), "verdict": overall,
+             "run_file_status": setup.status, "run_file_commit": setup_commit,
              "verdicts": json.dumps({f"L{l}H{h}": r["verdict"] for (l, h), r in zip(heads, results)}),
              "report": report, "z_threshold": Z, "near_threshold": NEAR,
              "hamiltonian_normalisation": (
@@ -522,6 +543,10 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
              "fraction of particles with |omega| > 0.999 radius", "1"),
             ("hamiltonian_linear", ("layer", "head", "measure"), grid("hamiltonian_linear"),
              "linearised Hamiltonian (1/m) sum_k V(omega_k) + lam W_{m,s}", "1"),
+            ("hamiltonian_gibbs_mean", ("layer", "head"), grid("hamiltonian_gibbs_mean"),
+             "mean of the linearised Hamiltonian over the kept sweeps of all chains", "1"),
+            ("hamiltonian_gibbs_sd", ("layer", "head"), grid("hamiltonian_gibbs_sd"),
+             "standard deviation of the linearised Hamiltonian over the kept sweeps", "1"),
             ("hamiltonian_full", ("layer", "head", "measure"), grid("hamiltonian_full"),
              "alignment energy (full, nonlinear) + lam W_{m,s} of the head", "1"),
             ("kernel_tv", ("layer", "head", "comparison"), grid("kernel_tv"),

@@ -136,6 +136,8 @@ class PhaseASetup(NamedTuple):
         The file's last ``omega`` record (the end of Phase A, frozen in Phase B).
     phase_a_steps : int
         Langevin steps Phase A took.
+    status : str
+        The file's status (``complete``, or ``interrupted``/``running`` after Phase A).
     """
 
     config: object
@@ -146,6 +148,7 @@ class PhaseASetup(NamedTuple):
     omega_initial: np.ndarray
     omega_final: np.ndarray
     phase_a_steps: int
+    status: str
 
 
 def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
@@ -160,7 +163,9 @@ def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
     Parameters
     ----------
     path : str or os.PathLike
-        A complete main-job file of a kernel run with linear attention.
+        A main-job file of a kernel run with linear attention whose Phase A finished: a
+        complete file, or one interrupted in Phase B (at least one Phase B epoch recorded;
+        Phase B never moves the particles, so they are final).
     dtype : {"float64", "float32"}, default "float64"
         Precision of the rebuilt network.
 
@@ -173,7 +178,8 @@ def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
     FileNotFoundError
         If ``path`` does not exist.
     engine.storage.RunFileError
-        If the file is not a main-job file, is incomplete, lacks ``omega`` or ``config``.
+        If the file is not a main-job file, lacks ``omega`` or ``config``, or stopped before
+        its Phase A finished.
     ValueError
         If the run had no Phase A (``kernel = False``), ran it after Phase B epochs
         (``phase_a_after > 0``: those weights are not stored), redrew its features, or its
@@ -188,9 +194,6 @@ def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
     from rieszflow.studies.main_job.train import MainJob
 
     ds = open_run(path, kind="main_job")
-    if ds.attrs.get("status") != "complete":
-        raise RunFileError(f"{path}: main-job file has status {ds.attrs.get('status')!r}; a "
-                           f"complete run is needed")
     if "omega" not in ds.variables or "config" not in ds.attrs:
         raise RunFileError(f"{path}: main-job file lacks the variable 'omega' or the attribute "
                            f"'config'")
@@ -208,6 +211,12 @@ def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
     if cfg.redraw_every:
         raise ValueError(f"{path}: redraw_every={cfg.redraw_every}: the features were redrawn, "
                          f"the particles are not Phase A's")
+    status = ds.attrs.get("status")
+    n_epochs = ds.sizes.get("epoch", 0)
+    if status != "complete" and not ("phase_a_steps" in ds.attrs and n_epochs >= 1):
+        raise RunFileError(f"{path}: main-job file has status {status!r} and its Phase A did not "
+                           f"finish (no Phase B epoch recorded); a run whose Phase A completed is "
+                           f"needed")
     cfg = cfg.replace(dtype=dtype, backend="numpy")
     job = MainJob(cfg, Path(path).with_suffix(".unused.h5"), quiet=True)
     job._build()
@@ -225,4 +234,4 @@ def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
     for i, name in enumerate(job.omega_names):
         model.params[name] = model.backend.asarray(final[i].astype(model.dtype))
     return PhaseASetup(cfg, model, job.tok, job.train, job.val, omega[0].copy(), final.copy(),
-                       int(ds.attrs.get("phase_a_steps", 0)))
+                       int(ds.attrs.get("phase_a_steps", 0)), str(status))
