@@ -20,17 +20,23 @@ class GibbsCheckConfig(StudyConfig):
     ----------
     seed : int, default 0
         Seed of the sentence choice and of the samplers' noise.
-    n_sentences : int, default 128
+    n_sentences : int, default 64
         Training sentences (seeded choice) on which each head's one-body potential is built,
         in mini-batches of the run's ``batch_size`` (>= 2).
-    n_heldout : int, default 64
+    n_heldout : int, default 32
         Validation sentences on which the induced attention kernels are compared (>= 2).
-    chains : int, default 2
+    chains : int, default 3
         Independent sampler chains per head (>= 2, for split-R-hat): chain 0 starts at the
-        learned particles, chain 1 at the initial ones, further chains at the learned ones.
-    burn_in : int, default 600
+        learned particles, chain 1 at the initial ones, chain 2 at the learned ones quenched
+        by ``quench_steps`` of projected gradient descent on the potential (from below in
+        Hamiltonian, so the chains bracket the Gibbs state), further chains at the learned ones.
+    quench_steps : int, default 300
+        Projected gradient-descent steps of chain 2's start (>= 0).
+    quench_step : float, default 0.01
+        Their step size (> 0).
+    burn_in : int, default 1500
         Sweeps with step-size adaptation, discarded (>= 1).
-    sweeps : int, default 600
+    sweeps : int, default 1500
         Kept sweeps with a frozen step (>= 4).
     adapt_every : int, default 1
         Sweeps per adaptation block during burn-in (>= 1); one sweep already holds m proposals.
@@ -47,11 +53,13 @@ class GibbsCheckConfig(StudyConfig):
     """
 
     seed: int = 0
-    n_sentences: int = 128
-    n_heldout: int = 64
-    chains: int = 2
-    burn_in: int = 600
-    sweeps: int = 600
+    n_sentences: int = 64
+    n_heldout: int = 32
+    chains: int = 3
+    quench_steps: int = 300
+    quench_step: float = 0.01
+    burn_in: int = 1500
+    sweeps: int = 1500
     adapt_every: int = 1
     eta0: float = 1e-2
     target_acceptance: float = 0.574
@@ -68,6 +76,8 @@ class GibbsCheckConfig(StudyConfig):
         config_int("burn_in", self.burn_in, minimum=1)
         config_int("sweeps", self.sweeps, minimum=4)
         config_int("adapt_every", self.adapt_every, minimum=1)
+        config_int("quench_steps", self.quench_steps, minimum=0)
+        config_real("quench_step", self.quench_step, positive=True)
         config_int("n_saved", self.n_saved, minimum=1)
         config_real("eta0", self.eta0, positive=True)
         config_real("target_acceptance", self.target_acceptance, low=0.0, high=1.0, low_open=True,
@@ -86,4 +96,4 @@ class GibbsCheckConfig(StudyConfig):
         -------
         GibbsCheckConfig
         """
-        return cls(n_sentences=32, n_heldout=16, burn_in=60, sweeps=80, n_saved=4)
+        return cls(n_sentences=32, n_heldout=16, burn_in=60, sweeps=80, n_saved=4, quench_steps=30)

@@ -14,7 +14,8 @@ For every head of a main-job file (one kernel run in the paper order):
    noise, with the alignment energy linearised. Sampler: component-wise MALA
    (:func:`engine.simulate.mala_within_gibbs`), ``chains`` chains (chain 0 from the learned,
    chain 1 from the initial particles), burn-in with step adaptation, then kept sweeps with a
-   frozen step; split-R-hat and effective sample sizes of the Hamiltonian and of the mean
+   frozen step (chain 2 starts from a zero-temperature quench of the learned particles, below
+   the Gibbs state's Hamiltonian, so the chains bracket it); split-R-hat and effective sample sizes of the Hamiltonian and of the mean
    particle norm.
 4. Compare learned, initial and Gibbs particles: unbiased MMD^2 (Gaussian kernel, one
    median-heuristic bandwidth per head, jackknife SE), norm distributions, the Hamiltonian
@@ -34,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["KIND", "COMPARISONS", "MEASURES", "split_rhat", "effective_sample_size", "verdict",
-           "run_gibbs_check"]
+           "quench", "run_gibbs_check"]
 
 KIND = "gibbs_check"
 #: The particle sets compared, in table order.
@@ -150,6 +151,40 @@ def verdict(mmd2, se) -> tuple[str, float]:
     if d_li <= NEAR * d_ig:
         return "near its initial law", frac
     return "neither", frac
+
+
+def quench(potential, omega, radius: float, steps: int, step: float):
+    """Zero-temperature start: projected gradient descent of the one-body potential.
+
+    ``omega <- P_ball(omega - step * grad V(omega))`` for every particle, ``steps`` times (the
+    repulsion, whose coefficient ``beta lam / (m - 1)`` is ~1e-4 per pair at the main job's
+    values, is left out of this start only; the chains themselves sample the full law).
+
+    Parameters
+    ----------
+    potential : callable
+        ``points (K, d) -> (V (K,), grad V (K, d))``.
+    omega : numpy.ndarray, shape (m, d)
+        Where to start.
+    radius : float
+        Ball radius.
+    steps : int
+        Descent steps (>= 0).
+    step : float
+        Step size (> 0).
+
+    Returns
+    -------
+    numpy.ndarray, shape (m, d)
+        The quenched particles, inside the ball.
+    """
+    from rieszflow.engine.space import Ball
+
+    ball = Ball(radius)
+    x = ball.project(np.asarray(omega, dtype=np.float64))
+    for _ in range(steps):
+        x = ball.project(x - step * potential(x)[1])
+    return x
 
 
 def _sentences(split, n, rng):
@@ -415,7 +450,10 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
         pot = HeadPotential(setup.model, tb, ALIGNMENTS[rc.alignment], l, h,
                            compute_dtype=config.compute_dtype)
         starts = [setup.omega_final[l, h], setup.omega_initial[l, h]]
-        starts += [setup.omega_final[l, h]] * (config.chains - 2)
+        if config.chains >= 3:
+            starts.append(quench(pot, setup.omega_final[l, h], rc.radius, config.quench_steps,
+                                 config.quench_step))
+        starts += [setup.omega_final[l, h]] * (config.chains - len(starts))
         rng_h = np.random.default_rng([config.seed, l, h])
 
         def progress(it, desc=f"gibbs-check L{l}H{h}"):
@@ -474,8 +512,8 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
         w.dimension("head", H, coords=np.arange(H), attrs={"long_name": "attention head index", **one})
         C = config.chains
         w.dimension("chain", C, coords=np.arange(C),
-                    attrs={"long_name": "sampler chain (0: from learned, 1: from initial particles)",
-                           **one})
+                    attrs={"long_name": "sampler chain (0: from the learned particles, 1: from the "
+                                        "initial ones, 2: from the quenched learned ones)", **one})
         w.dimension("particle", m, coords=np.arange(m), attrs={"long_name": "particle index k", **one})
         w.dimension("coord", dk, coords=np.arange(dk),
                     attrs={"long_name": "coordinate in R^{d_head}", **one})
