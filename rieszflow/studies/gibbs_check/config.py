@@ -34,9 +34,9 @@ class GibbsCheckConfig(StudyConfig):
         Projected gradient-descent steps of chain 2's start (>= 0).
     quench_step : float, default 0.01
         Their step size (> 0).
-    burn_in : int, default 1500
+    burn_in : int, default 1000
         Sweeps with step-size adaptation, discarded (>= 1).
-    sweeps : int, default 1500
+    sweeps : int, default 1000
         Kept sweeps with a frozen step (>= 4).
     adapt_every : int, default 1
         Sweeps per adaptation block during burn-in (>= 1); one sweep already holds m proposals.
@@ -58,8 +58,8 @@ class GibbsCheckConfig(StudyConfig):
     chains: int = 3
     quench_steps: int = 300
     quench_step: float = 0.01
-    burn_in: int = 1500
-    sweeps: int = 1500
+    burn_in: int = 1000
+    sweeps: int = 1000
     adapt_every: int = 1
     eta0: float = 1e-2
     target_acceptance: float = 0.574
