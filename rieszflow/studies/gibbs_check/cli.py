@@ -46,7 +46,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="a main-job file of a kernel run (rieszflow run) whose Phase A finished")
     add_study_arguments(p, default_out=DEFAULT_OUT, backends=("numpy",),
                         quick_help="fewer sentences and sweeps (a minute or two at full model size)",
-                        resume_help="recompute --out with the configuration it stores (the check "
+                        resume_help="a complete --out is reported as stored; an incomplete one is "
+                                    "recomputed with the configuration it stores (the check "
                                     "writes once, at the end)")
     p.set_defaults(func=run_from_args)
     return p
@@ -82,6 +83,15 @@ def run_from_args(args: argparse.Namespace) -> int:
                                 preset_flag="--quick" if args.quick else None)
         if out.exists() and not (args.overwrite or args.resume):
             raise FileExistsError(f"{out} already exists; pass --overwrite or choose another --out path")
+        if args.resume and out.is_file():
+            from rieszflow.engine.storage import open_run
+
+            ds = open_run(out, kind="gibbs_check")
+            if ds.attrs.get("status") == "complete":
+                if not args.quiet:
+                    print(ds.attrs.get("report", ""))
+                    print(f"\n{out} is complete: nothing to resume (the report above is the stored one)")
+                return 0
         result = run_gibbs_check(config, run, out, overwrite=args.overwrite or args.resume,
                                  quiet=args.quiet, plots=not args.no_plots)
     except (ValueError, TypeError, FileExistsError, FileNotFoundError, RunFileError) as e:
