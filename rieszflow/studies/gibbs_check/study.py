@@ -49,6 +49,8 @@ STATISTICS = ("hamiltonian", "mean_norm")
 Z = 3.0
 #: Fraction of the initial-to-Gibbs MMD distance below which the learned law is "near" one end.
 NEAR = 0.25
+#: Largest split-R-hat of the Hamiltonian for which the chains count as mixed.
+RHAT_MAX = 1.1
 
 
 def split_rhat(chains) -> float:
@@ -284,7 +286,28 @@ def _analyse_head(pot, setup, layer, head, res, heldout, run_cfg, burn_in):
     mm = [mmd2(a, b, bandwidth=bw, paired=True) for a, b in pairs]
     out = {"bandwidth": bw, "mmd2": np.array([r.mmd2 for r in mm]),
            "mmd2_se": np.array([r.se for r in mm])}
+    # every chain's last configuration against learned and initial, and the chains among
+    # themselves: does the answer depend on which chain stands for the Gibbs state?
+    finals = res["final"]
+    C = len(finals)
+    out["mmd2_chain"] = np.array([[mmd2(ref, f, bandwidth=bw, paired=True).mmd2 for f in finals]
+                                  for ref in (learned, initial)])
+    out["mmd2_chain_se"] = np.array([[mmd2(ref, f, bandwidth=bw, paired=True).se for f in finals]
+                                     for ref in (learned, initial)])
+    between = [mmd2(finals[a], finals[b], bandwidth=bw, paired=True)
+               for a in range(C) for b in range(a + 1, C)]
+    out["mmd2_between_max"] = max(r.mmd2 for r in between)
     lab, frac = verdict(out["mmd2"], out["mmd2_se"])
+    # mixing-aware: with split-R-hat(H) > RHAT_MAX the Gibbs reference depends on the chain
+    H = res["H"]
+    kept = H[:, burn_in + 1:]
+    rhat = split_rhat(kept)
+    z_start = [(H[c, 0] - kept[c].mean()) / max(kept[c].std(), 1e-300) for c in range(min(C, 2))]
+    out["start_z"] = np.array(z_start)
+    out["rhat_h"] = rhat
+    if not rhat <= RHAT_MAX:
+        lab = ("not at its Gibbs state (chains not mixed: distance undecided)" if z_start[0] > Z
+               else "undecided (chains not mixed)")
     out["verdict"], out["distance_fraction"] = lab, frac
     # norms
     nq, nm, nsd, wall = [], [], [], []
@@ -349,6 +372,21 @@ def _report(path_run, setup, cfg, heads, results, diag, wall, clip):
         cells = " | ".join(f"{v:.4f} +- {s:.4f}" for v, s in zip(r["mmd2"], r["mmd2_se"]))
         lines.append(f"| L{l}H{h} | {r['bandwidth']:.3f} | {cells} | {r['distance_fraction']:.2f} "
                      f"| {r['verdict']} |")
+    lines += ["", "Every chain's last configuration as the Gibbs reference (MMD^2 +- SE, same kernel), "
+              "and the largest MMD^2 between two chains:", "",
+              "| head | " + " | ".join(f"learned-chain {c}" for c in range(cfg.chains)) + " | "
+              + " | ".join(f"initial-chain {c}" for c in range(cfg.chains)) + " | max chain-chain |",
+              "| --- |" + " ---: |" * (2 * cfg.chains + 1)]
+    for (l, h), r in zip(heads, results):
+        cells = [f"{v:.4f} +- {e:.4f}" for row, erow in zip(r["mmd2_chain"], r["mmd2_chain_se"])
+                 for v, e in zip(row, erow)]
+        lines.append(f"| L{l}H{h} | " + " | ".join(cells) + f" | {r['mmd2_between_max']:.4f} |")
+    lines += ["", "Start test: (H at the start - mean over the kept sweeps) / sd over the kept sweeps "
+              "of chain 0 (started at the learned particles) and chain 1 (at the initial ones); an "
+              "exact chain started in its stationary law has no drift, so z >> 3 says the start is "
+              "not a typical Gibbs configuration: " + ", ".join(
+                  f"L{l}H{h} {r['start_z'][0]:.0f}, {r['start_z'][1]:.0f}"
+                  for (l, h), r in zip(heads, results)) + "."]
     lines += ["", "Mixing (kept sweeps): per-particle acceptance, step, split-R-hat and ESS of the "
               "Hamiltonian and of the mean particle norm over all chains:", "",
               "| head | acceptance | step eta | R-hat H | ESS H | R-hat mean norm | ESS mean norm |",
@@ -380,12 +418,18 @@ def _report(path_run, setup, cfg, heads, results, diag, wall, clip):
     labels = [r["verdict"] for r in results]
     overall = max(set(labels), key=labels.count)
     what = {"neither": "Phase A ends near neither its Gibbs state nor its initial law",
+            "not at its Gibbs state (chains not mixed: distance undecided)":
+                "Phase A does not end at its Gibbs state (start test); how far from it stays "
+                "undecided (the chains did not mix)",
+            "undecided (chains not mixed)": "undecided (the chains did not mix)",
             "undecided": "undecided (MMD does not resolve the initial law from the Gibbs state)"
             }.get(overall, f"Phase A ends {overall}")
     lines += ["", f"Verdict: {sum(lab == overall for lab in labels)} of {len(labels)} heads: {what}"
               + "; per head: " + ", ".join(f"L{l}H{h} {lab}" for (l, h), lab in zip(heads, labels))
-              + ". Thresholds: 'undecided' = MMD^2(initial, gibbs) below 3 SE; 'at' = MMD^2 below "
-                "3 SE; 'near' = MMD distance below 0.25 of the initial-to-Gibbs distance."]
+              + ". Thresholds: chains mixed when split-R-hat(H) <= 1.1 (otherwise the MMD verdict is "
+                "replaced by the start test); 'undecided' = MMD^2(initial, gibbs) below 3 SE; 'at' "
+                "= MMD^2 below 3 SE; 'near' = MMD distance below 0.25 of the initial-to-Gibbs "
+                "distance."]
     return "\n".join(lines), overall
 
 
@@ -517,6 +561,8 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
         w.dimension("particle", m, coords=np.arange(m), attrs={"long_name": "particle index k", **one})
         w.dimension("coord", dk, coords=np.arange(dk),
                     attrs={"long_name": "coordinate in R^{d_head}", **one})
+        w.dimension("chain_start", 2, coords=np.array(["learned", "initial"]),
+                    attrs={"long_name": "start of chains 0 and 1", **one})
         w.dimension("sample", config.n_saved, coords=np.arange(config.n_saved),
                     attrs={"long_name": "saved configuration (evenly over the kept sweeps)", **one})
         n_sw = config.burn_in + config.sweeps + 1
@@ -570,6 +616,14 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
              "unbiased squared MMD with the Gaussian kernel", "1"),
             ("mmd2_se", ("layer", "head", "comparison"), grid("mmd2_se"),
              "jackknife standard error of mmd2", "1"),
+            ("mmd2_learned_chain", ("layer", "head", "chain"),
+             grid("mmd2_chain", lambda r, k: r[k][0]),
+             "unbiased squared MMD of the learned particles and each chain's last sweep", "1"),
+            ("mmd2_initial_chain", ("layer", "head", "chain"),
+             grid("mmd2_chain", lambda r, k: r[k][1]),
+             "unbiased squared MMD of the initial particles and each chain's last sweep", "1"),
+            ("start_z", ("layer", "head", "chain_start"), grid("start_z"),
+             "(H at the start - kept mean) / kept sd of chains 0 (learned) and 1 (initial)", "1"),
             ("distance_fraction", ("layer", "head"), grid("distance_fraction"),
              "MMD(learned, gibbs) / MMD(initial, gibbs)", "1"),
             ("norm_quantile", ("layer", "head", "measure", "quantile"), grid("norm_quantile"),
