@@ -66,6 +66,7 @@ results: venv
 	   $(PY) benchmarks/bench_$$b.py; echo '```') > docs/results/bench_$$b.md; done
 	cp runs/mean_field-quick-seed0_interval_w1_vs_N.png docs/img/mean_field_interval_w1_vs_N.png
 	cp runs/mean_field-quick-seed0_interval_density.png docs/img/mean_field_interval_density.png
+	for f in traces norms mmd; do cp runs/rt-kernel-seed0-gibbs_$$f.png docs/img/gibbs_check_$$f.png; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache
