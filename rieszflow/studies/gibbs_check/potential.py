@@ -31,7 +31,7 @@ dropped can be measured.
 
 References
 ----------
-paper 000 (arXiv id not stated in the repository), eq. (2.2), (2.3), (3.2), (4.3), (C.2)-(C.4),
+paper 000, eq. (2.2), (2.3), (3.2), (4.3), (C.2)-(C.4),
 App. D (l1-renormalised features), App. F.2; Cristianini et al., NIPS 14 (2002)
 (kernel-target alignment).
 """
