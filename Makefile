@@ -38,6 +38,9 @@ results: venv
 	$(RF) token-flow --quick --quiet --overwrite --out runs/token_flow-quick-seed0.h5
 	$(RF) report runs/rt-kernel-seed0.h5 runs/rt-vanilla-seed0.h5 --overwrite --out docs/results/main_job.md \
 	  --title "the main job and its matched baseline (paper 000, App. F.2), Rotten Tomatoes, seed 0"
+	$(RF) gibbs-check runs/rt-kernel-seed0.h5 --quiet --overwrite --out runs/rt-kernel-seed0-gibbs.h5
+	$(RF) report runs/rt-kernel-seed0-gibbs.h5 --overwrite --out docs/results/gibbs_check.md \
+	  --title "the main job's Phase A particles against their Gibbs state"
 	$(RF) report runs/mean_field-quick-seed0.h5 --overwrite --out docs/results/mean_field_quick.md \
 	  --title "particles against the McKean-Vlasov PDE, --quick"
 	$(RF) report runs/ldp-quick-seed0.h5 --overwrite --out docs/results/ldp_quick.md \
@@ -88,6 +91,7 @@ results: venv
 	cp runs/mean_field-quick-seed0_interval_density.png docs/img/mean_field_interval_density.png
 	for f in sine1d_w1_vs_N sine1d_free_energy sine2d_density sine2d_accuracy; do \
 	  cp runs/kernel_mean_field-quick-seed0_$$f.png docs/img/kernel_mean_field_$$f.png; done
+	for f in traces norms mmd; do cp runs/rt-kernel-seed0-gibbs_$$f.png docs/img/gibbs_check_$$f.png; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache

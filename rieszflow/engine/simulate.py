@@ -37,6 +37,7 @@ from rieszflow.engine.space import Space
 
 __all__ = [
     "BOUNDARIES",
+    "ComponentMALAState",
     "GibbsResample",
     "LangevinState",
     "MALAState",
@@ -44,6 +45,7 @@ __all__ = [
     "gibbs_weights",
     "adapt_step_size",
     "mala",
+    "mala_within_gibbs",
     "projected_langevin",
     "run",
     "run_langevin",
@@ -459,6 +461,177 @@ def adapt_step_size(state: MALAState, accepted_in_block, block: int, target_acce
     if current is None:
         raise ValueError("adapt_step_size needs the current step: set state.eta or pass eta")
     return dataclasses.replace(state, eta=current * np.exp(accepted_in_block / block - target_acceptance))
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentMALAState:
+    """State of the particle-by-particle (Metropolis-within-Gibbs) MALA chain.
+
+    Parameters
+    ----------
+    omega : numpy.ndarray, shape (N, d)
+        Particle positions.
+    potential : numpy.ndarray, shape (N,), float64
+        The one-body potential :math:`V(\\omega_k)` at each particle.
+    grad : numpy.ndarray, shape (N, d)
+        :math:`\\nabla V(\\omega_k)`.
+    step : int
+        Sweeps taken (one sweep updates every particle once).
+    n_accepted : numpy.ndarray, shape (N,), int64
+        Accepted proposals per particle so far.
+    eta : float, optional
+        Step size that overrides the factory's ``eta`` when set (:func:`adapt_step_size`
+        adapts it; pass ``accepted_in_block = n_accepted.sum()`` differences and
+        ``block = sweeps * N``).
+    """
+
+    omega: Any
+    potential: Any
+    grad: Any
+    step: int = 0
+    n_accepted: Any = 0
+    eta: Any = None
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted proposals per particle update so far (NaN before the first sweep)."""
+        if not self.step:
+            return math.nan
+        return float(np.sum(self.n_accepted)) / (self.step * self.omega.shape[0])
+
+
+def mala_within_gibbs(potential_fn: Callable, space: Space, eta: float, beta: float, lam: float = 0.0,
+                      s: float = 0.0, softening: float = 0.0):
+    """Particle-by-particle MALA for the particle Gibbs measure of a one-body potential plus a
+    Riesz repulsion, :math:`\\pi \\propto \\exp(-\\beta N H_N)\\,1_{\\Omega^N}`.
+
+    The Hamiltonian is, in the paper normalisation of eq. (2.2)-(2.3),
+
+    .. math::
+
+        H_N(\\Omega) = \\frac1N\\sum_k V(\\omega_k) + \\lambda\\,\\mathcal W_{N,s}(\\Omega),
+        \\qquad \\mathcal W_{N,s} = \\frac{1}{2N(N-1)}\\sum_{k \\ne l} g_s(\\omega_k - \\omega_l),
+
+    so :math:`\\beta N H_N = \\beta\\sum_k V(\\omega_k) + \\frac{\\beta\\lambda}{N-1}\\sum_{k<l}
+    g_s(\\omega_k - \\omega_l)` (the Gibbs law (E.7) with :math:`\\beta_N = \\beta N`, the invariant
+    law of the projected Langevin step (4.3) as :math:`\\eta \\to 0`). One sweep updates the
+    particles in the order ``0..N-1``; particle ``k`` proposes
+    :math:`y = \\omega_k - \\eta\\nabla V(\\omega_k) + \\sqrt{2\\eta/\\beta}\\,\\xi_k` (a MALA
+    proposal for its one-body factor, which depends on no other particle) and accepts with
+    the Metropolis-Hastings ratio of its full conditional
+    :math:`\\pi(\\omega_k | \\omega_{-k}) \\propto \\exp(-\\beta V(\\omega_k) - \\frac{\\beta\\lambda}{N-1}
+    \\sum_{l \\ne k} g_s(\\omega_k - \\omega_l))\\,1_\\Omega(\\omega_k)`, evaluated at the current
+    positions of the others (a Numba loop, ``engine.energy._numba_kernels.component_sweep``,
+    with the kernel :math:`g_s` of :func:`engine.energy.interaction.riesz_kernel`). Each update leaves :math:`\\pi` invariant, so the sweep does
+    (Metropolis-within-Gibbs): the chain is exact on a convex domain (proposals outside are
+    rejected, no projection), and a particle's acceptance does not decay with N as a joint
+    proposal's does. The expensive one-body potential is evaluated for all N proposals at
+    once (``potential_fn`` is vectorised); the pair correction runs particle by particle on
+    the host. With ``lam = 0`` the particles are independent and the sweep is N independent
+    MALA steps.
+
+    Parameters
+    ----------
+    potential_fn : callable
+        ``points (K, d) -> (V (K,), grad V (K, d))``, vectorised over points, float64.
+    space : engine.space.Space
+        The domain of every particle (``Ball(R)`` for Phase A's norm constraint).
+    eta : float
+        Proposal step, > 0 (the state's ``eta`` overrides it when set).
+    beta : float
+        Inverse temperature, finite and > 0.
+    lam : float, default 0.0
+        Interaction strength, >= 0.
+    s : float, default 0.0
+        Riesz exponent (0: log repulsion), as :func:`engine.energy.interaction.check_s`.
+    softening : float, default 0.0
+        Softening of the pair kernel, >= 0.
+
+    Returns
+    -------
+    init_fn : callable
+        ``init_fn(omega) -> ComponentMALAState`` for ``omega`` of shape (N, d), N >= 2 when
+        ``lam > 0``, inside ``space``.
+    step_fn : callable
+        ``step_fn(state, noise) -> ComponentMALAState`` with ``noise = (xi, log_u)``: standard
+        normals of shape (N, d) and the logs of N Unif(0, 1) draws. One sweep; pure (the input
+        state is not modified). NumPy arrays only.
+
+    Raises
+    ------
+    ValueError
+        If ``eta``, ``beta`` are not positive finite numbers, ``lam`` or ``softening`` is
+        negative, or ``s`` is out of range; (``init_fn``) if ``omega`` is not finite (N, d) or
+        lies outside ``space``; (``step_fn``) if the noise has the wrong shape.
+    TypeError
+        If ``potential_fn`` is not callable or ``space`` is not a Space.
+
+    References
+    ----------
+    paper 000, eq. (2.2), (2.3), (4.3) and (E.7); Roberts and Tweedie, Bernoulli 2 (1996)
+    341-363 (MALA); Tierney, Ann. Statist. 22 (1994) 1701-1762 (Metropolis-within-Gibbs).
+    """
+    from rieszflow.engine.energy.interaction import check_s, check_softening
+
+    if not callable(potential_fn):
+        raise TypeError(f"potential_fn must be callable, got {potential_fn!r}")
+    space = _check_space(space)
+    eta = check_real("eta", eta, positive=True)
+    beta = check_real("beta", beta, positive=True)
+    lam = check_real("lam", lam, nonnegative=True)
+    s = check_s(s)
+    softening = check_softening(softening)
+
+    def _evaluate(points):
+        v, g = potential_fn(points)
+        v = np.asarray(v, dtype=np.float64).reshape(-1)
+        g = np.asarray(g, dtype=np.float64)
+        if v.shape != (points.shape[0],) or g.shape != points.shape:
+            raise ValueError(f"potential_fn must return shapes ({points.shape[0]},) and "
+                             f"{tuple(points.shape)}, got {v.shape} and {g.shape}")
+        return v, g
+
+    def init_fn(omega) -> ComponentMALAState:
+        omega = np.array(check_points("omega", omega), dtype=np.float64)
+        if lam > 0 and omega.shape[0] < 2:
+            raise ValueError(f"omega must hold N >= 2 particles with lam > 0, got N={omega.shape[0]}")
+        _check_inside(space, omega)
+        v, g = _evaluate(omega)
+        return ComponentMALAState(omega=omega, potential=v, grad=g, step=0,
+                                  n_accepted=np.zeros(omega.shape[0], dtype=np.int64))
+
+    def step_fn(state: ComponentMALAState, noise) -> ComponentMALAState:
+        xi, log_u = noise
+        x = state.omega
+        n = x.shape[0]
+        xi = np.asarray(xi, dtype=np.float64)
+        log_u = np.asarray(log_u, dtype=np.float64).reshape(-1)
+        if xi.shape != x.shape or log_u.shape != (n,):
+            raise ValueError(f"noise must be (xi of shape {x.shape}, log_u of shape ({n},)), got "
+                             f"{xi.shape} and {log_u.shape}")
+        h = eta if state.eta is None else float(state.eta)
+        y = x - h * state.grad + math.sqrt(2.0 * h / beta) * xi
+        vy, gy = _evaluate(y)
+        fwd = y - x + h * state.grad
+        back = x - y + h * gy
+        # one-body part of log alpha: -beta dV + log q(x|y) - log q(y|x)
+        log_a = (-beta * (vy - state.potential)
+                 + (beta / (4.0 * h)) * (np.sum(fwd * fwd, 1) - np.sum(back * back, 1)))
+        inside = np.asarray(to_numpy(space.contains(y)), dtype=bool)
+        new, pot, grad = x.copy(), state.potential.copy(), state.grad.copy()
+        acc = np.zeros(n, dtype=bool)
+        if lam == 0.0:
+            acc = inside & (log_u < log_a)           # independent particles: one vectorised step
+        else:
+            from rieszflow.engine.energy._numba_kernels import component_sweep
+
+            acc = component_sweep(new, np.ascontiguousarray(y), log_a, log_u, inside,
+                                  beta * lam / (n - 1), s, softening)
+        new[acc], pot[acc], grad[acc] = y[acc], vy[acc], gy[acc]
+        return dataclasses.replace(state, omega=new, potential=pot, grad=grad, step=state.step + 1,
+                                   n_accepted=state.n_accepted + acc.astype(np.int64))
+
+    return init_fn, step_fn
 
 
 # --------------------------------------------------------------------------- the loop

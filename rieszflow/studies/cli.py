@@ -28,6 +28,7 @@ SUBCOMMANDS = (
     ("nlp", "rieszflow.studies.nlp.cli"),
     ("infinite-width", "rieszflow.studies.infinite_width.cli"),
     ("kgd", "rieszflow.studies.kgd.cli"),
+    ("gibbs-check", "rieszflow.studies.gibbs_check.cli"),
     ("status", "rieszflow.studies.runs.cli:register_status"),
     ("compare", "rieszflow.studies.runs.cli:register_compare"),
     ("report", "rieszflow.studies.runs.cli:register_report"),

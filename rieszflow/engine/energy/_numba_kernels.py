@@ -192,3 +192,47 @@ def riesz_pair_sums(x, s, eps2, mode, power, want_energy):
                 g += acc[a, lane]
             grads[i, a] = -coef * g
     return rows, grads
+
+
+@nb.njit(cache=True)
+def _g_scalar(r2, s, eps2):
+    """g_s at squared distance r2 (softened): r^-s (s > 0), -log r (s = 0), -r^-s (s < 0)."""
+    r2 = r2 + eps2
+    if s == 0.0:
+        return -0.5 * math.log(r2)
+    v = r2 ** (-0.5 * s)
+    return v if s > 0.0 else -v
+
+
+@nb.njit(cache=True)
+def component_sweep(omega, proposal, log_a, log_u, inside, coef, s, eps):
+    """One Metropolis-within-Gibbs sweep's pair correction, in place on ``omega``.
+
+    For k = 0..N-1 (in order), if ``inside[k]``: ``d = sum_{l != k} [g_s(y_k - omega_l) -
+    g_s(omega_k - omega_l)]`` at the current ``omega``; accept when ``log_u[k] < log_a[k] - coef * d``
+    and then ``omega[k] = proposal[k]``. Returns the accepted mask (bool, (N,)).
+    """
+    n, dim = omega.shape
+    acc = np.zeros(n, dtype=np.bool_)
+    eps2 = eps * eps
+    for k in range(n):
+        if not inside[k]:
+            continue
+        dsum = 0.0
+        for l in range(n):
+            if l == k:
+                continue
+            rn = 0.0
+            ro = 0.0
+            for j in range(dim):
+                a = proposal[k, j] - omega[l, j]
+                b = omega[k, j] - omega[l, j]
+                rn += a * a
+                ro += b * b
+            dsum += _g_scalar(rn, s, eps2) - _g_scalar(ro, s, eps2)
+        la = log_a[k] - coef * dsum
+        if log_u[k] < la:                  # NaN rejects
+            acc[k] = True
+            for j in range(dim):
+                omega[k, j] = proposal[k, j]
+    return acc

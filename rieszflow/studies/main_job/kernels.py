@@ -8,6 +8,8 @@ file format.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,7 +17,7 @@ from rieszflow.engine._checks import check_int
 from rieszflow.engine.backend import to_numpy
 from rieszflow.engine.features import FEATURE_MAPS
 
-__all__ = ["load_learned_kernel"]
+__all__ = ["PhaseASetup", "load_learned_kernel", "load_phase_a_setup"]
 
 
 def load_learned_kernel(path, layer: int = 0, head: int = 0):
@@ -113,3 +115,123 @@ def load_learned_kernel(path, layer: int = 0, head: int = 0):
                          f"does not store (variable 'feature_bias' with dims (layer, particle)); "
                          f"the learned kernel cannot be rebuilt exactly")
     return name, omega, options
+
+
+class PhaseASetup(NamedTuple):
+    """What Phase A of a main-job file acted on, rebuilt from the file's configuration and seed.
+
+    Parameters
+    ----------
+    config : MainJobConfig
+        The file's stored configuration (with ``dtype`` as asked for the rebuild).
+    model : engine.attention.model.TransformerClassifier
+        The network at its initialisation (the weights Phase A saw, which it never changed),
+        with every head's particles set to the file's final (learned) particles.
+    tokenizer : engine.attention.data.WordPieceTokenizer
+    train, validation : EncodedSplit
+        The splits the run used.
+    omega_initial : numpy.ndarray, shape (L, H, m, d_k), float64
+        The file's first ``omega`` record (step 0: the initial law after projection).
+    omega_final : numpy.ndarray, shape (L, H, m, d_k), float64
+        The file's last ``omega`` record (the end of Phase A, frozen in Phase B).
+    phase_a_steps : int
+        Langevin steps Phase A took.
+    status : str
+        The file's status (``complete``, or ``interrupted``/``running`` after Phase A).
+    """
+
+    config: object
+    model: object
+    tokenizer: object
+    train: object
+    validation: object
+    omega_initial: np.ndarray
+    omega_final: np.ndarray
+    phase_a_steps: int
+    status: str
+
+
+def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
+    """Rebuild the network that Phase A of a main-job file trained its particles on.
+
+    The file stores the particles, not the other weights; in the paper order
+    (``phase_a_after = 0``) Phase A runs first, on the network at its initialisation, which
+    the configuration and the seed fix (the initialisation stream is spawned from ``seed``).
+    The rebuilt initial particles are checked against the file's step-0 record, so a file
+    written by another version of the initialisation is refused rather than misread.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A main-job file of a kernel run with linear attention whose Phase A finished: a
+        complete file, or one interrupted in Phase B (at least one Phase B epoch recorded;
+        Phase B never moves the particles, so they are final).
+    dtype : {"float64", "float32"}, default "float64"
+        Precision of the rebuilt network.
+
+    Returns
+    -------
+    PhaseASetup
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    engine.storage.RunFileError
+        If the file is not a main-job file, lacks ``omega`` or ``config``, or stopped before
+        its Phase A finished.
+    ValueError
+        If the run had no Phase A (``kernel = False``), ran it after Phase B epochs
+        (``phase_a_after > 0``: those weights are not stored), redrew its features, or its
+        rebuilt initial particles differ from the stored ones.
+
+    References
+    ----------
+    paper 000, App. F.2 (Phase A on the initial network, then Phase B with Omega frozen).
+    """
+    from rieszflow.engine.storage import RunFileError, open_run
+    from rieszflow.studies.main_job.config import MainJobConfig
+    from rieszflow.studies.main_job.train import MainJob
+
+    ds = open_run(path, kind="main_job")
+    if "omega" not in ds.variables or "config" not in ds.attrs:
+        raise RunFileError(f"{path}: main-job file lacks the variable 'omega' or the attribute "
+                           f"'config'")
+    try:
+        stored = json.loads(ds.attrs["config"])
+        cfg = MainJobConfig.from_dict(stored)
+    except (TypeError, ValueError) as e:
+        raise RunFileError(f"{path}: its stored configuration cannot be read ({e})") from e
+    if not cfg.kernel or cfg.attention != "linear":
+        raise ValueError(f"{path}: kernel={cfg.kernel}, attention={cfg.attention!r}: the run had "
+                         f"no Phase A (need a kernel run with linear attention)")
+    if cfg.phase_a_after:
+        raise ValueError(f"{path}: phase_a_after={cfg.phase_a_after}: Phase A ran on a partly "
+                         f"trained network whose weights the file does not store")
+    if cfg.redraw_every:
+        raise ValueError(f"{path}: redraw_every={cfg.redraw_every}: the features were redrawn, "
+                         f"the particles are not Phase A's")
+    status = ds.attrs.get("status")
+    n_epochs = ds.sizes.get("epoch", 0)
+    if status != "complete" and not ("phase_a_steps" in ds.attrs and n_epochs >= 1):
+        raise RunFileError(f"{path}: main-job file has status {status!r} and its Phase A did not "
+                           f"finish (no Phase B epoch recorded); a run whose Phase A completed is "
+                           f"needed")
+    cfg = cfg.replace(dtype=dtype, backend="numpy")
+    job = MainJob(cfg, Path(path).with_suffix(".unused.h5"), quiet=True)
+    job._build()
+    model = job.model
+    omega = np.asarray(ds["omega"].values, dtype=np.float64)
+    rebuilt = np.stack([to_numpy(model.params[n]) for n in job.omega_names]).astype(np.float64)
+    if rebuilt.shape != omega.shape[1:] or not np.allclose(rebuilt, omega[0], atol=1e-5, rtol=0):
+        raise ValueError(f"{path}: the initial particles rebuilt from its configuration and seed "
+                         f"differ from the stored step-0 record (max |diff| "
+                         f"{np.max(np.abs(rebuilt - omega[0])) if rebuilt.shape == omega.shape[1:] else 'shape'}"
+                         f"); the file was written by another initialisation")
+    final = omega[-1]
+    if not np.isfinite(final).all():
+        raise ValueError(f"{path}: the final particles are not finite")
+    for i, name in enumerate(job.omega_names):
+        model.params[name] = model.backend.asarray(final[i].astype(model.dtype))
+    return PhaseASetup(cfg, model, job.tok, job.train, job.val, omega[0].copy(), final.copy(),
+                       int(ds.attrs.get("phase_a_steps", 0)), str(status))

@@ -28,6 +28,7 @@ REPORTERS = {
     "attention_theory": "rieszflow.studies.runs.report:_stored_report",
     "token_flow_study": "rieszflow.studies.runs.report:_stored_report",
     "kgd_learned": "rieszflow.studies.runs.report:_stored_report",
+    "gibbs_check": "rieszflow.studies.runs.report:_stored_report",
     "sweep": "rieszflow.studies.runs.report:_sweep_tables",
 }
 
