@@ -12,7 +12,8 @@
   tail probability under the null (the pooled counts are multinomial(N R, g); the bins are dependent
   because the masses sum to 1, so no chi-square law is assumed). Any R >= 1 is allowed. Mean-field
   repulsion damps the fluctuations below the iid level, so for the interacting particles the test is
-  conservative about fluctuations and sensitive to a shifted law.
+  conservative about fluctuations and sensitive to a shifted law. The same test against the PDE
+  density at ``long_time`` separates "the particles follow the PDE" from "the PDE has relaxed".
 
 References
 ----------
@@ -173,7 +174,9 @@ def summary_tables(ds) -> dict:
         ``fe_gibbs``, ``fe_max_increase`` (largest PDE free-energy increase over a step),
         ``acc_mean``/``acc_se`` (n_N, n_times), ``acc_mf`` (n_times), ``acc_mf_long``,
         ``acc_mf_gibbs``, ``acc_rbf``, ``acc_rbf_scale``, ``long_*`` (Gibbs comparison), ``gibbs_z``/``gibbs_chi2``/``gibbs_p``/``gibbs_max_z``
-        (:func:`gibbs_histogram_test` over ``gibbs_bins`` bins, seeded by the study's seed) and ``d``.
+        (:func:`gibbs_histogram_test` over ``gibbs_bins`` bins, seeded by the study's seed),
+        ``pde_long_chi2``/``pde_long_p``/``pde_long_max_z`` (the same test against the PDE density at
+        ``long_time``) and ``d``.
     """
     from rieszflow.studies.mean_field.analysis import expected_slope, fit_decay
 
@@ -209,8 +212,11 @@ def summary_tables(ds) -> dict:
         ok = np.isfinite(H).all(axis=1)
         Hb = np.array([np.bincount(bins, h, minlength=nb) for h in H[ok]]) if ok.any() else np.full((0, nb), np.nan)
         R = int(ok.sum())
-        test = (gibbs_histogram_test(Hb, g, int(cfg["long_n"]), seed=int(cfg["seed"])) if R else
-                dict(z=np.full(nb, np.nan), chi2=float("nan"), p_value=float("nan"), max_z=float("nan")))
+        gp = ds[f"{q}_rho_long"].values * vol          # the same test against the PDE at long_time
+        gp = np.bincount(bins, gp / gp.sum(), minlength=nb)
+        none = dict(z=np.full(nb, np.nan), chi2=float("nan"), p_value=float("nan"), max_z=float("nan"))
+        test, test_pde = ((gibbs_histogram_test(Hb, law, int(cfg["long_n"]), seed=int(cfg["seed"])) if R else none)
+                          for law in (g, gp))
         lw, lwse = _mean_se(ds[f"{q}_long_w1"].values, 0)
         lwi, _ = _mean_se(ds[f"{q}_long_w1_iid"].values, 0)
         la, lase = _mean_se(ds[f"{q}_long_acc"].values, 0)
@@ -225,6 +231,7 @@ def summary_tables(ds) -> dict:
             long_w1=float(lw), long_w1_se=float(lwse), long_w1_iid=float(lwi), long_acc=float(la),
             long_acc_se=float(lase), long_runs=R, long_n=int(cfg["long_n"]), gibbs_z=test["z"], gibbs_bins=nb,
             gibbs_chi2=test["chi2"], gibbs_p=test["p_value"], gibbs_max_z=test["max_z"],
+            pde_long_chi2=test_pde["chi2"], pde_long_p=test_pde["p_value"], pde_long_max_z=test_pde["max_z"],
             wall_mean=np.nanmean(ds[f"{q}_wall"].values, axis=1))
     return out
 
@@ -233,6 +240,12 @@ def _f(x, se=None, fmt=".3f"):
     if not np.isfinite(x):
         return "—"
     return f"{x:{fmt}}" + ("" if se is None or not np.isfinite(se) else f" ± {se:{fmt}}")
+
+
+def _p(p):
+    floor = 1.0 / (1 + GIBBS_MC_REPLICATES)
+    return "—" if not np.isfinite(p) else f"<= {floor:.0e}" if 0 < p <= floor \
+        else f"{p:.4f}"
 
 
 def format_tables(tables: dict) -> str:
@@ -276,7 +289,9 @@ def format_tables(tables: dict) -> str:
               f"t = {e['long_time']:g}: W1 to Gibbs {_f(e['long_w1'], e['long_w1_se'], '.3e')} (iid level "
               f"{e['long_w1_iid']:.3e}); histogram test over {e['gibbs_bins']} bins (null SE "
               f"sqrt(g(1-g)/(N R))): chi2 = {e['gibbs_chi2']:.1f}, Monte Carlo p-value under iid Gibbs draws "
-              f"{e['gibbs_p']:.4f} ({GIBBS_MC_REPLICATES} replicates), max |z| = {e['gibbs_max_z']:.2f}", "",
+              f"{_p(e['gibbs_p'])} ({GIBBS_MC_REPLICATES} replicates), max |z| = {e['gibbs_max_z']:.2f}; "
+              f"the same test against rho_PDE(t = {e['long_time']:g}): chi2 = {e['pde_long_chi2']:.1f}, "
+              f"p-value {_p(e['pde_long_p'])}, max |z| = {e['pde_long_max_z']:.2f}", "",
               f"Test accuracy (SVC, precomputed kernels); learned = N particle features at t, t = 0 = N fixed "
               f"random features from rho_0", "",
               "| N | " + " | ".join(f"t = {x:g}" for x in t) + " |", "|---|" + "---|" * t.size]
