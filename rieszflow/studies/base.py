@@ -474,21 +474,22 @@ def resolve_config(cfg_cls, preset, *, config_file=None, given: Mapping[str, Any
         changes.update(parse_overrides(overrides, cfg_cls, special, defaults=stored))
         diff = []
 
-        def differs(key, value):
-            # the value as the stored configuration would hold it; a value that the stored
-            # configuration cannot take with its other keys (say times beyond its long_time) differs
+        def as_stored(key, value):
+            # the value as the stored configuration would hold it; one that the stored configuration
+            # cannot take with its other keys (say times beyond its long_time) is kept as given
             try:
-                return getattr(replace_config(stored, {key: value}), key) != getattr(stored, key)
+                return getattr(replace_config(stored, {key: value}), key)
             except ValueError:
-                return True
+                return value
 
         for key, value in changes.items():
-            if differs(key, value):
-                diff.append(f"{key}: stored {getattr(stored, key)!r}, given {value!r}")
+            new = as_stored(key, value)
+            if new != getattr(stored, key):
+                diff.append(f"{key}: stored {getattr(stored, key)!r}, given {new!r}")
         if preset_flag is not None:
             skip = {"seed", "backend", *changes}
             for key, value in preset.to_dict().items():
-                if key not in skip and differs(key, value):
+                if key not in skip and as_stored(key, value) != getattr(stored, key):
                     diff.append(f"{key}: stored {getattr(stored, key)!r}, {preset_flag} {value!r}")
         if diff:
             raise ValueError(f"--resume: {resume_from} was written with another configuration "
