@@ -154,7 +154,7 @@ def test_tiny_cli_run_writes_a_self_describing_file_and_plots(tmp_path):
     assert main(["kernel-mean-field", "--workers", "0", "--quiet", "--no-plots", "--resume", "--out", str(out)]) == 0
 
 
-def test_resume_after_an_interruption_gives_the_uninterrupted_arrays(tmp_path):
+def test_resume_after_an_interruption_gives_the_uninterrupted_arrays(tmp_path, capsys):
     import shutil
 
     import h5py
@@ -175,8 +175,66 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_arrays(tmp_path):
         f["sine1d_w1_iid"][0, 0, 0] = 123.0     # a finished run: kept as stored, not recomputed
         f.attrs["status"] = "interrupted"
     assert main(["kernel-mean-field", "--workers", "0", "--quiet", "--no-plots", "--resume", "--out", str(cut)]) == 0
+    capsys.readouterr()
+    # --quick --resume of a file with another configuration: the error names the stored and --quick values
+    assert main(["kernel-mean-field", "--quick", "--workers", "0", "--quiet", "--no-plots", "--resume",
+                 "--out", str(full)]) == 2
+    err = capsys.readouterr().err
+    assert "another configuration" in err and "times: stored (0.0, 0.5), --quick (0.0, 1.0, 2.0, 5.0)" in err
     a, b = open_run(full), open_run(cut)
     assert b.attrs["status"] == "complete" and b["sine1d_w1_iid"].values[0, 0, 0] == 123.0
     b["sine1d_w1_iid"].values[0, 0, 0] = a["sine1d_w1_iid"].values[0, 0, 0]
     for name in ("sine1d_w1", "sine1d_w1_iid", "sine1d_acc", "sine1d_free_energy", "sine1d_long_w1", "sine1d_long_hist"):
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+def _gibbs_g():
+    g = np.array([0.002, 0.05, 0.2, 0.3, 0.25, 0.15, 0.045, 0.003])
+    return g / g.sum()
+
+
+def _runs(rng, law, n, runs, bins):
+    return np.array([np.bincount(rng.choice(bins, size=n, p=law), minlength=bins) / n for _ in range(runs)])
+
+
+def test_gibbs_histogram_test_p_value_is_uniform_under_the_null_and_rejects_a_shifted_law():
+    """Null: R = 3 runs of N = 20 iid draws from g (8 bins, two nearly empty). Over 200 seeded
+    repetitions the fraction of Monte Carlo p-values <= 0.05 (and <= 0.5) is within Z binomial standard
+    errors of 0.05 (0.5). A law shifted by one bin is rejected (p < 0.01) at N = 300, R = 2."""
+    from rieszflow.studies.kernel_mean_field.analysis import gibbs_histogram_test
+
+    g, reps = _gibbs_g(), 200
+    rng = np.random.default_rng(11)
+    p = np.array([gibbs_histogram_test(_runs(rng, g, 20, 3, g.size), g, 20, n_mc=2000, seed=k)["p_value"]
+                  for k in range(reps)])
+    for level in (0.05, 0.5):
+        frac = float(np.mean(p <= level))
+        assert abs(frac - level) <= Z * np.sqrt(level * (1 - level) / reps), (level, frac)
+    shifted = np.roll(g, 1)
+    res = gibbs_histogram_test(_runs(rng, shifted, 300, 2, g.size), g, 300, n_mc=2000)
+    assert res["p_value"] < 0.01 and res["chi2"] > 50
+
+
+def test_gibbs_histogram_test_keeps_bins_that_are_empty_in_every_run():
+    """A bin empty in every run enters with the null SE: z = -g/sqrt(g(1-g)/(NR)) (closed form), none dropped."""
+    from rieszflow.studies.kernel_mean_field.analysis import gibbs_histogram_test
+
+    g = np.array([0.1, 0.4, 0.4, 0.1])
+    m = np.array([[0.0, 0.5, 0.5, 0.0], [0.0, 0.4, 0.6, 0.0]])
+    res = gibbs_histogram_test(m, g, 10, n_mc=100)
+    se = np.sqrt(g * (1 - g) / 20)
+    np.testing.assert_allclose(res["z"], (m.mean(axis=0) - g) / se)
+    assert res["chi2"] == pytest.approx(float(np.sum(((m.mean(axis=0) - g) / se) ** 2))) and res["bins"] == 4
+    assert gibbs_histogram_test(np.array([[0.5, 0.5]]), np.array([1.0, 0.0]), 2, n_mc=10)["p_value"] == 0.0
+    with pytest.raises(ValueError, match="gibbs"):
+        gibbs_histogram_test(m, -g, 10)
+
+
+def test_step_counts_are_bounded_and_one_long_run_is_allowed():
+    from rieszflow.studies.kernel_mean_field.config import MAX_STEPS
+
+    with pytest.raises(ValueError, match=r"eta=1e-300 gives 1e\+302 steps .*1,000,000"):
+        KernelMeanFieldConfig(eta=1e-300)
+    with pytest.raises(ValueError, match="pde_dt="):
+        KernelMeanFieldConfig(pde_dt=10.0 / (2 * MAX_STEPS), times=(0.0, 10.0), eta=0.05, long_time=100.0)
+    assert KernelMeanFieldConfig(long_seeds=1).long_seeds == 1

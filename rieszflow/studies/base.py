@@ -473,19 +473,29 @@ def resolve_config(cfg_cls, preset, *, config_file=None, given: Mapping[str, Any
         changes = dict(given)
         changes.update(parse_overrides(overrides, cfg_cls, special, defaults=stored))
         diff = []
+
+        def as_stored(key, value):
+            # the value as the stored configuration would hold it; one that the stored configuration
+            # cannot take with its other keys (say times beyond its long_time) is kept as given
+            try:
+                return getattr(replace_config(stored, {key: value}), key)
+            except ValueError:
+                return value
+
         for key, value in changes.items():
-            new = getattr(replace_config(stored, {key: value}), key)
+            new = as_stored(key, value)
             if new != getattr(stored, key):
                 diff.append(f"{key}: stored {getattr(stored, key)!r}, given {new!r}")
         if preset_flag is not None:
             skip = {"seed", "backend", *changes}
             for key, value in preset.to_dict().items():
-                if key not in skip and getattr(replace_config(stored, {key: value}), key) != getattr(stored, key):
+                if key not in skip and as_stored(key, value) != getattr(stored, key):
                     diff.append(f"{key}: stored {getattr(stored, key)!r}, {preset_flag} {value!r}")
         if diff:
             raise ValueError(f"--resume: {resume_from} was written with another configuration "
-                             f"({'; '.join(diff)}); drop these options (the file's configuration is "
-                             f"the default) or start again with --overwrite")
+                             f"({'; '.join(diff)}); drop these options"
+                             f"{'' if preset_flag is None else ' and ' + preset_flag} (the file's "
+                             f"configuration is the default) or start again with --overwrite")
         return stored
     cfg = preset
     if config_file is not None:                 # the file's keys override the preset's

@@ -37,7 +37,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "N-feature kernel against the mean-field kernel and the RBF-SVM. Writes one HDF5 "
                     "file, prints the tables, saves PNG plots beside it (docs/learned_vs_theory.md).")
     add_study_arguments(p, default_out="runs/kernel_mean_field[-quick]-seed<seed>.h5", backends=("numpy", "cupy"),
-                        quick_help="the quick preset (about ten minutes on 2 shared cores)",
+                        quick_help="the quick preset (measured 1015 s wall with --workers 2 on 2 cores "
+                                   "shared with other users' jobs)",
                         resume_help="continue an interrupted study in --out (finished runs are kept; a "
                                     "complete file is only reported); its stored configuration is the default")
     add_sweep_arguments(p, default_help="default: the machine's cores; with --backend cupy 0, one process on "

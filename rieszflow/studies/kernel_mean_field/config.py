@@ -26,7 +26,11 @@ import math
 from rieszflow.engine.energy.interaction import check_s
 from rieszflow.studies.base import StudyConfig, config_int, config_real
 
-__all__ = ["PROBLEMS", "KernelMeanFieldConfig", "quick_config", "full_config"]
+__all__ = ["PROBLEMS", "MAX_STEPS", "KernelMeanFieldConfig", "quick_config", "full_config"]
+
+#: Largest number of steps of one run allowed: ``long_time / eta`` (particles) and
+#: ``times[-1] / pde_dt`` (fixed-step PDE); the full preset needs 8,000 and 400.
+MAX_STEPS = 1_000_000
 
 #: Problem names in a fixed order: a problem's position here keys its random streams.
 PROBLEMS = ("sine1d", "sine2d", "breast_cancer")
@@ -77,14 +81,16 @@ class KernelMeanFieldConfig(StudyConfig):
     times : tuple of float
         Comparison times, starting at 0, increasing; multiples of ``eta`` and of ``2 * pde_dt``.
     eta : float
-        Euler-Maruyama step of the particles (engine's ``projected_langevin``, reflection).
+        Euler-Maruyama step of the particles (engine's ``projected_langevin``, reflection);
+        ``long_time / eta`` <= :data:`MAX_STEPS`.
     pde_dt : float
-        Fixed implicit-Euler step of the PDE up to ``times[-1]`` (the floor run uses ``2 * pde_dt``).
+        Fixed implicit-Euler step of the PDE up to ``times[-1]`` (the floor run uses ``2 * pde_dt``);
+        ``times[-1] / pde_dt`` <= :data:`MAX_STEPS`.
     long_time : float
         Horizon of the long runs (PDE with a growing step, particles at ``long_n``), > ``times[-1]``,
         a multiple of ``eta``.
     long_n, long_seeds : int
-        Particles and runs of the long-time comparison with the Gibbs state.
+        Particles and runs (>= 1) of the long-time comparison with the Gibbs state.
     gibbs_bins : int
         Bins of the Gibbs-vs-particles histogram test: 1-D equal-width bins; 2-D 4 equal-area rings
         times ``gibbs_bins // 4`` angular sectors.
@@ -144,7 +150,7 @@ class KernelMeanFieldConfig(StudyConfig):
         if not probs or bad or len(set(probs)) != len(probs):
             raise ValueError(f"problems={self.problems!r}: give distinct names from {PROBLEMS}")
         set_("problems", probs)
-        for k, lo in (("n_train", 10), ("n_test", 10), ("n_cells_1d", 4), ("long_n", 2), ("long_seeds", 2),
+        for k, lo in (("n_train", 10), ("n_test", 10), ("n_cells_1d", 4), ("long_n", 2), ("long_seeds", 1),
                       ("gibbs_bins", 4), ("seed", 0)):
             set_(k, config_int(k, getattr(self, k), minimum=lo))
         if self.n_cells_1d % 2:
@@ -164,13 +170,17 @@ class KernelMeanFieldConfig(StudyConfig):
         t = self.times
         if len(t) < 2 or t[0] != 0.0 or any(b <= a for a, b in zip(t, t[1:])):
             raise ValueError(f"times={t} must start at 0 and increase (at least 2 entries)")
+        if not self.long_time > t[-1]:
+            raise ValueError(f"long_time={self.long_time} must exceed times[-1]={t[-1]}")
+        for name, horizon, step in (("eta", self.long_time, self.eta), ("pde_dt", t[-1], self.pde_dt)):
+            if horizon / step > MAX_STEPS:
+                raise ValueError(f"{name}={step} gives {horizon / step:.3g} steps up to t = {horizon} "
+                                 f"(> {MAX_STEPS:,} allowed); use {name} >= {horizon / MAX_STEPS:.3g}")
         for step_name, step in (("eta", self.eta), ("2 * pde_dt", 2 * self.pde_dt)):
             for tk in t + ((self.long_time,) if step_name == "eta" else ()):
                 k = round(tk / step)
                 if abs(k * step - tk) > 1e-9 * max(1.0, tk):
                     raise ValueError(f"time {tk} is not a multiple of {step_name}={step}")
-        if not self.long_time > t[-1]:
-            raise ValueError(f"long_time={self.long_time} must exceed times[-1]={t[-1]}")
         for a, b, nonempty in (("n_particles", "n_seeds", True), ("gpu_n_particles", "gpu_n_seeds", False)):
             set_(a, _ints(a, getattr(self, a), 2))
             set_(b, _ints(b, getattr(self, b), 1))
@@ -195,7 +205,7 @@ class KernelMeanFieldConfig(StudyConfig):
 
 
 def quick_config(seed: int = 0, backend: str = "numpy") -> KernelMeanFieldConfig:
-    """The ``--quick`` preset (about ten minutes on 2 shared cores).
+    """The ``--quick`` preset (measured: 1015 s wall with ``--workers 2`` on 2 cores shared with four other users' jobs).
 
     Parameters
     ----------
