@@ -53,6 +53,7 @@ __all__ = [
     "causal_linear_attention",
     "causal_linear_attention_backward",
     "causal_linear_attention_prefix",
+    "streaming_linear_attention",
     "depthwise_conv",
     "depthwise_conv_backward",
     "SoftmaxAttention",
@@ -1031,6 +1032,53 @@ def causal_linear_attention_prefix(phi_q, phi_k, v, eps: float = 1e-6):
     num = xp.matmul(phi_q[..., None, :], S)[..., 0, :]
     den = (phi_q * z).sum(axis=-1) + eps
     return num / den[..., None]
+
+
+def streaming_linear_attention(phi_q, phi_k, v, eps: float = 0.0, chunk: int = 64):
+    """Non-causal normalised linear attention streamed over key/value and query chunks.
+
+    First ``S = sum_j phi_k,j v_j^T`` and ``z = sum_j phi_k,j`` are accumulated over
+    key chunks, then applied to query chunks: ``a_i = S^T phi_q,i / (z . phi_q,i + eps)``.
+    Memory besides inputs and output is ``O(D d_v + chunk D)``, independent of ``n``.
+    Mask padding keys by zeroing their rows of ``phi_k`` first.
+
+    Parameters
+    ----------
+    phi_q : float array, shape (..., n_q, D)
+    phi_k : float array, shape (..., n_k, D)
+    v : float array, shape (..., n_k, d_v)
+    eps : float, default 0.0
+        Added to the denominator.
+    chunk : int, default 64
+        Rows per chunk, ``>= 1``.
+
+    Returns
+    -------
+    a : float array, shape (..., n_q, d_v)
+
+    Raises
+    ------
+    ValueError
+        On a bad ``chunk``.
+
+    References
+    ----------
+    paper 001, section 4 ("admits a streaming form"); paper 001 spec, section 1.7.
+    """
+    xp = namespace(phi_q, phi_k, v)
+    chunk = check_int("chunk", chunk, minimum=1)
+    lead = phi_k.shape[:-2]
+    S = xp.zeros(lead + (phi_k.shape[-1], v.shape[-1]), dtype=v.dtype)
+    z = xp.zeros(lead + (phi_k.shape[-1],), dtype=v.dtype)
+    for c0 in range(0, phi_k.shape[-2], chunk):
+        k = phi_k[..., c0:c0 + chunk, :]
+        S = S + xp.matmul(xp.swapaxes(k, -1, -2), v[..., c0:c0 + chunk, :])
+        z = z + k.sum(axis=-2)
+    out = xp.empty(phi_q.shape[:-1] + (v.shape[-1],), dtype=v.dtype)
+    for c0 in range(0, phi_q.shape[-2], chunk):
+        q = phi_q[..., c0:c0 + chunk, :]
+        out[..., c0:c0 + chunk, :] = xp.matmul(q, S) / (xp.matmul(q, z[..., None]) + eps)
+    return out
 
 
 # --------------------------------------------------------------------------- depthwise convolution
