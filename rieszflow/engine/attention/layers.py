@@ -1266,13 +1266,17 @@ class KernelizedLinearAttention(_MultiHead):
     """
 
     def __init__(self, d_model: int, n_heads: int, feature_map, qk: str = "shared", eps: float = 0.0,
-                 causal: bool = False, chunk: int = 64, dwc=None):
+                 causal: bool = False, chunk: int = 64, dwc=None, signed: bool = False):
         super().__init__(d_model, n_heads, qk)
         for attr in ("init_omega", "forward", "backward"):
             if not callable(getattr(feature_map, attr, None)):
                 raise TypeError(f"feature_map={feature_map!r} has no method {attr!r}; expected an "
                                 "engine.features.FeatureMap")
-        if getattr(feature_map, "positive", True) is False:
+        self.signed = bool(signed)
+        if self.signed and (causal or not eps > 0):
+            raise ValueError(f"signed=True (denominator sign(den) max(|den|, eps)) needs eps > 0 and "
+                             f"causal=False; got eps={eps!r}, causal={causal!r}")
+        if getattr(feature_map, "positive", True) is False and not self.signed:
             raise ValueError(f"feature_map {getattr(feature_map, 'name', feature_map)!r} is not positive; "
                              "normalised linear attention needs phi >= 0 so that phi(q)^T z > 0")
         if getattr(feature_map, "stabilise", "none") == "row":
@@ -1449,7 +1453,12 @@ class KernelizedLinearAttention(_MultiHead):
             z = phi_km.sum(axis=2)                                        # (H, B, m)
             num = xp.matmul(phi_q, g)                                     # (H, B, L, d_k)
             den = xp.matmul(phi_q, z[..., None])[..., 0]                  # (H, B, L)
-            if self.eps:
+            if self.signed:                       # sign(den) max(|den|, eps); clamped rows logged
+                small = xp.abs(den) <= self.eps
+                self.last_clamped = float(small.mean())
+                self.last_negative = float((den < 0).mean())
+                den = xp.where(small, xp.where(den < 0, -self.eps, self.eps), den)
+            elif self.eps:
                 den = den + self.eps
             a = num / den[..., None]
         if self.dwc is not None:
@@ -1488,6 +1497,8 @@ class KernelizedLinearAttention(_MultiHead):
         else:
             dnum = da / den[..., None]
             dden = -(da * a).sum(axis=-1) / den                           # (H, B, L)
+            if self.signed:
+                dden = dden * (xp.abs(den) > self.eps)                    # clamped rows: constant
             dphi_q = xp.matmul(dnum, g.transpose(0, 1, 3, 2))             # (H, B, L, m)
             dphi_q += dden[..., None] * z[:, :, None, :]
             dg = xp.matmul(phi_q.transpose(0, 1, 3, 2), dnum)             # (H, B, m, d_k)

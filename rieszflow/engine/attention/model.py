@@ -253,7 +253,10 @@ class TransformerClassifier:
             if attention == "linear":
                 fmap = make_feature_map(feature_map, d_k, m, rng=rng, **feature_options)
                 self.feature_maps.append(fmap)
-                attn = KernelizedLinearAttention(d_model, n_heads, fmap, qk=qk, eps=attn_eps, dwc=dwc)
+                signed = not getattr(fmap, "positive", True)      # e.g. fixed RFF (paper 001 Table 5)
+                attn = KernelizedLinearAttention(d_model, n_heads, fmap, qk=qk,
+                                                 eps=attn_eps if not signed or attn_eps > 0 else 1e-6,
+                                                 dwc=dwc, signed=signed)
             elif attention == "linformer":
                 attn = LinformerAttention(d_model, n_heads, linformer_k, max_len, qk=qk)
             else:
