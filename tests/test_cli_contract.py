@@ -9,8 +9,8 @@ from rieszflow.studies.cli import main as cli_main
 STUDIES = [name for name, _ in SUBCOMMANDS if name not in ("status", "compare", "report", "kgd")]
 SIZE = {"run": ["--smoke"], "mean-field": ["--quick"], "ldp": ["--quick"],
         "attention-theory": ["--quick"], "token-flow": ["--quick"], "synthetic": ["--quick"],
-        "nlp": ["--quick"]}
-SWEEPS = ("synthetic", "nlp")        # write a directory of task files, not one HDF5 file
+        "nlp": ["--quick"], "luna": ["--quick"]}
+SWEEPS = ("synthetic", "nlp", "luna")        # write a directory of task files, not one HDF5 file
 
 
 @pytest.mark.parametrize("name", STUDIES)

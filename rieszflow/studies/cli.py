@@ -26,6 +26,7 @@ SUBCOMMANDS = (
     ("synthetic", "rieszflow.studies.synthetic.cli"),
     ("nlp", "rieszflow.studies.nlp.cli"),
     ("kgd", "rieszflow.studies.kgd.cli"),
+    ("luna", "rieszflow.studies.luna.cli"),
     ("status", "rieszflow.studies.runs.cli:register_status"),
     ("compare", "rieszflow.studies.runs.cli:register_compare"),
     ("report", "rieszflow.studies.runs.cli:register_report"),

@@ -168,7 +168,7 @@ def evaluate(model, split, batch_size: int = 256):
 def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, lr: float = 1e-3,
               warmup: float = 0.05, clip_value: float = 1.0, eval_every: int = 50, overrides=None,
               backbone=None, dtype: str = "float32", listops_sizes=(20000, 2000, 2000), data_seed: int = 0,
-              model_hook=None):
+              model_hook=None, on_init=None):
     """Train one mini-LRA model for ``steps`` steps; validation-selected test accuracy.
 
     Parameters
@@ -195,6 +195,8 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
     data_seed : int, default 0
     model_hook : callable or None
         ``model_hook(model)`` after training (the selected checkpoint loaded), e.g. to keep it.
+    on_init : callable or None
+        ``on_init(model)`` right after the model is built (before any step).
 
     Returns
     -------
@@ -218,6 +220,8 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
     train, val, test = load_task(task, data_seed, tuple(listops_sizes))
     model, train_omega = build_model(task, method, rng, overrides=overrides,
                                      backbone=dict(backbone or {}, dtype=dtype))
+    if on_init is not None:
+        on_init(model)
     frozen = set() if train_omega else set(model.particle_names())
     names = [k for k in model.params if k not in frozen]
     opt = Adam(model.params, names, lr=lr, eps=1e-6, weight_decay=0.0, decoupled=True,
