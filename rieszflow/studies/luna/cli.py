@@ -13,7 +13,7 @@ from rieszflow.studies.sweep_cli import prepare_sweep_dir, run_sweeps
 __all__ = ["register", "run_from_args", "SWEEPS", "QUICK_SWEEPS", "format_report", "make_plots"]
 
 #: The sweeps, in the order they run; ``--quick`` runs P1, P2 and a reduced P3.
-SWEEPS = ("p1", "p2", "p3", "p4", "p5", "p7")
+SWEEPS = ("p1", "p2", "p3", "p4", "p5", "p7", "kernels")
 QUICK_SWEEPS = ("p1", "p2", "p3")
 
 
@@ -168,6 +168,26 @@ def format_report(merged: dict) -> str:
             out.append(f"| {m} | {_mean_sd(sel['test_accuracy'].values)} | "
                        f"{float(np.nanmean(sel['zero_den_fraction'].values)):.4f} | "
                        f"{float(np.nanmean(sel['negative_den_fraction'].values)):.4f} |")
+        out.append("")
+    if "kernels" in merged:
+        ds = merged["kernels"]
+        out.append("## Learned maps vs learned particles: how far learning moves the kernel\n\n"
+                   "MMD (Gaussian kernel on the key vectors, median bandwidth) between each query's "
+                   "layer-0 attention row under the initial and the learned kernel, averaged over "
+                   "held-out test sequences; +- is the standard error over sequences, then mean over "
+                   "seeds. 'feature map only': same trained q, k, feature-map parameters reset to "
+                   "their initialisation; 'whole layer': the initial network against the trained one.\n")
+        out.append("| task | method | test acc (%) | MMD feature map only | MMD whole layer |\n|---|---|---|---|---|")
+        for t in ds["task"].values:
+            for m in ds["method"].values:
+                sel = ds.sel({"method": m, "task": t})
+                f = sel["mmd_feature"].values.astype(float)
+                fse = sel["mmd_feature_se"].values.astype(float)
+                lv = sel["mmd_layer"].values.astype(float)
+                lse = sel["mmd_layer_se"].values.astype(float)
+                fcell = "n/a" if not np.isfinite(f).any() else f"{np.nanmean(f):.4f} +- {np.nanmean(fse):.4f}"
+                out.append(f"| {t} | {m} | {_mean_sd(sel['test_accuracy'].values)} | {fcell} | "
+                           f"{np.nanmean(lv):.4f} +- {np.nanmean(lse):.4f} |")
         out.append("")
     if "p7" in merged:
         ds = merged["p7"].sel({"method": "luna"}).isel(trial=0)

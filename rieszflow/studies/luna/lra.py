@@ -31,6 +31,7 @@ TASKS = {
     "digits16": (257, 10, 256, (16, 16), 3),
     "listops": (16, 10, 128, None, 5),
     "rt_bytes": (257, 2, 512, None, 5),
+    "rt": (30522, 2, 64, None, 5),
 }
 
 #: The mini-LRA backbone (spec section 5.2).
@@ -54,7 +55,84 @@ METHODS = {
                            feature_options=dict(omega_scale=32 ** 0.25)), train_omega=False),
     "hedgehog": dict(model=dict(attention="linear", feature_map="hedgehog", m=32), train_omega=True),
     "cosformer": dict(model=dict(attention="linear", feature_map="cosformer", m=32), train_omega=False),
+    # paper 000: softplus particles learned by Phase A (Langevin on alignment + Riesz repulsion),
+    # frozen in Phase B; "fixed" is the same map with the particles left at their initial law
+    "particles": dict(model=dict(attention="linear", feature_map="softplus", m=64), train_omega=False,
+                      phase_a=True),
+    "fixed": dict(model=dict(attention="linear", feature_map="softplus", m=64), train_omega=False),
 }
+
+#: Phase A of paper 000 (App. F.2) for the "particles" method: step, inverse temperature, Riesz
+#: strength (log repulsion, s = 0), drift clip, ball radius.
+PHASE_A = dict(eta=2e-3, beta=50.0, lam=1e-3, s=0.0, clip_norm=10.0, radius=1.5)
+
+
+def phase_a(model, train, rng, steps: int, batch_size: int = 32):
+    """Paper 000's Phase A on a mini-LRA model: projected Langevin on the particles of every head.
+
+    Each step takes a batch, evaluates the one-hot sequence alignment of eq. (C.4) on the pooled
+    representation (dropout off) and moves every head's particles by one projected Langevin
+    step of eq. (4.3) on ``-V + lam W_{m,0}`` (:data:`PHASE_A`), inside the ball of radius 1.5.
+
+    Parameters
+    ----------
+    model : TransformerClassifier
+        With linear attention (particles ``layers.<i>.attn.omega``), modified in place.
+    train : EncodedSplit
+    rng : numpy.random.Generator
+    steps : int
+    batch_size : int, default 32
+
+    Returns
+    -------
+    float
+        The alignment of the last batch.
+
+    References
+    ----------
+    paper 000, eqs. (2.2), (4.3), (C.4), App. F.2.
+    """
+    from rieszflow.engine.attention.data import batches
+    from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+    from rieszflow.engine.simulate import LangevinState, projected_langevin
+    from rieszflow.engine.space import Ball
+    from rieszflow.studies.main_job.alignment import ALIGNMENTS
+    from rieszflow.studies.main_job.train import alignment_gradients
+
+    cfg = PHASE_A
+    n_classes = model.config["n_classes"]
+    objective = lambda P, y: ALIGNMENTS["onehot"](P, y, n_classes=n_classes)   # noqa: E731
+    names = model.particle_names()
+    ball = Ball(cfg["radius"])
+    for nm in names:                                   # start inside the domain
+        om = model.params[nm]
+        model.params[nm] = ball.project(om.reshape(-1, om.shape[-1])).reshape(om.shape).astype(om.dtype)
+    drift = {}
+    steppers = {}
+    for nm in names:
+        for h in range(model.params[nm].shape[0]):
+            _, steppers[(nm, h)] = projected_langevin(lambda _o, key=(nm, h): drift[key], ball, eta=cfg["eta"],
+                                                      beta=cfg["beta"], clip_norm=cfg["clip_norm"])
+    value, done = float("nan"), 0
+    while done < steps:
+        for ids, mask, labels, _ in batches(train, batch_size, rng=rng, min_last=2):
+            value, grads = alignment_gradients(model, ids.astype(np.int64), mask, labels.astype(np.int64),
+                                               objective, names)
+            for nm in names:
+                om_all = model.params[nm]
+                new = np.empty_like(om_all)
+                for h in range(om_all.shape[0]):
+                    _, w_grad = riesz_energy_and_grad(om_all[h].astype(np.float64), cfg["s"])
+                    drift[(nm, h)] = grads[nm][h] + cfg["lam"] * w_grad
+                    st = steppers[(nm, h)](LangevinState(omega=om_all[h], step=0,
+                                                         max_displacement=np.asarray(np.inf)),
+                                           rng.standard_normal(om_all[h].shape))
+                    new[h] = st.omega
+                model.params[nm] = new
+            done += 1
+            if done == steps:
+                break
+    return float(value)
 
 
 @functools.lru_cache(maxsize=8)
@@ -63,7 +141,8 @@ def load_task(task: str, seed: int = 0, listops_sizes=(20000, 2000, 2000)):
 
     Parameters
     ----------
-    task : {"digits", "digits16", "listops", "rt_bytes"}
+    task : {"digits", "digits16", "listops", "rt_bytes", "rt"}
+        ``rt`` is Rotten Tomatoes with the main job's WordPiece tokens (length <= 64).
     seed : int, default 0
         Split seed (digits) or generator seed (ListOps).
     listops_sizes : tuple of 3 int
@@ -89,6 +168,9 @@ def load_task(task: str, seed: int = 0, listops_sizes=(20000, 2000, 2000)):
         return tuple(data.load_digits_seq(p, size=size, seed=seed) for p in parts)
     if task == "listops":
         return tuple(data.load_listops_mini(p, seed=seed, sizes=listops_sizes) for p in parts)
+    if task == "rt":
+        tok = data.WordPieceTokenizer(max_len=TASKS[task][2])
+        return tuple(data.encode(data.load_split("rt", p), tok) for p in parts)
     return tuple(data.load_rt_bytes(p, max_len=TASKS[task][2]) for p in parts)
 
 
@@ -168,7 +250,7 @@ def evaluate(model, split, batch_size: int = 256):
 def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, lr: float = 1e-3,
               warmup: float = 0.05, clip_value: float = 1.0, eval_every: int = 50, overrides=None,
               backbone=None, dtype: str = "float32", listops_sizes=(20000, 2000, 2000), data_seed: int = 0,
-              model_hook=None, on_init=None):
+              model_hook=None, on_init=None, phase_a_steps: int = 0):
     """Train one mini-LRA model for ``steps`` steps; validation-selected test accuracy.
 
     Parameters
@@ -197,6 +279,9 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
         ``model_hook(model)`` after training (the selected checkpoint loaded), e.g. to keep it.
     on_init : callable or None
         ``on_init(model)`` right after the model is built (before any step).
+    phase_a_steps : int, default 0
+        Steps of :func:`phase_a` before training, for methods with ``phase_a`` (the paper-000
+        particles); 0 uses ``steps // 4``.
 
     Returns
     -------
@@ -204,7 +289,8 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
         ``test_accuracy``, ``val_accuracy``, ``test_loss``, ``train_loss`` (mean of the last
         10% of steps), ``seconds`` (training wall time), ``seconds_per_step``, ``n_params``,
         ``clipped_fraction``, ``zero_den_fraction`` (rows of linear attention with
-        ``phi(q) . z <= 1e-6``, last batch of the first layer) and ``negative_den_fraction``.
+        ``phi(q) . z <= 1e-6``, last batch of the first layer), ``negative_den_fraction`` and
+        ``phase_a_seconds``.
 
     Raises
     ------
@@ -222,6 +308,10 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
                                      backbone=dict(backbone or {}, dtype=dtype))
     if on_init is not None:
         on_init(model)
+    t_a = time.perf_counter()
+    if METHODS[method].get("phase_a"):
+        phase_a(model, train, rng, phase_a_steps or max(1, steps // 4), batch_size)
+    phase_a_seconds = time.perf_counter() - t_a
     frozen = set() if train_omega else set(model.particle_names())
     names = [k for k in model.params if k not in frozen]
     opt = Adam(model.params, names, lr=lr, eps=1e-6, weight_decay=0.0, decoupled=True,
@@ -270,4 +360,4 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
             "train_loss": float(np.mean(losses[-tail:])), "seconds": seconds,
             "seconds_per_step": seconds / steps, "n_params": int(sum(v.size for v in model.params.values())),
             "clipped_fraction": clipped / max(total, 1), "zero_den_fraction": zero,
-            "negative_den_fraction": neg}
+            "negative_den_fraction": neg, "phase_a_seconds": phase_a_seconds}

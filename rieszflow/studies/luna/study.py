@@ -33,7 +33,9 @@ from rieszflow.studies.sweep import SweepSpec
 __all__ = ["LunaConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "SWEEP_NAMES", "specs", "task_config",
            "luna_task", "P1_CHECKS", "P2_METHODS", "P5_VARIANTS"]
 
-SWEEP_NAMES = ("p1", "p2", "p3", "p4", "p5", "p7")
+SWEEP_NAMES = ("p1", "p2", "p3", "p4", "p5", "p7", "kernels")
+#: Methods of the learned-maps-vs-learned-particles comparison (item 5 of the issue).
+KERNEL_METHODS = ("luna", "particles", "fixed", "softmax")
 P1_CHECKS = ("sampling_cos_sin", "sampling_sigmoid", "sampling_relu", "parametrisation_relu",
              "parametrisation_sigmoid", "truncation", "rademacher", "gram", "tails")
 P2_METHODS = ("luna_pwl", "luna_dense", "elu", "performer", "rff", "hedgehog", "cosformer", "softmax")
@@ -86,6 +88,12 @@ class LunaConfig(StudyConfig):
         Training steps of the P7 model.
     eval_every : int
         Steps between validation evaluations.
+    kernel_tasks : tuple of str
+        Tasks of the learned-maps-vs-particles comparison ("digits", "rt").
+    kernel_seeds : int
+        Seeds per (method, task) of that comparison.
+    kernel_sequences : int
+        Held-out test sequences on which the kernels are compared.
     """
 
     config_label = "luna config"
@@ -109,6 +117,9 @@ class LunaConfig(StudyConfig):
     p5_seeds: int = 3
     p7_steps: int = 400
     eval_every: int = 50
+    kernel_tasks: tuple = ("digits", "rt")
+    kernel_seeds: int = 2
+    kernel_sequences: int = 32
 
     def __post_init__(self):
         from rieszflow.studies.luna.lra import METHODS, TASKS
@@ -117,9 +128,10 @@ class LunaConfig(StudyConfig):
             config_int(name, getattr(self, name), minimum=0)
         for name in ("p1_trials", "p1_ref_m", "p1_param_m", "p2_softmax_max", "p2_reps", "p3_seeds",
                      "digits_steps", "listops_steps", "text_steps", "listops_train", "p4_steps",
-                     "p5_seeds", "p7_steps", "eval_every"):
+                     "p5_seeds", "p7_steps", "eval_every", "kernel_seeds", "kernel_sequences"):
             config_int(name, getattr(self, name), minimum=1)
-        for name, allowed in (("p3_tasks", tuple(TASKS)), ("p3_methods", tuple(METHODS))):
+        for name, allowed in (("p3_tasks", tuple(TASKS)), ("p3_methods", tuple(METHODS)),
+                              ("kernel_tasks", tuple(TASKS))):
             vals = getattr(self, name)
             if not isinstance(vals, tuple) or not vals or any(v not in allowed for v in vals):
                 raise ValueError(f"{name}={vals!r}: a non-empty tuple of {', '.join(allowed)}")
@@ -138,7 +150,8 @@ QUICK_OVERRIDES = {"p1_trials": 400, "p1_ref_m": 400_000, "p1_param_m": 20_000,
                    "p3_tasks": ("digits",), "p3_seeds": 2, "digits_steps": 300}
 
 #: Fields that only define which tasks exist (kept out of the task files' configuration).
-GRID_FIELDS = ("p2_ns", "p3_tasks", "p3_methods", "p3_seeds", "p4_ml", "p5_seeds")
+GRID_FIELDS = ("p2_ns", "p3_tasks", "p3_methods", "p3_seeds", "p4_ml", "p5_seeds", "kernel_tasks",
+               "kernel_seeds")
 
 
 def task_config(cfg: LunaConfig) -> dict:
@@ -176,6 +189,8 @@ def specs(cfg: LunaConfig) -> list:
         SweepSpec("p4", fn, ("luna",), {"ml": tuple(cfg.p4_ml)}, 1, conf, cfg.seed),
         SweepSpec("p5", fn, tuple(P5_VARIANTS), {}, cfg.p5_seeds, conf, cfg.seed),
         SweepSpec("p7", fn, ("luna",), {}, 1, conf, cfg.seed),
+        SweepSpec("kernels", fn, KERNEL_METHODS, {"task": tuple(cfg.kernel_tasks)}, cfg.kernel_seeds, conf,
+                  cfg.seed),
     ]
 
 
@@ -287,7 +302,7 @@ def _run_metrics(r):
 
 def _steps(cfg, task):
     return {"digits": cfg["digits_steps"], "digits16": cfg["digits_steps"], "listops": cfg["listops_steps"],
-            "rt_bytes": cfg["text_steps"]}[task]
+            "rt_bytes": cfg["text_steps"], "rt": cfg["text_steps"]}[task]
 
 
 def _p7(cfg, rng):
@@ -341,6 +356,115 @@ def _p7(cfg, rng):
     return ds
 
 
+def attention_rows(attn, params, x, mask):
+    """Explicit attention rows of one attention layer: (H, B, n, n), rows summing to 1.
+
+    Parameters
+    ----------
+    attn : KernelizedLinearAttention or SoftmaxAttention
+    params : dict
+        The layer's parameters (local names).
+    x : float array, shape (B, n, d_model)
+        The layer's attention input.
+    mask : bool array, shape (B, n)
+
+    Returns
+    -------
+    rows : ndarray, shape (H, B, n, n)
+    keys : ndarray, shape (H, B, n, d_k)
+        The key vectors (the support on which the rows are compared).
+    """
+    q, k, _ = attn._project_in(params, x)
+    q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    km = mask[None, :, None, :]
+    if hasattr(attn, "feature_map"):
+        phi_q, _ = attn._features(q, np.asarray(params["omega"], dtype=np.float64),
+                                  {kk: np.asarray(v, dtype=np.float64) for kk, v in params.items()})
+        phi_k, _ = attn._features(k, np.asarray(params["omega"], dtype=np.float64),
+                                  {kk: np.asarray(v, dtype=np.float64) for kk, v in params.items()})
+        kern = np.einsum("hbid,hbjd->hbij", phi_q, phi_k) * km
+        rows = kern / (kern.sum(-1, keepdims=True) + max(attn.eps, 1e-12))
+    else:
+        sc = np.einsum("hbid,hbjd->hbij", q, k) / math.sqrt(q.shape[-1])
+        sc = np.where(km, sc, -np.inf)
+        sc -= sc.max(-1, keepdims=True)
+        e = np.exp(sc)
+        rows = e / e.sum(-1, keepdims=True)
+    return rows, k
+
+
+def _mmd_rows(rows0, rows1, keys, mask):
+    """Mean over sequences of the mean over queries of MMD(row0, row1) on the key vectors."""
+    from scipy.spatial.distance import pdist
+
+    from rieszflow.engine.measures import mmd2
+
+    H, B = rows0.shape[:2]
+    per_seq = []
+    for b in range(B):
+        real = np.nonzero(mask[b])[0]
+        vals = []
+        for h in range(H):
+            kk = keys[h, b, real]
+            bw = float(np.median(pdist(kk))) or 1.0
+            for i in real:
+                vals.append(math.sqrt(mmd2(kk, rows0[h, b, i, real], kk, rows1[h, b, i, real], bw)))
+        per_seq.append(np.mean(vals))
+    per_seq = np.asarray(per_seq)
+    return float(per_seq.mean()), float(per_seq.std(ddof=1) / math.sqrt(len(per_seq)))
+
+
+def _kernels(method, task, cfg, rng):
+    """Train ``method`` on ``task``; MMD between the initial and learned attention on held-out tokens."""
+    import xarray as xr
+
+    from rieszflow.engine.attention.data import batches
+    from rieszflow.studies.luna.lra import load_task, train_run
+
+    kept = {}
+    r = train_run(task, method, rng, steps=_steps(cfg, task), eval_every=cfg["eval_every"],
+                  on_init=lambda mdl: kept.setdefault("init", mdl.state_dict()),
+                  model_hook=lambda mdl: kept.setdefault("model", mdl))
+    model, init = kept["model"], kept["init"]
+    test = load_task(task, 0)[2]
+    ids, mask, _, _ = next(batches(test, cfg["kernel_sequences"]))
+    ids = ids.astype(np.int64)
+
+    def layer0(mdl):
+        mdl.forward(ids, mask)
+        return np.asarray(mdl._cache["layers"][0][0][0], dtype=np.float64)   # the attention input
+
+    attn = model.layers[0].attn
+    trained = {k[len("layers.0.attn."):]: np.asarray(v, dtype=np.float64) for k, v in model.params.items()
+               if k.startswith("layers.0.attn.")}
+    x1 = layer0(model)
+    rows1, keys = attention_rows(attn, trained, x1, mask)
+    if hasattr(attn, "feature_map"):
+        mixed = dict(trained)                                  # the feature map's parameters at init
+        for k in trained:
+            if k == "omega" or k.startswith("phi_"):
+                mixed[k] = np.asarray(init[f"layers.0.attn.{k}"], dtype=np.float64)
+        rows_f, _ = attention_rows(attn, mixed, x1, mask)
+        mmd_f, se_f = _mmd_rows(rows_f, rows1, keys, mask)
+    else:
+        mmd_f = se_f = float("nan")
+    model.load_state_dict(init)                                # the whole initial network
+    x0 = layer0(model)
+    init_params = {k[len("layers.0.attn."):]: np.asarray(v, dtype=np.float64) for k, v in model.params.items()
+                   if k.startswith("layers.0.attn.")}
+    rows0, _ = attention_rows(attn, init_params, x0, mask)
+    mmd_l, se_l = _mmd_rows(rows0, rows1, keys, mask)
+    ds = _run_metrics(r)
+    for name, val, ln in (("mmd_feature", mmd_f, "mean MMD between layer-0 attention rows with the initial and "
+                           "the learned feature map (same trained q, k; held-out tokens)"),
+                          ("mmd_feature_se", se_f, "standard error of mmd_feature over held-out sequences"),
+                          ("mmd_layer", mmd_l, "mean MMD between the initial and the trained network's "
+                           "layer-0 attention rows (held-out tokens)"),
+                          ("mmd_layer_se", se_l, "standard error of mmd_layer over held-out sequences")):
+        ds[name] = _var((), val, ln, "1")
+    return ds
+
+
 def luna_task(task, config, rng):
     """Task function of every ``rieszflow luna`` sweep (see the module docstring).
 
@@ -382,4 +506,6 @@ def luna_task(task, config, rng):
         return _run_metrics(train_run("digits", method, rng, steps=config["digits_steps"], overrides=over, **common))
     if task.sweep == "p7":
         return _p7(config, rng)
+    if task.sweep == "kernels":
+        return _kernels(task.method, p["task"], config, rng)
     raise ValueError(f"unknown sweep {task.sweep!r}; allowed: {', '.join(SWEEP_NAMES)}")
