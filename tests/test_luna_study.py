@@ -142,7 +142,7 @@ def test_attention_rows_of_linear_and_softmax_layers_are_stochastic():
     x = rng.standard_normal((2, 7, 8))
     mask = np.ones((2, 7), bool)
     mask[1, 5:] = False
-    for attn in (KernelizedLinearAttention(8, 2, make_feature_map("luna", 4, 3, channels=2, hidden=4),
+    for attn in (KernelizedLinearAttention(8, 2, make_feature_map("luna", 4, 4),
                                            qk="learned", eps=1e-6), SoftmaxAttention(8, 2)):
         params = attn.init_params(rng)
         rows, keys = attention_rows(attn, params, x, mask)
