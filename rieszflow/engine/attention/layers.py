@@ -1249,10 +1249,34 @@ class KernelizedLinearAttention(_MultiHead):
         Added to the normaliser ``phi(q)^T z``. The normalised form is
         invariant to rescaling phi, which ``eps > 0`` breaks: keep it well below
         the typical ``phi(q)^T z`` (e.g. FAVOR features can be tiny), or 0 for
-        exact normalised attention.
+        exact normalised attention. Maps whose features can vanish for a token
+        (LUNA's output ReLU, Cosformer) need ``eps > 0``.
+    causal : bool, default False
+        Causal attention (query i sees keys j <= i) in the chunk-parallel form of
+        :func:`causal_linear_attention`; the DWC branch is then left-padded.
+    chunk : int, default 64
+        Chunk length of the causal form.
+    dwc : dict or None, default None
+        Depthwise-convolution branch added to the attention output of every head,
+        ``a_h + DWConv(v_h)`` with one kernel per value channel shared by the heads
+        (paper 001's undefined "DWC", read as PolaFormer's / FLatten's ``dwc`` on the
+        values): ``{"kind": "1d", "kernel": k}`` along the sequence ("same" padding,
+        left padding when causal) or ``{"kind": "2d", "kernel": k, "grid": (h, w)}``
+        over a pixel grid in row-major token order. Padding tokens' values are zeroed
+        before the convolution. Parameters ``"dwc_w"`` (d_k, k) or (d_k, k, k) and
+        ``"dwc_b"`` (d_k,), PyTorch's Conv uniform initialisation.
+    signed : bool, default False
+        For maps that are not positive (fixed RFF): the denominator becomes
+        ``sign(den) max(|den|, eps)`` (needs ``eps > 0``, non-causal); the fractions of
+        clamped and of negative denominators of the last call are in ``last_clamped``
+        and ``last_negative``.
 
     Notes
     -----
+    Learned maps (``feature_map.learned``: LUNA, Hedgehog) add their parameters
+    ``"phi_<name>"`` with a leading axis of S sets (S = 1 for a map with
+    ``shared_heads``: one map per layer; S = H otherwise), and ``"omega"`` is then
+    (S, m, d_k). Their feature dimension is ``feature_map.n_features``.
     Parameters: ``"omega"`` (H, m, d_k), the particles of all heads;
     ``"w_v", "b_v", "w_o", "b_o"`` (D, D), (D,); with ``qk="learned"`` also
     ``"w_q", "b_q", "w_k", "b_k"``. Cost O(H B L m d_k) time and O(H B L m)
@@ -1262,7 +1286,8 @@ class KernelizedLinearAttention(_MultiHead):
 
     References
     ----------
-    paper 000, eq. (3.2) and App. C, eqs. (C.2)-(C.3); App. F.2.
+    paper 000, eq. (3.2) and App. C, eqs. (C.2)-(C.3); App. F.2; paper 001 (LUNA), eq. (9),
+    section 4 and its spec, sections 1.6-1.9.
     """
 
     def __init__(self, d_model: int, n_heads: int, feature_map, qk: str = "shared", eps: float = 0.0,
