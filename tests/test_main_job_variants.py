@@ -216,3 +216,72 @@ def test_linformer_run(tmp_path):
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert ds.attrs["run_name"] == "Linformer" and ds.sizes["step"] == 0
         assert 0.0 <= float(ds.test_metrics.sel(metric="accuracy")) <= 1.0
+
+
+def test_select_from_after_phase_a_never_picks_a_model_older_than_phase_a(tmp_path):
+    """``select_from="after_phase_a"``: the selected epoch is after Phase A even when epoch 1 (before
+    Phase A) had the best validation accuracy; ``"all"`` may pick epoch 1. One seeded smoke run
+    each; the two runs train identically, only the selection differs."""
+    args = ["run", "--smoke", "--quiet", "--epochs", "3", "--phase-a-after", "1"]
+    a, b = tmp_path / "all.h5", tmp_path / "after.h5"
+    assert cli_main([*args, "--out", str(a)]) == 0
+    assert cli_main([*args, "--set", "select_from=after_phase_a", "--out", str(b)]) == 0
+    with xr.open_dataset(a, engine="h5netcdf") as ra, xr.open_dataset(b, engine="h5netcdf") as rb:
+        np.testing.assert_array_equal(ra.val_accuracy.values, rb.val_accuracy.values)
+        va = rb.val_accuracy.values
+        assert int(rb.attrs["best_epoch"]) == 2 + int(np.argmax(va[1:]))   # first max among 2..3
+        assert int(ra.attrs["best_epoch"]) == 1 + int(np.argmax(va))
+
+
+def test_warmup_longer_than_training_is_refused_before_any_file(tmp_path, capsys):
+    out = tmp_path / "x.h5"
+    code = cli_main(["run", "--smoke", "--quiet", "--epochs", "1", "--optimizer", "adamw",
+                     "--set", "warmup_fraction=0.99", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "warmup_fraction=0.99" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_cached_splits_are_read_only():
+    """The tokenized splits are cached per process (a sweep worker runs many tasks): a caller
+    that writes into them must fail loudly instead of changing what later tasks read."""
+    from rieszflow.studies.main_job.config import MainJobConfig
+    from rieszflow.studies.main_job.train import load_data
+
+    _, tr, _, _ = load_data(MainJobConfig(dataset="rt"))
+    with pytest.raises(ValueError, match="read-only"):
+        tr.labels[0] = 1 - tr.labels[0]
+    with pytest.raises(ValueError, match="read-only"):
+        tr.ids[0][0] = 0
+
+
+def test_resumed_phase_a_seconds_count_the_interrupted_part_of_the_epoch(tmp_path, monkeypatch):
+    """A mid-epoch checkpoint stores the epoch's time so far. The interrupted run's clock is skewed
+    by 100 s per Langevin step, so its 4 steps take >= 400 s on that clock; the resumed run (real
+    clock) must report phase_a_seconds >= 400 (it reported only its own seconds before the fix)."""
+    import time as real_time
+    import types
+
+    from rieszflow.studies.main_job import train
+
+    args = ["run", "--smoke", "--quiet", "--epochs", "1", "--set", "checkpoint_seconds=0"]
+    original = train.alignment_gradients
+    state = {"n": 0, "skew": 0.0}
+
+    def interrupted(*a, **k):
+        state["n"] += 1
+        if state["n"] == 5:
+            raise KeyboardInterrupt
+        state["skew"] += 100.0
+        return original(*a, **k)
+
+    monkeypatch.setattr(train, "alignment_gradients", interrupted)
+    monkeypatch.setattr(train, "time", types.SimpleNamespace(
+        perf_counter=lambda: real_time.perf_counter() + state["skew"]))
+    cut = tmp_path / "cut.h5"
+    assert cli_main([*args, "--out", str(cut)]) == 130
+    monkeypatch.setattr(train, "alignment_gradients", original)
+    monkeypatch.setattr(train, "time", real_time)
+    assert cli_main(["run", "--quiet", "--resume", "--out", str(cut)]) == 0
+    with xr.open_dataset(cut, engine="h5netcdf") as ds:
+        assert ds.attrs["status"] == "complete" and float(ds.attrs["phase_a_seconds"]) >= 300.0

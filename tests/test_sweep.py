@@ -380,8 +380,12 @@ def test_local_cluster_workers_are_single_threaded_with_default_malloc(monkeypat
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     with _client(1, None) as client:
         malloc, threads = client.submit(_worker_environment, pure=False).result()
-    assert malloc is None
-    assert all(n == 1 for n in threads.values()), threads
+        assert malloc is None
+        assert all(n == 1 for n in threads.values()), threads
+        client.restart()                          # a nanny respawns its worker: same environment
+        malloc, threads = client.submit(_worker_environment, pure=False).result()
+        assert malloc is None
+        assert all(n == 1 for n in threads.values()), threads
     assert os.environ["OPENBLAS_NUM_THREADS"] == "2"            # the parent's is restored
 
 

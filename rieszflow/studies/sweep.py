@@ -819,26 +819,36 @@ def _client(workers: int | None, scheduler: str | None):
     # threads per single-threaded worker). The parent's environment is restored afterwards.
     # An earlier nanny in this process leaves MALLOC_TRIM_THRESHOLD_ in os.environ (it updates the
     # parent's environment before spawning): remove it for the spawn too.
+    # A nanny that restarts a dead worker spawns it again from this process's environment and its
+    # pre-spawn-environ (read once, when the nanny is made), so both hold for the cluster's whole
+    # life, not only for the first spawn; this process's own BLAS pools are already started, so
+    # its thread counts do not change. Everything is restored when the cluster closes.
     saved = {k: os.environ.get(k) for k in (*THREAD_ENV, "MALLOC_TRIM_THRESHOLD_")}
+    spawn_env = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                 **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in THREAD_ENV.items()}}
     os.environ.update(THREAD_ENV)
     os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
     try:
-        with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        with dask.config.set(spawn_env):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                    dashboard_address=None, silence_logs=logging.ERROR,
                                    env=dict(THREAD_ENV))
+            try:
+                client = Client(cluster)
+            except BaseException:
+                cluster.close()
+                raise
+            try:
+                yield client
+            finally:
+                client.close()
+                cluster.close()
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    client = Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler: str | None = None,

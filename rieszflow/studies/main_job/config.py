@@ -120,13 +120,23 @@ class MainJobConfig(StudyConfig):
         Phase A writes a resumable checkpoint at the first step at least this many
         seconds after the previous one (and at every epoch end), so an interrupted
         first epoch resumes; 0 checkpoints after every step. Resume is bit-identical
-        wherever the checkpoint falls.
+        wherever the checkpoint falls. Phase B checkpoints at the end of each epoch
+        only: an interrupted Phase B epoch is rerun from its start on resume (still
+        bit-identical; at most one epoch of work is repeated).
     phase_a_after : int
         Phase B epochs run *before* Phase A (0: the paper's order, Phase A on the
         untrained network). With ``k > 0`` the run trains k epochs of Phase B,
         then runs Phase A on the partly trained representations, then the
         remaining ``epochs - k`` Phase B epochs; the matched control is the
         vanilla run of the same seed (same Phase B batches and dropout masks).
+    select_from : {"all", "after_phase_a"}
+        Which Phase B epochs the validation-selected checkpoint may come from.
+        ``"all"`` (default; paper 000 does not say): every epoch, so with
+        ``phase_a_after = k`` the selected model can be one of the first k
+        epochs, trained before Phase A moved the particles (the NLP study counts
+        such seeds). ``"after_phase_a"``: only epochs after Phase A, so a
+        Kernel-after-k result is always a model with the learned particles.
+        Identical to ``"all"`` when ``phase_a_after = 0``.
     epochs : int
         Phase B epochs, >= 1 (paper: 10).
     lr : float
@@ -194,6 +204,7 @@ class MainJobConfig(StudyConfig):
     record_every: int = 5
     checkpoint_seconds: float = 30.0
     phase_a_after: int = 0
+    select_from: str = "all"
     epochs: int = 10
     lr: float = 2e-4
     optimizer: str = "adam"
@@ -219,6 +230,7 @@ class MainJobConfig(StudyConfig):
 
         choice("dataset", _DATASETS)
         choice("attention", _ATTENTION)
+        choice("select_from", ("all", "after_phase_a"))
         for name in ("kernel", "project_init"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be a bool")

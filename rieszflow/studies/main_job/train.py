@@ -63,10 +63,20 @@ def _encoded_splits(dataset: str, max_len: int, qqp_dir: str):
     many tasks on one dataset; the splits are never modified, :func:`load_data` copies subsets)."""
     tok = WordPieceTokenizer(max_len=max_len)
     if dataset == "rt":
-        return tok, tuple(encode(load_split("rt", s), tok) for s in ("train", "validation", "test"))
-    if dataset == "sst2":
-        return tok, (encode(load_split("sst2", "train"), tok), encode(load_split("sst2", "dev"), tok))
-    return tok, (encode(load_qqp(qqp_dir, "train"), tok), encode(load_qqp(qqp_dir, "dev"), tok))
+        splits = [encode(load_split("rt", s), tok) for s in ("train", "validation", "test")]
+    elif dataset == "sst2":
+        splits = [encode(load_split("sst2", "train"), tok), encode(load_split("sst2", "dev"), tok)]
+    else:
+        splits = [encode(load_qqp(qqp_dir, "train"), tok), encode(load_qqp(qqp_dir, "dev"), tok)]
+    return tok, tuple(_read_only(s) for s in splits)
+
+
+def _read_only(split):
+    """The cached split made immutable, so no caller can change what later tasks read."""
+    for a in split.ids:
+        a.setflags(write=False)
+    split.labels.setflags(write=False)
+    return type(split)(tuple(split.ids), split.labels, split.name)
 
 
 def load_data(cfg: MainJobConfig):
@@ -304,7 +314,7 @@ class MainJob:
                                     f"the run cannot be resumed (start it again with --overwrite)")
 
     def _save_ckpt(self, w, phase, epoch, best_state, best_acc, best_epoch, opt=None,
-                   stopped_early=False, partial=None):
+                   stopped_early=False, partial=None, elapsed=None):
         state = {f"model/{k}": v for k, v in self.model.state_dict().items()}
         if best_state is not None:
             state.update({f"best/{k}": v for k, v in best_state.items()})
@@ -316,7 +326,7 @@ class MainJob:
                 "lengths": {d: w.length(d) for d in ("time", "step", "epoch", "batch")},
                 "rng_a": self.rng_a.bit_generator.state, "rng_b": self.rng_b.bit_generator.state,
                 "rng_redraw": self.rng_redraw.bit_generator.state,
-                "elapsed": self.elapsed,
+                "elapsed": self.elapsed if elapsed is None else elapsed,
                 # inside a Phase A epoch: batches done and the generator state at the epoch start
                 "partial": partial}
         tmp = self.ckpt_path.with_name(self.ckpt_path.name + ".tmp.npz")
@@ -404,7 +414,7 @@ class MainJob:
                 next(it)                            # the order is drawn here; nothing is computed
             done = partial["batches_done"]
             self.rng_a.bit_generator.state = now_state
-        last_ckpt = time.perf_counter()
+        last_ckpt = t_start = time.perf_counter()
         for ids, mask, labels, _ in _progress(it, n_batches - done, f"Phase A epoch {epoch}", self.quiet):
             value, grads = alignment_gradients(
                 model, self.backend.asarray(ids, dtype=np.int64), self.backend.asarray(mask, dtype=bool),
@@ -448,7 +458,10 @@ class MainJob:
                 return True
             if time.perf_counter() - last_ckpt >= cfg.checkpoint_seconds and done < n_batches:
                 self._save_ckpt(w, "A", epoch, *best, opt,
-                                partial={"batches_done": done, "rng_epoch_start": epoch_start})
+                                partial={"batches_done": done, "rng_epoch_start": epoch_start},
+                                # the epoch's time so far, so a resumed run's phase_a_seconds counts it
+                                elapsed={**self.elapsed, "phase_a": self.elapsed["phase_a"]
+                                         + time.perf_counter() - t_start})
                 last_ckpt = time.perf_counter()
         return False
 
@@ -519,7 +532,14 @@ class MainJob:
         schedule = None
         if cfg.schedule == "warmup_cosine":
             total = cfg.epochs * -(-len(self.train) // cfg.batch_size)
-            schedule = WarmupCosine(total, int(round(cfg.warmup_fraction * total)))
+            warmup = int(round(cfg.warmup_fraction * total))
+            if warmup >= total:
+                raise ValueError(
+                    f"warmup_fraction={cfg.warmup_fraction!r} gives {warmup} warm-up steps of the "
+                    f"{total} Phase B optimiser steps ({cfg.epochs} epochs x "
+                    f"{-(-len(self.train) // cfg.batch_size)} batches); the cosine decay needs at "
+                    f"least one step: lower warmup_fraction or raise epochs / train_limit")
+            schedule = WarmupCosine(total, warmup)
         return Adam(self.model.params, self.trainable, lr=cfg.lr, weight_decay=cfg.weight_decay,
                     decoupled=cfg.optimizer == "adamw", schedule=schedule)
 
@@ -538,14 +558,15 @@ class MainJob:
         self.step_a = 0
         if self.resume:
             self._check_resumable()
+        # the optimiser (and its schedule's validation) before the writer: a bad schedule leaves no file
+        # Phase B freezes the particles of the random-feature maps (paper 000); a learned map
+        # (LUNA, Hedgehog) trains its projections jointly with everything else (paper 001).
+        frozen = set() if cfg.learned_map else set(self.omega_names)
+        self.trainable = [k for k in self.model.params if k not in frozen]
+        opt = self._optimizer()
         w = self._open_writer()
         status = "failed"
         try:
-            # Phase B freezes the particles of the random-feature maps (paper 000); a learned map
-            # (LUNA, Hedgehog) trains its projections jointly with everything else (paper 001).
-            frozen = set() if cfg.learned_map else set(self.omega_names)
-            self.trainable = [k for k in self.model.params if k not in frozen]
-            opt = self._optimizer()
             units = self._units()
             start, best_state, best_acc, best_epoch = 0, None, -1.0, 0
             stopped_early, partial_a = False, None
@@ -576,6 +597,10 @@ class MainJob:
                     self._save_ckpt(w, "A", epoch, best_state, best_acc, best_epoch, opt,
                                     stopped_early=stopped_early)
                     continue
+                if (cfg.select_from == "after_phase_a" and cfg.kernel and cfg.phase_a_after
+                        and epoch == cfg.phase_a_after + 1):
+                    # the epochs before Phase A are out of the selection (config.select_from)
+                    best_state, best_acc, best_epoch = None, -1.0, 0
                 tr_loss, tr_acc = self._phase_b_epoch(w, opt, epoch)
                 self.elapsed["phase_b"] += time.perf_counter() - t0
                 va_loss, va_acc, _ = self._evaluate(self.val)

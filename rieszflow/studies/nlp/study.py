@@ -90,6 +90,10 @@ class NLPConfig(StudyConfig):
         Maps of the Phase-A-after-k variant (subset of ``feature_maps``); empty: none.
     phase_a_after : int
         k, the Phase B epochs before Phase A in the late variant (``1 <= k < epochs``).
+    select_from : {"all", "after_phase_a"}
+        Checkpoint selection of the late variant (``MainJobConfig.select_from``): any Phase B
+        epoch (default; Table 2 then counts the seeds whose selected model predates Phase A),
+        or only the epochs after Phase A.
     seeds : int
         Trials (main-job seeds ``seed .. seed + seeds - 1``); 3 in the paper.
     seed : int
@@ -117,6 +121,7 @@ class NLPConfig(StudyConfig):
     baselines: tuple = BASELINES
     late_maps: tuple = ATTENTION_FEATURE_MAPS
     phase_a_after: int = 2
+    select_from: str = "all"
     seeds: int = 3
     seed: int = 0
     epochs: int = 10
@@ -162,6 +167,8 @@ class NLPConfig(StudyConfig):
         if self.late_maps and self.phase_a_after >= self.epochs:
             raise ValueError(f"phase_a_after={self.phase_a_after} must be < epochs={self.epochs} "
                              f"(Phase B continues after Phase A); or set late_maps=[]")
+        if self.select_from not in ("all", "after_phase_a"):
+            raise ValueError(f"select_from={self.select_from!r}: allowed all, after_phase_a")
         if self.optimizer not in ("adam", "adamw"):
             raise ValueError(f"optimizer={self.optimizer!r}: allowed adam, adamw")
         if self.backend not in ("numpy", "cupy"):
@@ -253,7 +260,8 @@ def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late
             out[cfg.name] = cfg
     for fm in late_maps:
         cfg = _main_job_config(config, dataset, seed, feature_map=fm, kernel=True,
-                               phase_a_after=config["phase_a_after"])
+                               phase_a_after=config["phase_a_after"],
+                               select_from=config.get("select_from", "all"))
         out[cfg.name] = cfg
     return out
 
