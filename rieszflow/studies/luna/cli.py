@@ -139,6 +139,12 @@ def format_report(merged: dict) -> str:
             last = mem[np.isfinite(mem)][-1] / 2 ** 20 if np.isfinite(mem).any() else float("nan")
             out.append(f"| {m} | " + " | ".join("-" if not np.isfinite(v) else f"{1e3 * v:.1f} ms" for v in t)
                        + f" | {slope:.2f} | {last:.1f} |")
+        t_l = ds["seconds"].sel({"method": "luna_pwl"}).isel(trial=0).values.astype(float)
+        t_e = ds["seconds"].sel({"method": "elu"}).isel(trial=0).values.astype(float)
+        out.append(f"\nLUNA (piecewise-linear psi) / elu+1 time ratio per n: "
+                   f"{np.round(t_l / t_e, 1).tolist()}. Pass criteria of the spec: slope in [0.8, 1.25] "
+                   f"for the linear methods, >= 1.6 for softmax (timings of concurrent sweep tasks on a "
+                   f"shared CPU: noisy).")
         out.append("")
     if "p3" in merged:
         ds = merged["p3"]
