@@ -153,3 +153,33 @@ def test_attention_rows_of_linear_and_softmax_layers_are_stochastic():
             np.testing.assert_allclose(sums, 1.0, atol=1e-12)
         assert np.all(rows[:, 1, :, 5:] == 0)
         assert _mmd_rows(rows, rows, keys, mask)[0] == 0.0
+
+
+def test_p6_distillation_loss_gradient():
+    """Stage 1's soft cross-entropy: hand-written gradient of every map parameter against central
+    differences (Hedgehog: smooth, so the check is tight)."""
+    from rieszflow.engine.attention.layers import KernelizedLinearAttention
+    from rieszflow.engine.features import make_feature_map
+    from rieszflow.studies.luna.convert import student_rows_loss
+
+    rng = np.random.default_rng(7)
+    attn = KernelizedLinearAttention(8, 2, make_feature_map("hedgehog", 4, 4), qk="learned", eps=1e-6)
+    p = attn.init_params(rng)
+    x = rng.standard_normal((2, 6, 8))
+    mask = np.ones((2, 6), bool)
+    mask[1, 4:] = False
+    t = rng.random((2, 2, 6, 6)) * mask[None, :, None, :]
+    t /= t.sum(-1, keepdims=True)
+    _, g, rows = student_rows_loss(attn, p, x, mask, t)
+    assert np.allclose(rows.sum(-1), 1.0, atol=1e-5)
+    for name in g:
+        a = p[name].reshape(-1)
+        for j in range(min(a.size, 6)):
+            old = a[j]
+            a[j] = old + 1e-6
+            lp = student_rows_loss(attn, p, x, mask, t)[0]
+            a[j] = old - 1e-6
+            lm = student_rows_loss(attn, p, x, mask, t)[0]
+            a[j] = old
+            num, an = (lp - lm) / 2e-6, g[name].reshape(-1)[j]
+            assert abs(num - an) <= 1e-6 * (abs(num) + abs(an)) + 1e-10, name

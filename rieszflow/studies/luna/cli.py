@@ -13,7 +13,7 @@ from rieszflow.studies.sweep_cli import prepare_sweep_dir, run_sweeps
 __all__ = ["register", "run_from_args", "SWEEPS", "QUICK_SWEEPS", "format_report", "make_plots"]
 
 #: The sweeps, in the order they run; ``--quick`` runs P1, P2 and a reduced P3.
-SWEEPS = ("p1", "p2", "p3", "p4", "p5", "p7", "kernels")
+SWEEPS = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "kernels")
 QUICK_SWEEPS = ("p1", "p2", "p3")
 
 
@@ -36,7 +36,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="Sweeps on dask.distributed, one HDF5 file per task under --out/<sweep>/tasks, "
                     "merged into --out/<sweep>/<sweep>.h5: p1 theory numerics, p2 runtime scaling, "
                     "p3 mini-LRA (Digits-seq, ListOps-mini), p4 M/L ablation, p5 kernel-form "
-                    "ablation, p7 psi curves and attention maps (PNGs). --quick runs p1, p2 and a "
+                    "ablation, p6 post-hoc conversion, p7 psi curves and attention maps (PNGs), "
+                    "kernels: learned maps vs learned particles. --quick runs p1, p2 and a "
                     "reduced p3. Prints the tables; rerunning the command runs only missing tasks.")
     add_study_arguments(p, default_out="runs/luna[-quick]-seed<seed>/ (a directory)",
                         quick_help="p1 with fewer trials, p2 up to n = 4096, p3 on Digits-seq with "
@@ -174,6 +175,19 @@ def format_report(merged: dict) -> str:
             out.append(f"| {m} | {_mean_sd(sel['test_accuracy'].values)} | "
                        f"{float(np.nanmean(sel['zero_den_fraction'].values)):.4f} | "
                        f"{float(np.nanmean(sel['negative_den_fraction'].values)):.4f} |")
+        out.append("")
+    if "p6" in merged:
+        ds = merged["p6"]
+        out.append("## P6: post-hoc conversion of the softmax Digits-seq model\n\n| student | teacher acc | "
+                   "Stage-1 loss first -> last | acc before Stage 2 | acc after | recover % | row KL after "
+                   "Stage 1 / 2 |\n|---|---|---|---|---|---|---|")
+        for m in ds["method"].values:
+            sel = ds.sel({"method": m}).isel(trial=0)
+            g = lambda k: float(sel[k])   # noqa: E731
+            out.append(f"| {m} | {100 * g('teacher_accuracy'):.1f} | {g('stage1_loss_first'):.3f} -> "
+                       f"{g('stage1_loss_last'):.3f} | {100 * g('accuracy_before_stage2'):.1f} | "
+                       f"{100 * g('test_accuracy'):.1f} | {g('recover'):.1f} | {g('kl_stage1'):.3f} / "
+                       f"{g('kl_stage2'):.3f} |")
         out.append("")
     if "kernels" in merged:
         ds = merged["kernels"]

@@ -11,6 +11,8 @@ Sweeps (one task per method, grid point and trial; one HDF5 file per task; merge
 * ``p4`` M/L ablation of LUNA on Digits-seq (D = M L).
 * ``p5`` kernel-form ablation on Digits-seq: fixed RFF (sin/cos), envelope-gated, no gate, with
   zero- and negative-denominator diagnostics.
+* ``p6`` post-hoc conversion of the softmax Digits-seq model to LUNA and Hedgehog (two stages,
+  :mod:`rieszflow.studies.luna.convert`).
 * ``p7`` psi curves and attention maps of a trained LUNA (Fig. 3 / Fig. 4 analogues); the
   CLI draws the PNGs from the merged file.
 
@@ -33,7 +35,7 @@ from rieszflow.studies.sweep import SweepSpec
 __all__ = ["LunaConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "SWEEP_NAMES", "specs", "task_config",
            "luna_task", "P1_CHECKS", "P2_METHODS", "P5_VARIANTS"]
 
-SWEEP_NAMES = ("p1", "p2", "p3", "p4", "p5", "p7", "kernels")
+SWEEP_NAMES = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "kernels")
 #: Methods of the learned-maps-vs-learned-particles comparison (item 5 of the issue).
 KERNEL_METHODS = ("luna", "particles", "fixed", "softmax")
 P1_CHECKS = ("sampling_cos_sin", "sampling_sigmoid", "sampling_relu", "parametrisation_relu",
@@ -88,6 +90,9 @@ class LunaConfig(StudyConfig):
         Training steps of the P7 model.
     eval_every : int
         Steps between validation evaluations.
+    p6_stage1_epochs, p6_stage2_epochs : int
+        Epochs of the conversion's Stage 1 (attention distillation) and Stage 2 (fine-tuning,
+        early stopping with patience 3); the teacher trains ``digits_steps`` steps.
     kernel_tasks : tuple of str
         Tasks of the learned-maps-vs-particles comparison ("digits", "rt").
     kernel_seeds : int
@@ -115,6 +120,8 @@ class LunaConfig(StudyConfig):
     p4_steps: int = 400
     p4_ml: tuple = ("8x2", "8x4", "8x8", "8x16", "4x8", "16x8", "32x8")
     p5_seeds: int = 3
+    p6_stage1_epochs: int = 1
+    p6_stage2_epochs: int = 10
     p7_steps: int = 400
     eval_every: int = 50
     kernel_tasks: tuple = ("digits", "rt")
@@ -128,7 +135,8 @@ class LunaConfig(StudyConfig):
             config_int(name, getattr(self, name), minimum=0)
         for name in ("p1_trials", "p1_ref_m", "p1_param_m", "p2_softmax_max", "p2_reps", "p3_seeds",
                      "digits_steps", "listops_steps", "text_steps", "listops_train", "p4_steps",
-                     "p5_seeds", "p7_steps", "eval_every", "kernel_seeds", "kernel_sequences"):
+                     "p5_seeds", "p7_steps", "eval_every", "kernel_seeds", "kernel_sequences",
+                     "p6_stage1_epochs", "p6_stage2_epochs"):
             config_int(name, getattr(self, name), minimum=1)
         for name, allowed in (("p3_tasks", tuple(TASKS)), ("p3_methods", tuple(METHODS)),
                               ("kernel_tasks", tuple(TASKS))):
@@ -188,6 +196,7 @@ def specs(cfg: LunaConfig) -> list:
         SweepSpec("p3", fn, tuple(cfg.p3_methods), {"task": tuple(cfg.p3_tasks)}, cfg.p3_seeds, conf, cfg.seed),
         SweepSpec("p4", fn, ("luna",), {"ml": tuple(cfg.p4_ml)}, 1, conf, cfg.seed),
         SweepSpec("p5", fn, tuple(P5_VARIANTS), {}, cfg.p5_seeds, conf, cfg.seed),
+        SweepSpec("p6", fn, ("luna", "hedgehog"), {}, 1, conf, cfg.seed),
         SweepSpec("p7", fn, ("luna",), {}, 1, conf, cfg.seed),
         SweepSpec("kernels", fn, KERNEL_METHODS, {"task": tuple(cfg.kernel_tasks)}, cfg.kernel_seeds, conf,
                   cfg.seed),
@@ -504,6 +513,13 @@ def luna_task(task, config, rng):
     if task.sweep == "p5":
         method, over = P5_VARIANTS[task.method]
         return _run_metrics(train_run("digits", method, rng, steps=config["digits_steps"], overrides=over, **common))
+    if task.sweep == "p6":
+        from rieszflow.studies.luna.convert import convert
+
+        return _run_metrics(convert(task.method, rng, teacher_steps=config["digits_steps"],
+                                    stage1_epochs=config["p6_stage1_epochs"],
+                                    stage2_epochs=config["p6_stage2_epochs"], teacher_seed=config["seed"],
+                                    eval_every=config["eval_every"]))
     if task.sweep == "p7":
         return _p7(config, rng)
     if task.sweep == "kernels":
