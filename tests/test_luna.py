@@ -174,7 +174,7 @@ def test_p0_4_nonnegative_features_and_stochastic_rows():
 
 # ----------------------------------------------------------------------------- P0.5
 VARIANTS = [dict(), dict(envelope="gate"), dict(shared_channels=True), dict(nonneg=False),
-            dict(psi_impl="dense")]
+            dict(psi_impl="dense"), dict(psi_kind="bank")]
 
 
 @pytest.mark.parametrize("opts", VARIANTS, ids=[str(o) for o in VARIANTS])
@@ -221,8 +221,8 @@ def _check_map_grads(fm, om, th, x, seed):
 
 @pytest.mark.parametrize("opts", [dict(), dict(envelope="gate"), dict(shared_channels=True),
                                   dict(psi_impl="dense"), dict(ch_rms="live", ch_rms_target=0.05),
-                                  dict(nonneg=False)],
-                         ids=["default", "gate", "shared", "dense", "ch_rms", "signed"])
+                                  dict(nonneg=False), dict(psi_kind="bank", channels=8)],
+                         ids=["default", "gate", "shared", "dense", "ch_rms", "signed", "bank_coef"])
 def test_p0_6_feature_map_gradients(opts):
     rng = np.random.default_rng(8)
     fm = luna(d=5, m=3, **opts)
@@ -231,6 +231,8 @@ def test_p0_6_feature_map_gradients(opts):
     if "a_h" in th:
         th["a_h"] = rng.standard_normal(th["a_h"].shape)
         th["c_h"] = rng.standard_normal(th["c_h"].shape)
+    if "gamma" in th:
+        th["gamma"] = rng.standard_normal(th["gamma"].shape)
     _check_map_grads(fm, om, th, rng.standard_normal((2, 6, 5)), 9)
 
 

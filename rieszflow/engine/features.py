@@ -1032,6 +1032,10 @@ class LunaFeatureMap(FeatureMap):
         ch_rms_scale : array_like (L,), optional
             The fixed scales of ``ch_rms="frozen"`` (e.g. from :meth:`ch_rms_scales`),
             each in (0, 1].
+        psi_kind : {"mlp", "bank"}, default "mlp"
+            The learned scalar MLP (LUNA), or Table 5's Bank+Coef: a fixed basis
+            :attr:`BANK` of 8 non-negative functions weighted by learned ``softplus(gamma_l)``
+            (needs ``channels = 8``; ``theta`` is then ``b``, ``gamma`` (8,)).
         psi_impl : {"pwl", "dense"}, default "pwl"
             Evaluate psi exactly as a piecewise-linear function (``searchsorted`` over the
             sorted breakpoints ``-c1_j / a1_j`` and per-segment slope/intercept tables),
@@ -1065,7 +1069,7 @@ class LunaFeatureMap(FeatureMap):
     default_eps = 1e-6
     options = FeatureMap.options + ("channels", "hidden", "shared_channels", "nonneg", "envelope",
                                     "ch_rms", "ch_rms_target", "ch_rms_scale", "psi_impl",
-                                    "shared_heads")
+                                    "shared_heads", "psi_kind")
     _ENVELOPES = ("none", "gate")
     _CH_RMS = ("off", "live", "frozen")
     _PSI = ("pwl", "dense")
@@ -1102,6 +1106,12 @@ class LunaFeatureMap(FeatureMap):
         self.psi_impl = fixed.pop("psi_impl", "pwl")
         if self.psi_impl not in self._PSI:
             raise ValueError(f"luna: psi_impl={self.psi_impl!r} is not allowed; allowed: {', '.join(self._PSI)}")
+        self.psi_kind = fixed.pop("psi_kind", "mlp")
+        if self.psi_kind not in ("mlp", "bank"):
+            raise ValueError(f"luna: psi_kind={self.psi_kind!r} is not allowed; allowed: mlp, bank")
+        if self.psi_kind == "bank" and self.channels != len(self.BANK):
+            raise ValueError(f"luna: psi_kind='bank' has {len(self.BANK)} basis functions, so channels must be "
+                             f"{len(self.BANK)}; got channels={self.channels}")
 
     # -- shapes ------------------------------------------------------------------------
     @property
@@ -1109,9 +1119,15 @@ class LunaFeatureMap(FeatureMap):
         """Feature dimension D = M L."""
         return self.m * self.channels
 
+    #: The fixed non-negative basis of ``psi_kind="bank"`` (Table 5's Bank+Coef; the paper names
+    #: none, this is the spec's proposal, section 2.4).
+    BANK = ("relu(u)", "relu(-u)", "elu(u)+1", "elu(-u)+1", "softplus(u)", "sigmoid(u)", "u^2", "exp(-u^2/2)")
+
     @property
     def theta_names(self):
         """Keys of the learned-parameter dict ``theta``."""
+        if self.psi_kind == "bank":
+            return ("b", "gamma") + (("a_h", "c_h") if self.envelope == "gate" else ())
         base = ("b", "a1", "c1", "a2", "c2")
         return base + (("a_h", "c_h") if self.envelope == "gate" else ())
 
@@ -1124,7 +1140,9 @@ class LunaFeatureMap(FeatureMap):
             ``name -> shape`` for every key of :attr:`theta_names`.
         """
         L, Hd = self.channels, self.hidden
-        if self.shared_channels:
+        if self.psi_kind == "bank":
+            s = {"gamma": (L,)}
+        elif self.shared_channels:
             s = {"a1": (Hd,), "c1": (Hd,), "a2": (Hd, L), "c2": (L,)}
         else:
             s = {"a1": (L, Hd), "c1": (L, Hd), "a2": (L, Hd), "c2": (L,)}
@@ -1161,6 +1179,11 @@ class LunaFeatureMap(FeatureMap):
         """
         rng, dtype = self._check_init_args(rng, dtype)
         s = self.theta_shapes()
+        if self.psi_kind == "bank":                  # softplus(gamma) = 1 for every basis function
+            th = {"b": np.zeros(s["b"]), "gamma": np.full(s["gamma"], math.log(math.e - 1.0))}
+            if self.envelope == "gate":
+                th.update(a_h=np.zeros(s["a_h"]), c_h=np.zeros(s["c_h"]))
+            return {k: v.astype(dtype) for k, v in th.items()}
         r2 = 1.0 / math.sqrt(self.hidden)
         th = {"b": np.zeros(s["b"]),
               "a1": rng.uniform(-1.0, 1.0, s["a1"]), "c1": rng.uniform(-1.0, 1.0, s["c1"]),
@@ -1244,8 +1267,25 @@ class LunaFeatureMap(FeatureMap):
         y, _ = self._psi_forward(xp, xp.asarray(u).reshape(-1), theta, impl or self.psi_impl)
         return y.reshape(tuple(u.shape) + (self.channels,))
 
+    @staticmethod
+    def _bank(xp, u):
+        """The basis functions of :attr:`BANK` and their derivatives at flat ``u``: (T, 8) each."""
+        pos, neg = xp.maximum(u, 0.0), xp.maximum(-u, 0.0)
+        em, ep = xp.exp(xp.minimum(u, 0.0)), xp.exp(xp.minimum(-u, 0.0))
+        sig = _sigmoid(xp, u)
+        g = xp.exp(-0.5 * u * u)
+        f = xp.stack([pos, neg, xp.where(u > 0, 1.0 + u, em), xp.where(u < 0, 1.0 - u, ep),
+                      _softplus(xp, u), sig, u * u, g], axis=1)
+        df = xp.stack([(u > 0).astype(u.dtype), -(u < 0).astype(u.dtype), xp.where(u > 0, 1.0, em),
+                       xp.where(u < 0, -1.0, -ep), sig, sig * (1.0 - sig), 2.0 * u, -u * g], axis=1)
+        return f, df
+
     def _psi_forward(self, xp, u, theta, impl):
         """psi on flat ``u`` (T,) -> (Y (T, L), cache)."""
+        if self.psi_kind == "bank":
+            f, df = self._bank(xp, u)
+            coef = _softplus(xp, theta["gamma"])
+            return f * coef, {"impl": "bank", "u": u, "f": f, "df": df, "coef": coef, "gamma": theta["gamma"]}
         if impl not in self._PSI:
             raise ValueError(f"luna: impl={impl!r} is not allowed; allowed: {', '.join(self._PSI)}")
         a1, c1, A2, c2 = self._big(xp, theta)
@@ -1265,6 +1305,10 @@ class LunaFeatureMap(FeatureMap):
 
     def _psi_backward(self, xp, gy, cache):
         """From dL/dY (T, L): (du (T,), dtheta of the MLP)."""
+        if cache["impl"] == "bank":
+            du = (gy * cache["df"] * cache["coef"]).sum(axis=1)
+            dgamma = (gy * cache["f"]).sum(axis=0) * _sigmoid(xp, cache["gamma"])
+            return du, {"gamma": dgamma}
         a1, c1, A2, c2 = cache["big"]
         u = cache["u"]
         if self.nonneg:

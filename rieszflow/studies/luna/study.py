@@ -9,7 +9,7 @@ Sweeps (one task per method, grid point and trial; one HDF5 file per task; merge
 * ``p3`` mini-LRA: one task per (method, task, seed) training run
   (:func:`rieszflow.studies.luna.lra.train_run`); LUNA with and without DWC.
 * ``p4`` M/L ablation of LUNA on Digits-seq (D = M L).
-* ``p5`` kernel-form ablation on Digits-seq: fixed RFF (sin/cos), envelope-gated, no gate, with
+* ``p5`` kernel-form ablation on Digits-seq: fixed RFF, Bank+Coef, envelope-gated, no gate, with
   zero- and negative-denominator diagnostics.
 * ``p6`` post-hoc conversion of the softmax Digits-seq model to LUNA and Hedgehog (two stages,
   :mod:`rieszflow.studies.luna.convert`).
@@ -46,6 +46,7 @@ P5_VARIANTS = {
     "rff_fixed": ("rff", dict(m=64, dwc=True, feature_options=dict(omega_scale=32 ** 0.25))),
     "envelope_gated": ("luna", dict(feature_options=dict(channels=8, hidden=64, envelope="gate"))),
     "no_gate": ("luna", {}),
+    "bank_coef": ("luna", dict(feature_options=dict(channels=8, hidden=64, psi_kind="bank"))),
 }
 
 
@@ -84,6 +85,8 @@ class LunaConfig(StudyConfig):
         Steps of each M/L ablation run (spec: 400).
     p4_ml : tuple of str
         ``"MxL"`` pairs of the ablation.
+    p5_variants : tuple of str
+        P5 variants (keys of :data:`P5_VARIANTS`).
     p5_seeds : int
         Seeds per P5 variant.
     p7_steps : int
@@ -119,6 +122,7 @@ class LunaConfig(StudyConfig):
     listops_train: int = 20000
     p4_steps: int = 400
     p4_ml: tuple = ("8x2", "8x4", "8x8", "8x16", "4x8", "16x8", "32x8")
+    p5_variants: tuple = ("rff_fixed", "bank_coef", "envelope_gated", "no_gate")
     p5_seeds: int = 3
     p6_stage1_epochs: int = 1
     p6_stage2_epochs: int = 10
@@ -139,7 +143,7 @@ class LunaConfig(StudyConfig):
                      "p6_stage1_epochs", "p6_stage2_epochs"):
             config_int(name, getattr(self, name), minimum=1)
         for name, allowed in (("p3_tasks", tuple(TASKS)), ("p3_methods", tuple(METHODS)),
-                              ("kernel_tasks", tuple(TASKS))):
+                              ("kernel_tasks", tuple(TASKS)), ("p5_variants", tuple(P5_VARIANTS))):
             vals = getattr(self, name)
             if not isinstance(vals, tuple) or not vals or any(v not in allowed for v in vals):
                 raise ValueError(f"{name}={vals!r}: a non-empty tuple of {', '.join(allowed)}")
@@ -158,8 +162,8 @@ QUICK_OVERRIDES = {"p1_trials": 400, "p1_ref_m": 400_000, "p1_param_m": 20_000,
                    "p3_tasks": ("digits",), "p3_seeds": 2, "digits_steps": 300}
 
 #: Fields that only define which tasks exist (kept out of the task files' configuration).
-GRID_FIELDS = ("p2_ns", "p3_tasks", "p3_methods", "p3_seeds", "p4_ml", "p5_seeds", "kernel_tasks",
-               "kernel_seeds")
+GRID_FIELDS = ("p2_ns", "p3_tasks", "p3_methods", "p3_seeds", "p4_ml", "p5_variants", "p5_seeds",
+               "kernel_tasks", "kernel_seeds")
 
 
 def task_config(cfg: LunaConfig) -> dict:
@@ -195,7 +199,7 @@ def specs(cfg: LunaConfig) -> list:
                   units={"n": "tokens"}),
         SweepSpec("p3", fn, tuple(cfg.p3_methods), {"task": tuple(cfg.p3_tasks)}, cfg.p3_seeds, conf, cfg.seed),
         SweepSpec("p4", fn, ("luna",), {"ml": tuple(cfg.p4_ml)}, 1, conf, cfg.seed),
-        SweepSpec("p5", fn, tuple(P5_VARIANTS), {}, cfg.p5_seeds, conf, cfg.seed),
+        SweepSpec("p5", fn, tuple(cfg.p5_variants), {}, cfg.p5_seeds, conf, cfg.seed),
         SweepSpec("p6", fn, ("luna", "hedgehog"), {}, 1, conf, cfg.seed),
         SweepSpec("p7", fn, ("luna",), {}, 1, conf, cfg.seed),
         SweepSpec("kernels", fn, KERNEL_METHODS, {"task": tuple(cfg.kernel_tasks)}, cfg.kernel_seeds, conf,
