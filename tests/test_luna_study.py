@@ -183,3 +183,28 @@ def test_p6_distillation_loss_gradient():
             a[j] = old
             num, an = (lp - lm) / 2e-6, g[name].reshape(-1)[j]
             assert abs(num - an) <= 1e-6 * (abs(num) + abs(an)) + 1e-10, name
+
+
+def test_cli_tiny_p3_sweep_end_to_end(tmp_path, capsys):
+    """``rieszflow luna --sweep p3`` in-process at a tiny size: task files, the merged HDF5 (named
+    dimensions, long_name and units everywhere) and the printed table; a rerun skips every task."""
+    import xarray as xr
+
+    from rieszflow.studies.cli import main as cli_main
+
+    out = tmp_path / "luna"
+    args = ["luna", "--sweep", "p3", "--workers", "0", "--quiet", "--no-plots", "--out", str(out),
+            "--set", "p3_tasks=digits", "--set", "p3_methods=softmax,luna", "--set", "p3_seeds=1",
+            "--set", "digits_steps=2",
+            "--set", "eval_every=1"]
+    assert cli_main(args) == 0
+    printed = capsys.readouterr().out
+    assert "## P3" in printed and "| luna |" in printed
+    ds = xr.open_dataset(out / "p3" / "p3.h5", engine="h5netcdf")
+    assert set(ds["test_accuracy"].dims) == {"method", "task", "trial"}
+    for v in ds.variables:
+        if v not in ds.dims:
+            assert {"long_name", "units"} <= set(ds[v].attrs), v
+    ds.close()
+    assert cli_main(args) == 0
+    assert (out / "report.md").is_file()
