@@ -17,7 +17,6 @@ Shahbazi et al. (2025), LUNA (paper 001), sections 5.2-5.3, 10.2-10.3; Zhang et 
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -177,7 +176,6 @@ def convert(method: str, rng, *, teacher_steps: int = 300, stage1_epochs: int = 
     kl1 = kl_now()
     acc_before, _ = evaluate(student, test)
     names = list(student.params)
-    steps_per_epoch = -(-len(train) // 8)
     opt2 = Adam(student.params, names, lr=stage2_lr, eps=1e-6, decoupled=True)
     best, best_state, bad = -1.0, student.state_dict(), 0
     for _ in range(stage2_epochs):
@@ -195,7 +193,6 @@ def convert(method: str, rng, *, teacher_steps: int = 300, stage1_epochs: int = 
     student.load_state_dict(best_state)
     acc_s, _ = evaluate(student, test)
     kl2 = kl_now()
-    del steps_per_epoch
     return {"teacher_accuracy": acc_t, "stage1_loss_first": float(np.mean(losses[:tail])),
             "stage1_loss_last": float(np.mean(losses[-tail:])), "accuracy_before_stage2": acc_before,
             "test_accuracy": acc_s, "recover": 100.0 * acc_s / acc_t, "kl_stage1": kl1, "kl_stage2": kl2,

@@ -298,7 +298,6 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
         On a bad task, method or size.
     """
     from rieszflow.engine.attention.data import batches
-    from rieszflow.engine.attention.layers import softmax_cross_entropy
     from rieszflow.engine.attention.optim import Adam, WarmupLinear, clip_by_value
 
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:

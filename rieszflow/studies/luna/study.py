@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from rieszflow.studies.base import StudyConfig, config_int, config_real
+from rieszflow.studies.base import StudyConfig, config_int
 from rieszflow.studies.sweep import SweepSpec
 
 __all__ = ["LunaConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "SWEEP_NAMES", "specs", "task_config",
@@ -329,13 +329,12 @@ def _p7(cfg, rng):
                   on_init=lambda mdl: kept.setdefault("init", mdl.state_dict()),
                   model_hook=lambda mdl: kept.setdefault("model", mdl))
     model, init = kept["model"], kept["init"]
-    _, val, test = load_task("digits", 0)
+    test = load_task("digits", 0)[2]
     ids = np.stack(test.ids[:16]).astype(np.int64)
     mask = np.ones(ids.shape, bool)
     model.forward(ids, mask)
-    L_layers = len(model.layers)
     u_grid, curves, curves0, hist, maps, edges_all = [], [], [], [], [], []
-    for i in range(L_layers):
+    for i in range(len(model.layers)):
         fm = model.feature_maps[i]
         th = {k: np.asarray(model.params[f"layers.{i}.attn.phi_{k}"][0], dtype=np.float64) for k in fm.theta_names}
         th0 = {k: np.asarray(init[f"layers.{i}.attn.phi_{k}"][0], dtype=np.float64) for k in fm.theta_names}
