@@ -1,20 +1,30 @@
-"""Benchmark: Riesz energy + gradient, NumPy reference vs Numba kernel, measured in one run.
+"""Benchmark: Riesz energy + gradient, GEMM path vs Numba kernel vs NumPy reference (vs torch), one run.
 
 Run from the repository root::
 
     python benchmarks/bench_riesz.py                 # 1 thread, default sizes
-    python benchmarks/bench_riesz.py --threads 2 --sizes 1000 4000 --d 3
+    python benchmarks/bench_riesz.py --md docs/results/bench_riesz.md --json docs/results/bench_riesz.json
+    python benchmarks/bench_riesz.py --threads 2 --gemm-sizes 2000 10000 --k 3
 
-Thread counts of BLAS/OpenMP/Numba are pinned *before* NumPy and Numba are
-imported, so the two implementations run under the same conditions. Reported:
-the best wall time over ``--repeats`` runs (after one untimed warm-up that also
-compiles the Numba kernel), the throughput in ordered pairs per second
-(N(N-1) / t) and the speed-up ratio numba/numpy. Ratios are meaningful within
-one run; absolute numbers depend on the machine and its load.
+Thread counts of BLAS/OpenMP/Numba (and torch) are pinned *before* NumPy and Numba are
+imported. Every table times its implementations interleaved (A, B, A, B, ...; after one
+untimed warm-up round that also compiles the Numba kernel) and reports the minimum and the
+median of ``--k`` rounds and the ratios ``t_other / t_gemm`` (or ``t_numpy / t_numba``):
+on a shared machine only these ratios are meaningful.
 
-Exponents cover the kernel's evaluation paths: s = 0 (log: weight 1/r^2),
-s = 1 (odd integer: one sqrt), s = 2.5 (half-integer: two sqrt) and s = 0.7
-(general: pow).
+Tables:
+
+1. ``d = --gemm-d`` (default 64, the main job's head dimension): ``method="gemm"`` against
+   ``"numba"``, ``"numpy"`` (the chunked difference reference; only up to ``--numpy-max-n``, it
+   is slow) and, if torch is importable (optional, never a dependency), a dense float64 torch
+   computation (Gram matrix, full N x N weights, one process). Column ``max rel diff``: largest
+   difference to the NumPy reference (or to Numba above ``--numpy-max-n``) of energy and
+   gradient, relative to their largest entry.
+2. The crossover in d (N = ``--crossover-n``, 256 and 2000 by default): Numba time over GEMM
+   time; ``method="auto"`` takes GEMM for ``d >= GEMM_MIN_D``.
+3. ``d = --d`` (default 2): Numba against the NumPy reference, with throughput in ordered
+   pairs per second N(N-1)/t, for the kernel's exponent paths: s = 0 (log), odd integer s
+   (one sqrt), half-integer s (two sqrt) and general s (pow).
 """
 from __future__ import annotations
 
@@ -28,25 +38,51 @@ from pathlib import Path
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="threads for BLAS, OpenMP and Numba (default 1)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000], help="particle counts N")
-    parser.add_argument("--d", type=int, default=2, help="dimension of the particles (default 2)")
-    parser.add_argument("--s", type=float, nargs="+", default=[0.0, 1.0, 2.5, 0.7], help="Riesz exponents")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions; the best is reported")
+    parser.add_argument("--k", type=int, default=5, help="interleaved timing rounds (min and median reported)")
+    parser.add_argument("--gemm-d", type=int, default=64, help="dimension of table 1 (default 64)")
+    parser.add_argument("--gemm-sizes", type=int, nargs="+", default=[1000, 2000, 4000], help="N of table 1")
+    parser.add_argument("--gemm-s", type=float, nargs="+", default=[0.0, 1.0, 0.7], help="s of tables 1 and 2")
+    parser.add_argument("--numpy-max-n", type=int, default=2000, help="largest N timed with the NumPy reference")
+    parser.add_argument("--crossover-d", type=int, nargs="+", default=[2, 4, 8, 12, 16, 24, 32, 64],
+                        help="dimensions of table 2")
+    parser.add_argument("--crossover-n", type=int, nargs="+", default=[256, 2000],
+                        help="N of table 2 (256: the main job's particles per head)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000], help="N of table 3")
+    parser.add_argument("--d", type=int, default=2, help="dimension of table 3 (default 2)")
+    parser.add_argument("--s", type=float, nargs="+", default=[0.0, 1.0, 2.5, 0.7], help="s of table 3")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--md", default=None, help="also write the report (markdown) to this file")
+    parser.add_argument("--json", default=None, help="also write the measurements (JSON) to this file")
     args = parser.parse_args(argv)
-    if args.threads < 1 or args.repeats < 1 or args.d < 1 or min(args.sizes) < 2:
-        parser.error("--threads, --repeats and --d must be >= 1 and every size >= 2")
+    sizes = args.sizes + args.gemm_sizes + args.crossover_n
+    if min(args.threads, args.k, args.d, args.gemm_d, *args.crossover_d) < 1 or min(sizes) < 2:
+        parser.error("--threads, --k and every dimension must be >= 1 and every size >= 2")
     return args
 
 
-def best_time(fn, repeats):
-    fn()  # warm-up (JIT compilation, caches)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def torch_dense(torch, threads):
+    """Energy-and-gradient row sums by dense torch float64 GEMMs (None if torch is absent)."""
+    if torch is None:
+        return None
+    torch.set_num_threads(threads)
+
+    def run(x_np, s):
+        x = torch.from_numpy(x_np)
+        sq = (x * x).sum(1)
+        r2 = sq[:, None] + sq[None, :] - 2.0 * (x @ x.T)
+        r2.fill_diagonal_(1.0)
+        if s == 0.0:
+            g, w = -0.5 * torch.log(r2), 1.0 / r2
+        else:
+            w = r2 ** (-0.5 * (s + 2.0))
+            g = (w * r2) if s > 0 else -(w * r2)
+        g.fill_diagonal_(0.0)
+        w.fill_diagonal_(0.0)
+        coef = 1.0 if s == 0.0 else abs(s)
+        grads = -coef * (w.sum(1)[:, None] * x - w @ x)
+        n = x.shape[0]
+        return float(g.sum()) / (2.0 * n * (n - 1)), (grads / (n * (n - 1.0))).numpy()
+    return run
 
 
 def main(argv=None) -> int:
@@ -54,28 +90,107 @@ def main(argv=None) -> int:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(args.threads)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+    from _interleave import interleaved, provenance, ratio, write_outputs
 
     import numba
     import numpy as np
 
     from rieszflow.engine.energy import riesz_energy_and_grad
+    from rieszflow.engine.energy.riesz import GEMM_MIN_D
 
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    dense = torch_dense(torch, args.threads)
     numba.set_num_threads(args.threads)
+    t_start = time.perf_counter()
+    prov = provenance(args.threads)
     rng = np.random.default_rng(args.seed)
-    print(f"# Riesz energy+gradient, d={args.d}, threads={args.threads}, float64, best of {args.repeats}")
-    print(f"{'N':>6} {'s':>5} {'numpy [s]':>10} {'numba [s]':>10} {'numpy pairs/s':>14} "
-          f"{'numba pairs/s':>14} {'numba/numpy':>12} {'max rel diff':>13}")
+
+    def call(method, x, s):
+        return lambda: riesz_energy_and_grad(x, s, method=method)
+
+    def rel_diff(a, b):
+        (ea, ga), (eb, gb) = a, b
+        return max(abs(float(ea) - float(eb)) / abs(float(eb)), float(np.abs(ga - gb).max() / np.abs(gb).max()))
+
+    md, payload = [], {"gemm": [], "crossover": [], "numba_vs_numpy": [], "torch": torch is not None}
+    # ---- table 1
+    d = args.gemm_d
+    md.append(f"## 1. GEMM path against Numba, NumPy{' and torch' if dense else ''} at d = {d}\n")
+    md.append("Time ratios t_other / t_gemm (> 1: GEMM faster), of the minima and of the medians of "
+              f"{args.k} interleaved rounds; float64, {args.threads} thread(s)."
+              + ("" if dense else " torch is not importable in this environment (optional extra): no torch "
+                                  "column.") + "\n")
+    cols = ["numba", "numpy"] + (["torch"] if dense else [])
+    md.append("| N | s | gemm min [s] | gemm median [s] | " + " | ".join(f"{c}/gemm min | {c}/gemm median"
+                                                                     for c in cols) + " | max rel diff |")
+    md.append("|" + "---|" * (5 + 2 * len(cols)))
+    for n in args.gemm_sizes:
+        x = rng.normal(size=(n, d))
+        for s in args.gemm_s:
+            fns = {"gemm": call("gemm", x, s), "numba": call("numba", x, s)}
+            if n <= args.numpy_max_n:
+                fns["numpy"] = call("numpy", x, s)
+            if dense:
+                fns["torch"] = (lambda x=x, s=s: dense(x, s))
+            st = interleaved(fns, args.k)
+            ref = fns["numpy"]() if "numpy" in fns else fns["numba"]()
+            diff = max(rel_diff(fns[m](), ref) for m in fns)
+            row = {"N": n, "d": d, "s": s, "max_rel_diff": diff, "reference": "numpy" if "numpy" in fns else "numba",
+                   **{f"{m}_{q}": st[m][q] for m in fns for q in ("min", "median")}}
+            cells = []
+            for c in cols:
+                if c in fns:
+                    r = ratio(st, c, "gemm")
+                    row[f"{c}_over_gemm"] = r
+                    cells.append(f"{r[0]:.2f} | {r[1]:.2f}")
+                else:
+                    cells.append("- | -")
+            payload["gemm"].append(row)
+            md.append(f"| {n} | {s:g} | {st['gemm']['min']:.4f} | {st['gemm']['median']:.4f} | "
+                      + " | ".join(cells) + f" | {diff:.1e} |")
+    # ---- table 2
+    md.append("\n## 2. Crossover in d: t_numba / t_gemm\n")
+    md.append(f"`method=\"auto\"` uses GEMM for d >= GEMM_MIN_D = {GEMM_MIN_D} (> 1: GEMM faster).\n")
+    md.append("| N | d | " + " | ".join(f"s = {s:g} min | s = {s:g} median" for s in args.gemm_s) + " | auto |")
+    md.append("|" + "---|" * (3 + 2 * len(args.gemm_s)))
+    for n in args.crossover_n:
+        for dd in args.crossover_d:
+            x = rng.normal(size=(n, dd))
+            cells = []
+            for s in args.gemm_s:
+                st = interleaved({"gemm": call("gemm", x, s), "numba": call("numba", x, s)},
+                                 args.k * max(1, (2000 // n) ** 2 // 4))   # more rounds for small N
+                r = ratio(st, "numba", "gemm")
+                payload["crossover"].append({"N": n, "d": dd, "s": s, "numba_over_gemm": r,
+                                             **{f"{m}_{q}": st[m][q] for m in st for q in ("min", "median")}})
+                cells.append(f"{r[0]:.2f} | {r[1]:.2f}")
+            md.append(f"| {n} | {dd} | " + " | ".join(cells) + f" | {'gemm' if dd >= GEMM_MIN_D else 'numba'} |")
+    # ---- table 3
+    md.append(f"\n## 3. Numba kernel against the NumPy reference at d = {args.d}\n")
+    md.append("Throughput in ordered pairs per second N(N-1)/t (from the minimum); ratio t_numpy / t_numba.\n")
+    md.append("| N | s | numpy min [s] | numba min [s] | numpy pairs/s | numba pairs/s | numpy/numba min "
+              "| numpy/numba median | max rel diff |")
+    md.append("|" + "---|" * 9)
     for n in args.sizes:
         x = rng.normal(size=(n, args.d))
         pairs = n * (n - 1)
         for s in args.s:
-            t_np = best_time(lambda: riesz_energy_and_grad(x, s, method="numpy"), args.repeats)
-            t_nb = best_time(lambda: riesz_energy_and_grad(x, s, method="numba"), args.repeats)
-            e_np, g_np = riesz_energy_and_grad(x, s, method="numpy")
-            e_nb, g_nb = riesz_energy_and_grad(x, s, method="numba")
-            diff = max(abs(e_nb - e_np) / abs(e_np), np.abs(g_nb - g_np).max() / np.abs(g_np).max())
-            print(f"{n:>6} {s:>5.2f} {t_np:>10.4f} {t_nb:>10.4f} {pairs / t_np:>14.3e} "
-                  f"{pairs / t_nb:>14.3e} {t_np / t_nb:>12.1f} {diff:>13.1e}")
+            fns = {"numpy": call("numpy", x, s), "numba": call("numba", x, s)}
+            st = interleaved(fns, args.k)
+            r = ratio(st, "numpy", "numba")
+            diff = rel_diff(fns["numba"](), fns["numpy"]())
+            payload["numba_vs_numpy"].append({"N": n, "d": args.d, "s": s, "numpy_over_numba": r, "max_rel_diff": diff,
+                                              **{f"{m}_{q}": st[m][q] for m in st for q in ("min", "median")}})
+            md.append(f"| {n} | {s:g} | {st['numpy']['min']:.4f} | {st['numba']['min']:.4f} | "
+                      f"{pairs / st['numpy']['min']:.3e} | {pairs / st['numba']['min']:.3e} | {r[0]:.1f} | "
+                      f"{r[1]:.1f} | {diff:.1e} |")
+    wall = time.perf_counter() - t_start
+    write_outputs(args, "Results: benchmarks/bench_riesz.py", "python benchmarks/bench_riesz.py --md "
+                  "docs/results/bench_riesz.md --json docs/results/bench_riesz.json", prov, wall,
+                  "\n".join(md) + "\n", payload)
     return 0
 
 

@@ -5,12 +5,11 @@ import pytest
 from rieszflow.studies.cli import SUBCOMMANDS
 from rieszflow.studies.cli import main as cli_main
 
-# kgd prints closed-form tables and writes no file yet (its sweeps and HDF5 output are not built)
-STUDIES = [name for name, _ in SUBCOMMANDS if name not in ("status", "compare", "report", "kgd")]
-SIZE = {"run": ["--smoke"], "mean-field": ["--quick"], "ldp": ["--quick"],
+STUDIES = [name for name, _ in SUBCOMMANDS if name not in ("status", "compare", "report")]
+SIZE = {"run": ["--smoke"], "mean-field": ["--quick"], "kernel-mean-field": ["--quick"], "ldp": ["--quick"],
         "attention-theory": ["--quick"], "token-flow": ["--quick"], "synthetic": ["--quick"],
-        "nlp": ["--quick"], "luna": ["--quick"]}
-SWEEPS = ("synthetic", "nlp", "luna")        # write a directory of task files, not one HDF5 file
+        "nlp": ["--quick"], "kgd": ["--quick"], "luna": ["--quick"]}
+SWEEPS = ("synthetic", "nlp", "kgd", "luna")        # write a directory of task files, not one HDF5 file
 
 
 @pytest.mark.parametrize("name", STUDIES)

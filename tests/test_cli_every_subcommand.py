@@ -20,6 +20,7 @@ from rieszflow.studies.base import build_config, load_config_mapping, resolve_co
 from rieszflow.studies.cli import build_parser
 from rieszflow.studies.cli import main as cli_main
 from test_ldp_study import _tiny_ldp
+from test_kernel_mean_field import _tiny as _tiny_kmf
 from test_mean_field_study import _tiny_dict
 
 #: subcommand -> (module.function that runs the study, config class, its preset)
@@ -27,6 +28,7 @@ RUNNERS = {
     "run": ("rieszflow.studies.main_job.train", "run_main_job"),
     "ldp": ("rieszflow.studies.ldp.study", "run_ldp_study"),
     "mean-field": ("rieszflow.studies.mean_field.study", "run_mean_field_study"),
+    "kernel-mean-field": ("rieszflow.studies.kernel_mean_field.study", "run_kernel_mean_field_study"),
     "attention-theory": ("rieszflow.studies.attention_theory.study", "run"),
     "token-flow": ("rieszflow.studies.token_flow.study", "run_token_flow_study"),
 }
@@ -37,12 +39,14 @@ SHARED = ("--out", "--overwrite", "--resume", "--set", "--config", "--seed", "--
 
 def _config_class(name):
     from rieszflow.studies.attention_theory.config import AttentionTheoryConfig
+    from rieszflow.studies.kernel_mean_field.config import KernelMeanFieldConfig
     from rieszflow.studies.ldp.config import LDPConfig
     from rieszflow.studies.main_job.config import MainJobConfig
     from rieszflow.studies.mean_field.config import MeanFieldConfig
     from rieszflow.studies.token_flow.config import TokenFlowConfig
 
     return {"run": MainJobConfig, "ldp": LDPConfig, "mean-field": MeanFieldConfig,
+            "kernel-mean-field": KernelMeanFieldConfig,
             "attention-theory": AttentionTheoryConfig, "token-flow": TokenFlowConfig}[name]
 
 
@@ -52,9 +56,11 @@ def written(tmp_path_factory):
     d = tmp_path_factory.mktemp("every")
     (d / "ldp.json").write_text(json.dumps(_tiny_ldp().to_dict()))
     (d / "mf.json").write_text(json.dumps(_tiny_dict()))
+    (d / "kmf.json").write_text(json.dumps(_tiny_kmf()))
     size = {"run": ["--smoke", "--epochs", "1", "--phase-a-epochs", "1"],
             "ldp": ["--config", str(d / "ldp.json")],
             "mean-field": ["--config", str(d / "mf.json"), "--no-plots"],
+            "kernel-mean-field": ["--config", str(d / "kmf.json"), "--no-plots", "--workers", "0"],
             "attention-theory": ["--quick", "--no-plots"],
             "token-flow": ["--quick", "--no-plots"]}
     files = {}
@@ -134,7 +140,7 @@ def _fails(*args, **kwargs):
                                                     (_sigterm, 143, "interrupted")])
 def test_exit_code_table(name, behaviour, code, words, monkeypatch, tmp_path, capsys):
     _patched(monkeypatch, name, behaviour)
-    size = {"run": ["--smoke"], "ldp": ["--quick"], "mean-field": ["--quick"],
+    size = {"run": ["--smoke"], "ldp": ["--quick"], "mean-field": ["--quick"], "kernel-mean-field": ["--quick"],
             "attention-theory": ["--quick"], "token-flow": ["--quick"]}[name]
     assert cli_main([name, *size, "--quiet", "--out", str(tmp_path / "x.h5")]) == code
     err = capsys.readouterr().err.strip().splitlines()

@@ -20,7 +20,7 @@ from rieszflow.engine.energy import (
 )
 
 S_VALUES = (-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 2.5)
-METHODS = ("numpy", "numba")
+METHODS = ("numpy", "numba", "gemm")
 
 
 def g_hand(r, s):
@@ -170,6 +170,80 @@ def test_numba_matches_numpy(n, d, s, softening):
     assert np.abs(g_nb - g_np).max() <= 1e-12 * np.abs(g_np).max()
     np.testing.assert_allclose(riesz_potential(x, s, softening, method="numba"),
                                riesz_potential(x, s, softening, method="numpy"), rtol=1e-12, atol=1e-14)
+
+
+# ----------------------------------------------------------------------------- GEMM path vs reference
+
+GEMM_RTOL = 1e-10  # stated tolerance of method="gemm" against the reference (module docstring of riesz)
+
+
+def assert_gemm_matches_reference(x, s, softening, chunk_size=None):
+    e_np, g_np = riesz_energy_and_grad(x, s, softening, method="numpy")
+    e_gm, g_gm = riesz_energy_and_grad(x, s, softening, method="gemm", chunk_size=chunk_size)
+    pot_np = riesz_potential(x, s, softening, method="numpy")
+    pot_gm = riesz_potential(x, s, softening, method="gemm", chunk_size=chunk_size)
+    scale = np.abs(pot_np).max()
+    assert abs(e_gm - e_np) <= GEMM_RTOL * scale
+    np.testing.assert_allclose(pot_gm, pot_np, rtol=GEMM_RTOL, atol=GEMM_RTOL * scale)
+    np.testing.assert_allclose(g_gm, g_np, rtol=0, atol=GEMM_RTOL * np.abs(g_np).max())
+    np.testing.assert_array_equal(riesz_energy_grad(x, s, softening, method="gemm", chunk_size=chunk_size), g_gm)
+
+
+@pytest.mark.parametrize("n,d", ((2, 1), (9, 2), (40, 16), (70, 64)))
+@pytest.mark.parametrize("s", S_VALUES + (0.73, -1.9, 7.0, "coulomb"))
+@pytest.mark.parametrize("softening", (0.0, 0.05))
+def test_gemm_matches_numpy(n, d, s, softening):
+    s = max(d - 2.0, 0.5) if s == "coulomb" else s
+    x = np.random.default_rng(n * 10 + d).normal(size=(n, d))
+    assert_gemm_matches_reference(x, s, softening, chunk_size=7)  # several row tiles
+
+
+@pytest.mark.parametrize("d", (3, 64))
+@pytest.mark.parametrize("s", (-1.0, 0.0, 1.0, 2.5, 7.0))
+def test_gemm_recomputes_close_pairs_exactly(d, s, monkeypatch):
+    from rieszflow.engine.energy import riesz
+
+    rng = np.random.default_rng(12)
+    # near-duplicate points (1e-7 apart) on a cloud of norm ~1e4, plus two far, tight clusters
+    base = 1e4 + rng.normal(size=(20, d))
+    twins = base + 1e-7 * rng.normal(size=(20, d))
+    far = np.concatenate([rng.normal(size=(10, d)) * 1e-2 + 3e4, rng.normal(size=(10, d)) * 1e-2 - 3e4])
+    x = np.concatenate([base, twins, far])
+    for softening in (0.0, 1e-6):
+        assert_gemm_matches_reference(x, s, softening, chunk_size=16)
+    # The configuration is adversarial: without the exact recomputation the Gram formula is far off.
+    monkeypatch.setattr(riesz, "GEMM_R2_RTOL", math.inf)  # theta = 0: nothing recomputed
+    assert riesz.gemm_close_threshold(s, d) == 0.0
+    with np.errstate(all="ignore"):
+        e_raw, g_raw = riesz_energy_and_grad(x, s, method="gemm")
+    e_np, g_np = riesz_energy_and_grad(x, s, method="numpy")
+    assert not np.isfinite(e_raw) or not np.allclose(g_raw, g_np, rtol=1e-6, atol=1e-6 * np.abs(g_np).max())
+
+
+def test_gemm_close_threshold_is_the_stated_bound():
+    from rieszflow.engine.energy.riesz import GEMM_R2_RTOL, gemm_close_threshold
+
+    u = 2.0 ** -53
+    for d, s in ((1, 0.0), (64, 0.0), (64, -1.5), (64, 62.0), (512, 1.0)):
+        gamma = d * u / (1 - d * u)
+        assert gemm_close_threshold(s, d) == pytest.approx(max(1.0, (s + 2) / 2) * (2 * gamma + u) / GEMM_R2_RTOL,
+                                                           rel=1e-15)
+    assert gemm_close_threshold(0.0, 64) < 2e-3  # d = 64: pairs closer than ~4% of the norms are recomputed
+
+
+def test_auto_chooses_gemm_from_the_measured_crossover():
+    from rieszflow.engine.energy.riesz import GEMM_MIN_D
+
+    rng = np.random.default_rng(13)
+    for d, method in ((GEMM_MIN_D, "gemm"), (GEMM_MIN_D - 1, "numba")):
+        x = rng.normal(size=(30, d))
+        e, g = riesz_energy_and_grad(x, 0.7)
+        e_m, g_m = riesz_energy_and_grad(x, 0.7, method=method)
+        assert e == e_m and np.array_equal(g, g_m)
+    x = rng.normal(size=(30, GEMM_MIN_D)).astype(np.float32)
+    e32, g32 = riesz_energy_and_grad(x, 1.0, method="gemm")
+    assert np.asarray(e32).dtype == np.float64 and g32.dtype == np.float32
+    assert e32 == pytest.approx(riesz_energy_and_grad(x.astype(np.float64), 1.0, method="numpy")[0], rel=1e-12)
 
 
 def test_auto_uses_numba_on_host_and_chunking_is_invisible():
@@ -341,5 +415,8 @@ def test_cupy_matches_numpy(s):
     e_cp, g_cp = riesz_energy_and_grad(cp.asarray(x), s, 0.01)  # auto -> array-API reference
     assert float(e_cp) == pytest.approx(float(e_np), rel=1e-12)
     np.testing.assert_allclose(to_numpy(g_cp), g_np, rtol=1e-11, atol=1e-14)
+    e_gm, g_gm = riesz_energy_and_grad(cp.asarray(x), s, 0.01, method="gemm")
+    assert float(e_gm) == pytest.approx(float(e_np), rel=1e-10)
+    np.testing.assert_allclose(to_numpy(g_gm), g_np, rtol=0, atol=1e-10 * np.abs(g_np).max())
     with pytest.raises(TypeError, match="numba"):
         riesz_energy(cp.asarray(x), s, method="numba")

@@ -25,7 +25,8 @@ __all__ = [
     "check_dim", "multiplicity", "gegenbauer_normalised", "c_d", "jacobi_nodes",
     "eigenvalues_quadrature", "hyp0f1_series", "a_exp", "lam_ind", "lam_soft", "lam_gs",
     "kernel_ind_paper", "kernel_softmax", "kernel_gs", "kernel_rhf_table2", "riesz_zonal",
-    "VARIANTS", "kgd_series", "kgd_parseval", "kgd_closed_form", "kgd_listing", "fit_loglog",
+    "lam_riesz", "eigenvalues_riesz",
+    "VARIANTS", "kgd_series", "kgd_parseval", "kgd_parseval_mp", "kgd_closed_form", "kgd_listing", "fit_loglog",
 ]
 
 
@@ -218,6 +219,8 @@ def hyp0f1_series(b, z, terms=30):
     z : array_like
         Argument, ``|z| <= 1`` recommended.
     terms : int, default 30
+        Maximum number of terms; the sum stops earlier once every remaining term is below
+        ``1e-17`` of the partial sum (the terms decrease monotonically for ``|z| <= b + 1``).
 
     Returns
     -------
@@ -233,9 +236,12 @@ def hyp0f1_series(b, z, terms=30):
     z = np.asarray(z, dtype=float)
     term = np.ones_like(z)
     out = np.ones_like(z)
+    small = bool(np.all(np.abs(z) <= b + 1))
     for k in range(terms):
         term = term * z / ((b + k) * (k + 1))
         out = out + term
+        if small and np.all(np.abs(term) <= 1e-17 * np.abs(out)):
+            break
     return out
 
 
@@ -416,7 +422,7 @@ def kernel_rhf_table2(t, d, w=0.7):
 def riesz_zonal(t, sigma):
     """Riesz kernel on the sphere as a zonal profile, ``|x-y|^{-sigma}`` with ``|x-y|^2 = 2-2t``.
 
-    Uses the engine convention :func:`rieszflow.engine.energy.riesz.riesz_kernel`.
+    Uses the engine convention :func:`rieszflow.engine.energy.interaction.riesz_kernel`.
 
     Parameters
     ----------
@@ -431,6 +437,101 @@ def riesz_zonal(t, sigma):
         :math:`g_\\sigma(|x - y|)`.
     """
     return riesz_kernel(np.sqrt(np.maximum(2 - 2 * np.asarray(t, float), 0.0)), sigma)
+
+
+def lam_riesz(l, d, sigma):
+    """Closed-form Funk-Hecke eigenvalues of the Riesz kernel ``g_sigma(|x-y|)`` on S^{d-1}.
+
+    With the engine convention of :func:`riesz_zonal` (``|x-y|^{-sigma}`` for ``sigma > 0``,
+    ``-log|x-y|`` for ``sigma = 0``) and the uniform probability measure:
+    ``lambda_0 = 2^{d-2-sigma} Gamma(d/2) Gamma((d-1-sigma)/2) / (sqrt(pi) Gamma(d-1-sigma/2))``,
+    ``lambda_l = lambda_0 (sigma/2)_l / (d-1-sigma/2)_l``. For ``sigma = 0`` (the derivative in
+    sigma at 0): ``lambda_0 = -log 2 - psi((d-1)/2)/2 + psi(d-1)/2`` and
+    ``lambda_l = (l-1)! / (2 (d-1)_l)`` for ``l >= 1`` (``psi`` the digamma function).
+
+    Parameters
+    ----------
+    l : int or ndarray of int
+        Degree(s), ``>= 0``.
+    d : int
+        Ambient dimension ``>= 3``.
+    sigma : float
+        Riesz exponent, ``0 <= sigma < d - 1`` (integrable singularity on S^{d-1}).
+
+    Returns
+    -------
+    ndarray, shape (len(l),), float64
+        Eigenvalues ``E_t[g_sigma(sqrt(2-2t)) P_l(t)]``.
+
+    Raises
+    ------
+    ValueError
+        For invalid ``d``, negative ``l`` or ``sigma`` outside ``[0, d-1)``.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", Thm 3.1 (Funk-Hecke, eq. 2); spec section 8 (Riesz
+    kernels on the sphere); Paper 000, eq. (2.3) (the engine's Riesz kernel ``g_s``).
+    """
+    d = check_dim(d)
+    if not 0 <= sigma < d - 1:
+        raise ValueError(f"sigma must satisfy 0 <= sigma < d-1 = {d - 1}, got {sigma!r}")
+    l = np.atleast_1d(np.asarray(l))
+    if np.any(l < 0) or not np.issubdtype(l.dtype, np.integer):
+        raise ValueError(f"l must hold integers >= 0, got {l!r}")
+    lf = l.astype(float)
+    if sigma > 0:
+        log0 = ((d - 2 - sigma) * np.log(2) + gammaln(d / 2) + gammaln((d - 1 - sigma) / 2)
+                - 0.5 * np.log(np.pi) - gammaln(d - 1 - sigma / 2))
+        return np.exp(log0 + gammaln(sigma / 2 + lf) - gammaln(sigma / 2)
+                      + gammaln(d - 1 - sigma / 2) - gammaln(d - 1 - sigma / 2 + lf))
+    out = np.empty(lf.shape)
+    pos = lf >= 1
+    out[pos] = 0.5 * np.exp(gammaln(lf[pos]) + gammaln(d - 1) - gammaln(d - 1 + lf[pos]))
+    if np.any(~pos):
+        # lambda_0 = E_t[-log(2-2t)/2]: digamma form of d/dsigma lambda_0(sigma) at 0
+        from scipy.special import digamma
+
+        out[~pos] = -np.log(2) - 0.5 * digamma((d - 1) / 2) + 0.5 * digamma(d - 1)
+    return out
+
+
+def eigenvalues_riesz(d, sigma, L, n_nodes=80):
+    """Funk-Hecke eigenvalues of the Riesz kernel by Gauss-Jacobi quadrature (``sigma > 0``).
+
+    The endpoint singularity ``(2-2t)^{-sigma/2}`` at ``t = 1`` is absorbed into the Jacobi
+    weight ``(1-t)^{(d-3)/2 - sigma/2} (1+t)^{(d-3)/2}`` (:func:`jacobi_nodes`), so the rule is
+    exact for polynomials: ``lambda_l = 2^{-sigma/2} sum_j w_j P_l(t_j)``.
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension ``>= 3``.
+    sigma : float
+        Riesz exponent, ``0 < sigma < d - 1``.
+    L : int
+        Highest degree ``>= 0``.
+    n_nodes : int, default 80
+        Quadrature nodes (exact for ``L < 2 n_nodes``).
+
+    Returns
+    -------
+    ndarray, shape (L+1,), float64
+
+    Raises
+    ------
+    ValueError
+        For invalid ``d``, ``L``, ``n_nodes``, or ``sigma`` outside ``(0, d-1)``.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", Thm 3.1; spec section 8.
+    """
+    if not sigma > 0:
+        raise ValueError(f"sigma must be > 0 for the Jacobi-weight rule (sigma = 0 is the log "
+                         f"kernel: use lam_riesz), got {sigma!r}")
+    t, w = jacobi_nodes(d, n_nodes, sigma=sigma)
+    return 2.0 ** (-sigma / 2) * (gegenbauer_normalised(L, d, t) @ w)
 
 
 #: Variant registry (spec section 2.4): id -> (K1 profile, K2 profile, lam1, lam2).
@@ -524,6 +625,54 @@ def kgd_parseval(k1, k2, d):
     return float(np.sqrt(val))
 
 
+def kgd_parseval_mp(d, variant="P", dps=30):
+    """KGD of a registry variant by Parseval in mpmath at ``dps`` digits (reference values).
+
+    ``KGD^2 = c_d int_{-1}^{1} (1-t^2)^{(d-3)/2} (K1(t) - K2(t))^2 dt`` with the profiles of
+    :data:`VARIANTS` written in mpmath (``exp``, ``hyp0f1``), tanh-sinh quadrature.
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension ``>= 3``.
+    variant : {"P", "C1", "C2", "PERF"}, default "P"
+    dps : int, default 30
+        Decimal digits of the working precision (``>= 15``).
+
+    Returns
+    -------
+    mpmath.mpf
+        The KGD to about ``dps`` digits (``float(...)`` for a double).
+
+    Raises
+    ------
+    ValueError
+        For invalid ``d``, ``variant`` or ``dps``.
+    ImportError
+        If mpmath is not installed (it is in the ``dev`` extra).
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", Def. 4.1; spec section 2.5 (30-digit reference table).
+    """
+    import mpmath as mp
+
+    d = check_dim(d)
+    _variant(variant)
+    if int(dps) != dps or dps < 15:
+        raise ValueError(f"dps must be an integer >= 15, got {dps!r}")
+    with mp.workdps(int(dps)):
+        s = 1 / mp.sqrt(d)
+        ind = lambda t: mp.exp((t - 1) * s)
+        soft = lambda t: mp.exp(t * s)
+        gs = lambda t: mp.exp(-s) * mp.hyp0f1(mp.mpf(d) / 2, (1 + t) * s / 2)
+        k1, k2 = {"P": (ind, gs), "C1": (soft, gs), "C2": (ind, lambda t: mp.exp(-s) * gs(t)),
+                  "PERF": (soft, soft)}[variant]
+        cd = mp.gamma(mp.mpf(d) / 2) / (mp.sqrt(mp.pi) * mp.gamma(mp.mpf(d - 1) / 2))
+        f = lambda t: (1 - t * t) ** (mp.mpf(d - 3) / 2) * (k1(t) - k2(t)) ** 2
+        return +mp.sqrt(cd * mp.quad(f, [-1, 0, 1]))
+
+
 def kgd_listing(d, k1, k2, L_max=40, n_quad=400):
     """The paper's listing (App. D): Gauss-Legendre nodes times the Jacobi weight.
 
@@ -576,112 +725,3 @@ def fit_loglog(x, y):
     res = ly - (a + b * lx)
     r2 = 1 - np.sum(res ** 2) / np.sum((ly - ly.mean()) ** 2)
     return float(b), float(np.exp(a)), float(r2)
-
-
-def _rng(rng):
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-
-
-def sample_gs_orf(m, d, rng=None, orf_norm="unit"):
-    """GS-ORF frequencies: stacked independent Haar-orthogonal d x d blocks, truncated to m rows.
-
-    Parameters
-    ----------
-    m, d : int
-        Number of features ``>= 1`` and dimension ``>= 3``.
-    rng : numpy.random.Generator or seed
-    orf_norm : {"unit", "chi"}
-        ``"unit"``: rows of norm 1 (the paper, eq. 4); ``"chi"``: rows rescaled to independent
-        chi_d norms (Performer; expected kernel is the softmax kernel).
-
-    Returns
-    -------
-    ndarray, shape (m, d), float64
-
-    Raises
-    ------
-    ValueError
-        For invalid ``m``, ``d`` or ``orf_norm``.
-
-    References
-    ----------
-    Peng & Yi, "Kernel Geometry Divergence", section 5.2.
-    """
-    d = check_dim(d)
-    if int(m) != m or m < 1:
-        raise ValueError(f"m must be an integer >= 1, got {m!r}")
-    if orf_norm not in ("unit", "chi"):
-        raise ValueError(f"orf_norm must be 'unit' or 'chi', got {orf_norm!r}")
-    rng = _rng(rng)
-    blocks = []
-    for _ in range(-(-int(m) // d)):
-        Q, R = np.linalg.qr(rng.standard_normal((d, d)))
-        blocks.append((Q * np.sign(np.diag(R))).T)
-    W = np.concatenate(blocks)[: int(m)]
-    if orf_norm == "chi":
-        W = W * np.sqrt(rng.chisquare(d, size=(W.shape[0], 1)))
-    return W
-
-
-def sample_rhf(m, d, rng=None, haar=False):
-    """Random Hadamard frequencies: rows of ``H_d D / sqrt d`` (fresh sign diagonal per block).
-
-    Parameters
-    ----------
-    m, d : int
-        Features and dimension (``d`` a power of 2).
-    rng : numpy.random.Generator or seed
-    haar : bool, default False
-        Apply one Haar rotation ``omega -> Q^T omega`` (paper eq. 5).
-
-    Returns
-    -------
-    ndarray, shape (m, d)
-
-    Raises
-    ------
-    ValueError
-        If ``d`` is not a power of 2 or ``m < 1``.
-
-    References
-    ----------
-    Peng & Yi, "Kernel Geometry Divergence", section 5.3, eq. (5).
-    """
-    from scipy.linalg import hadamard
-
-    d = check_dim(d)
-    if d & (d - 1):
-        raise ValueError(f"d must be a power of 2 for Sylvester Hadamard blocks, got {d}")
-    if int(m) != m or m < 1:
-        raise ValueError(f"m must be an integer >= 1, got {m!r}")
-    rng = _rng(rng)
-    H = hadamard(d).astype(float) / np.sqrt(d)
-    W = np.concatenate([H * rng.choice([-1.0, 1.0], size=d) for _ in range(-(-int(m) // d))])[: int(m)]
-    if haar:
-        W = W @ sample_gs_orf(d, d, rng)
-    return W
-
-
-def positive_features(X, W):
-    """Positive random features of eq. (1): ``m^{-1/2} exp(r W x - s |x|^2 / 2)``.
-
-    Parameters
-    ----------
-    X : ndarray, shape (n, d)
-    W : ndarray, shape (m, d)
-
-    Returns
-    -------
-    ndarray, shape (n, m)
-
-    Raises
-    ------
-    ValueError
-        If the dimensions disagree.
-    """
-    X, W = np.asarray(X, float), np.asarray(W, float)
-    if X.ndim != 2 or W.ndim != 2 or X.shape[1] != W.shape[1]:
-        raise ValueError(f"X (n, d) and W (m, d) must share d, got {X.shape}, {W.shape}")
-    d = X.shape[1]
-    s = d ** -0.5
-    return np.exp(d ** -0.25 * X @ W.T - s * np.sum(X * X, 1, keepdims=True) / 2) / np.sqrt(W.shape[0])

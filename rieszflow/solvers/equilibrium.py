@@ -294,7 +294,7 @@ def equilibrium_particles(V: Callable, grad_V: Callable, omega0, *, s, lam, boun
         resolves force changes only down to about sqrt(machine epsilon)).
     max_iter : int, default 5000
         L-BFGS-B iteration cap.
-    method : {"auto", "numpy", "numba"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         Pair-sum backend of :class:`engine.energy.riesz.RieszEnergy`.
 
     Returns

@@ -20,6 +20,7 @@ import sys
 SUBCOMMANDS = (
     ("run", "rieszflow.studies.main_job.cli"),
     ("mean-field", "rieszflow.studies.mean_field.cli"),
+    ("kernel-mean-field", "rieszflow.studies.kernel_mean_field.cli"),
     ("ldp", "rieszflow.studies.ldp.cli"),
     ("attention-theory", "rieszflow.studies.attention_theory.cli"),
     ("token-flow", "rieszflow.studies.token_flow.cli"),

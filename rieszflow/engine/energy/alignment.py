@@ -677,7 +677,7 @@ def rff_hamiltonian(X, y, s, lam, b=None, softening=0.0, method="auto"):
         Fixed phases; ``None`` for the phase average.
     softening : float, default 0.0
         Riesz softening length.
-    method : {"auto", "numpy", "numba"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         Backend of the Riesz pair sums.
 
     Returns
@@ -716,7 +716,7 @@ def hamiltonian_and_grad(omega, X, y, s, lam, b=None, softening=0.0, method="aut
         Fixed phases; ``None`` for the phase average.
     softening : float, default 0.0
         Riesz softening length.
-    method : {"auto", "numpy", "numba"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         Backend of the Riesz pair sums.
 
     Returns
@@ -758,7 +758,7 @@ def hamiltonian(omega, X, y, s, lam, b=None, softening=0.0, method="auto"):
         Fixed phases; ``None`` for the phase average.
     softening : float, default 0.0
         Riesz softening length.
-    method : {"auto", "numpy", "numba"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         Backend of the Riesz pair sums.
 
     Returns

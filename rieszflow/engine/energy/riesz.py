@@ -30,6 +30,47 @@ CuPy, chunked over rows so memory is O(N * chunk * d), not O(N^2)) and a Numba
 self-pair is masked *before* the kernel is evaluated (``where(off, r2, 1)``),
 and all sums are accumulated in float64. Coincident distinct particles give an
 infinite energy and a non-finite force unless ``softening > 0``.
+
+A third implementation, ``method="gemm"``, computes the same row sums through
+BLAS (array-API, so it also runs on CuPy): after centring the cloud
+(:math:`y_k = \\omega_k - \\bar\\omega`; the sums only see differences), each row
+tile gets :math:`r_{kl}^2 = |y_k|^2 + |y_l|^2 - 2\\, y_k \\cdot y_l` from a Gram
+block, and the force from a second product,
+:math:`\\sum_l w_{kl}(y_k - y_l) = (\\sum_l w_{kl})\\, y_k - (W Y)_k`. The Gram
+formula loses accuracy for close pairs: in float64 (unit roundoff
+:math:`u = 2^{-53}`) its absolute error is at most
+:math:`(2\\gamma_d + u)(|y_k|^2 + |y_l|^2)`, :math:`\\gamma_d = du/(1-du)`
+(Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. (3.5),
+for the two norms and the dot product, plus the final subtraction). A pair is
+therefore recomputed exactly from its difference vector (as the reference does)
+whenever
+
+.. math::
+
+    r_{kl}^2 + \\varepsilon^2 \\le \\theta\\, (|y_k|^2 + |y_l|^2),
+    \\qquad \\theta = \\max\\Big(1, \\frac{s + 2}{2}\\Big) \\frac{2\\gamma_d + u}{\\tau},
+
+with :math:`\\tau` = :data:`GEMM_R2_RTOL` (:math:`2^{-36} \\approx 1.5\\times10^{-11}`):
+every pair kept in the BLAS path then has a force weight
+:math:`r^{-(s+2)}` (and energy) within about :math:`\\tau` relative of the exactly
+computed one. The recomputed pairs are also taken out of the force product, so
+for the others the cancellation in :math:`(\\sum_l w_{kl}) y_k - (WY)_k` is at
+most about :math:`u \\sqrt{2/\\theta}` relative to each pair's own force.
+Energies, potentials and gradients agree with the reference to
+:math:`10^{-10}` relative to their largest entry (tested in
+``tests/test_riesz.py`` for ``-1.9 <= s <= 62``, ``s = 0``, softening 0 and
+> 0, d = 1 to 64, and adversarial near-duplicate pairs at norms ~1e4; measured
+differences are ~1e-15 to 3e-12). ``method="auto"`` takes this path for
+``d >= GEMM_MIN_D = 8``, from the crossover with the Numba kernel measured by
+``python benchmarks/bench_riesz.py`` (table 2 of docs/results/bench_riesz.md:
+one thread, float64, interleaved timings on a heavily loaded 2-core machine):
+for s = 1 (the kernel's cheapest exponent) Numba is 1.6-2.6x faster at d = 2 and
+up to 1.6x at d = 4, the two are even at d = 8 and N = 256, and GEMM is
+1.7x faster at d = 8 and N = 2000, 1.5-3.3x at d = 16 and 4-6.4x at d = 64
+(N = 256 and 2000; faster still for s = 0 and 0.7). Numba stays the choice for
+small d. Below N ~ 100 the GEMM path's fixed cost per call (~50 us) exceeds
+Numba's, a negligible amount either way. On CuPy the same rule picks GEMM or
+the array-API reference (the GPU crossover is not measured).
 """
 from __future__ import annotations
 
@@ -49,10 +90,21 @@ __all__ = [
     "riesz_energy_grad",
     "riesz_pair",
     "riesz_potential",
+    "gemm_close_threshold",
 ]
 
-METHODS = ("auto", "numpy", "numba")
+METHODS = ("auto", "numpy", "numba", "gemm")
 _CHUNK_ELEMENTS = 2 ** 21  # elements of the (chunk, N, d) difference block (16 MiB in float64)
+_GEMM_TILE_ROWS = 64           # rows of a GEMM-path tile: (64, N) blocks stay in cache (bench: 32-128 best)
+_GEMM_TILE_ELEMENTS = 2 ** 22  # ... and at most this many elements (32 MiB in float64) for huge N
+
+#: ``method="auto"`` uses the BLAS path for d >= GEMM_MIN_D and the Numba kernel (host) or the
+#: array-API reference (CuPy) below it. Measured with ``benchmarks/bench_riesz.py`` (table 2:
+#: one thread, N = 2000, float64; docs/results/bench_riesz.md): see the module docstring.
+GEMM_MIN_D = 8
+
+#: Target relative error of one pair's squared distance in the GEMM path (see :func:`gemm_close_threshold`).
+GEMM_R2_RTOL = 2.0 ** -36
 
 
 def _coef(s: float) -> float:
@@ -149,6 +201,135 @@ def _pair_sums_numba(omega, s, eps, want_energy):
     return (rows if want_energy else None), grads
 
 
+def gemm_close_threshold(s, d):
+    """Relative threshold :math:`\\theta` below which the GEMM path recomputes a pair exactly.
+
+    Parameters
+    ----------
+    s : float
+        Riesz exponent, ``-2 < s < inf``.
+    d : int
+        Dimension of the particles (length of the dot products).
+
+    Returns
+    -------
+    float
+        :math:`\\theta = \\max(1, (s+2)/2)\\,(2\\gamma_d + u)/\\tau` with
+        :math:`u = 2^{-53}`, :math:`\\gamma_d = du/(1-du)` and :math:`\\tau` =
+        :data:`GEMM_R2_RTOL`; a pair with
+        :math:`r^2 + \\varepsilon^2 \\le \\theta (|y_k|^2 + |y_l|^2)` is recomputed from its
+        difference vector (see the module docstring).
+
+    References
+    ----------
+    N. J. Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed. (SIAM 2002),
+    eq. (3.5) (error of a floating-point inner product).
+    """
+    u = 2.0 ** -53
+    gamma = d * u / (1.0 - d * u)
+    return max(1.0, 0.5 * (float(s) + 2.0)) * (2.0 * gamma + u) / GEMM_R2_RTOL
+
+
+def _int_power(xp, base, p):
+    """``base ** p`` for an integer ``p >= 1`` by binary exponentiation (overwrites ``base``)."""
+    out = None
+    while True:
+        if p & 1:
+            out = base.copy() if out is None else xp.multiply(out, base, out=out)
+        p >>= 1
+        if not p:
+            return out
+        base = xp.multiply(base, base, out=base)
+
+
+def _weight_gemm(xp, r2, s):
+    """Force weight r^{-(s+2)} from r2 (> 0 where used), the Numba kernel's cheapest exact forms."""
+    from rieszflow.engine.energy import _numba_kernels as nk
+
+    mode, power = nk.exponent_mode(s)
+    if mode == nk.MODE_LOG:
+        return 1.0 / r2
+    if mode == nk.MODE_POW:
+        return r2 ** (-0.5 * (s + 2.0))
+    base = 1.0 / r2
+    if mode == nk.MODE_ODD:
+        base = xp.sqrt(base, out=base)
+    elif mode == nk.MODE_HALF:
+        base = xp.sqrt(xp.sqrt(base, out=base), out=base)
+    return _int_power(xp, base, power)
+
+
+def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
+    """Row sums through BLAS (Gram blocks), exact recomputation of close pairs.
+
+    Same outputs as :func:`_pair_sums_xp` (float64). Each pair is evaluated once: row tile
+    ``[a, b)`` meets columns ``[a, N)``; the pairs with a column beyond the tile also
+    contribute, with the opposite sign of the force, to the column's row sums. Memory
+    O(tile_rows * N) besides the (N, d) inputs; see the module docstring for the threshold.
+    """
+    xp = namespace(omega)
+    n, d = omega.shape
+    x = xp.asarray(omega, dtype=xp.float64)
+    y = x - xp.mean(x, axis=0)[None, :]  # differences are translation invariant
+    sq = xp.sum(y * y, axis=1)
+    sq_max = xp.max(sq)
+    theta = gemm_close_threshold(s, d)
+    eps2 = eps * eps
+    block = tile_rows if tile_rows is not None else max(1, min(_GEMM_TILE_ROWS, _GEMM_TILE_ELEMENTS // n))
+    rows = xp.zeros(n, dtype=xp.float64) if want_energy else None
+    force = xp.zeros((n, d), dtype=xp.float64)      # sum_l w_kl (omega_k - omega_l)
+    for a in range(0, n, block):
+        b = min(a + block, n)
+        m = b - a
+        diag = (xp.arange(m), xp.arange(m))
+        r2 = y[a:b] @ y[a:].T                    # (m, N - a) Gram block: columns a..N-1
+        r2 *= -2.0
+        r2 += sq[a:b, None]
+        r2 += sq[None, a:]
+        if eps2:
+            r2 += eps2
+        r2[diag] = 1.0                           # mask the self pair BEFORE the kernel
+        # close pairs: a cheap tile-wide screen, then the exact per-pair test on the candidates
+        i, j = xp.nonzero(r2 <= theta * (xp.max(sq[a:b]) + sq_max))
+        keep = (r2[i, j] <= theta * (sq[a + i] + sq[a + j])) & (i != j)
+        i, j = i[keep], j[keep]
+        close = int(i.shape[0])
+        if close:
+            r2[i, j] = 1.0                       # placeholder; zeroed below, recomputed exactly
+        w = _weight_gemm(xp, r2, s)
+        if want_energy:
+            if s == 0.0:
+                g = xp.log(r2)
+                g *= -0.5
+            else:
+                g = w * r2                       # r^{-s} = r^{-(s+2)} r^2
+                if s < 0:
+                    g *= -1.0
+            g[diag] = 0.0
+            if close:
+                g[i, j] = 0.0
+            rows[a:b] += xp.sum(g, axis=1)
+            rows[b:] += xp.sum(g[:, m:], axis=0)
+        w[diag] = 0.0
+        if close:
+            w[i, j] = 0.0
+        force[a:b] += xp.sum(w, axis=1)[:, None] * y[a:b] - w @ y[a:]
+        w_beyond = w[:, m:]                      # pairs (k, l), l beyond the tile: row l gets -w (y_k - y_l)
+        force[b:] += xp.sum(w_beyond, axis=0)[:, None] * y[b:] - w_beyond.T @ y[a:b]
+        if close:                                # exact, difference-based (the reference's formula)
+            diff = x[a + i] - x[a + j]
+            gc, wc = _kernel_and_weight(xp, xp.sum(diff * diff, axis=1) + eps2, s)
+            # row a+i gets +wc diff; row a+j gets -wc diff, unless j is inside the tile (its own row sum)
+            out = j >= m
+            idx = xp.concatenate([a + i, (a + j)[out]])
+            contrib = xp.concatenate([wc[:, None] * diff, -(wc[out][:, None] * diff[out])])
+            force += xp.bincount((idx[:, None] * d + xp.arange(d)[None, :]).ravel(),
+                                 weights=contrib.ravel(), minlength=n * d).reshape(n, d)
+            if want_energy:
+                rows += xp.bincount(idx, weights=xp.concatenate([gc, gc[out]]), minlength=n)
+    return rows, (-_coef(s)) * force
+
+
 def _pair_sums(omega, s, softening, method, want_energy, chunk_size):
     """Validate and dispatch; returns float64 (rows or None, grads)."""
     s = check_s(s)
@@ -159,10 +340,14 @@ def _pair_sums(omega, s, softening, method, want_energy, chunk_size):
     if method == "numba" and not host:
         raise TypeError("method='numba' needs a NumPy (CPU) array, got a "
                         f"{type(omega).__module__}.{type(omega).__name__}; use method='auto' or 'numpy'")
-    if method == "numba" or (method == "auto" and host):
-        if chunk_size is not None:
-            check_int("chunk_size", chunk_size, minimum=1)
+    if chunk_size is not None:
+        check_int("chunk_size", chunk_size, minimum=1)
+    if method == "auto":
+        method = "gemm" if omega.shape[1] >= GEMM_MIN_D else ("numba" if host else "numpy")
+    if method == "numba":
         return omega, _pair_sums_numba(omega, s, eps, want_energy)
+    if method == "gemm":
+        return omega, _pair_sums_gemm(omega, s, eps, want_energy, chunk_size)
     return omega, _pair_sums_xp(omega, s, eps, want_energy, chunk_size)
 
 
@@ -208,12 +393,15 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
-    method : {"auto", "numpy", "numba"}, default "auto"
-        ``"auto"`` uses the Numba kernel for NumPy arrays and the array-API
-        reference (``"numpy"``, which also runs on CuPy) otherwise.
+    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
+        ``"gemm"``: BLAS Gram blocks with exact recomputation of close pairs
+        (NumPy or CuPy; see the module docstring). ``"auto"`` uses ``"gemm"`` for
+        ``d >= GEMM_MIN_D`` and otherwise the Numba kernel for NumPy arrays and the
+        array-API reference (``"numpy"``, which also runs on CuPy) for CuPy arrays.
     chunk_size : int, optional
         Rows per block of the reference implementation (memory
-        O(chunk_size * N * d)); chosen automatically by default. Ignored by Numba.
+        O(chunk_size * N * d)) or of the GEMM path (memory O(chunk_size * N));
+        chosen automatically by default. Ignored by Numba.
 
     Returns
     -------
@@ -253,7 +441,7 @@ def riesz_energy(omega, s, softening=0.0, method="auto", chunk_size=None):
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
-    method : {"auto", "numpy", "numba"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         See :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation.
@@ -291,7 +479,7 @@ def riesz_energy_grad(omega, s, softening=0.0, method="auto", chunk_size=None):
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`.
-    method : {"auto", "numpy", "numba"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         See :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation.
@@ -333,7 +521,7 @@ def riesz_potential(omega, s, softening=0.0, method="auto", chunk_size=None):
         Riesz exponent, ``-2 < s < inf``, as :func:`riesz_energy_and_grad`.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`, as :func:`riesz_energy_and_grad`.
-    method : {"auto", "numpy", "numba"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         Backend of the pair sums, as :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation, as :func:`riesz_energy_and_grad`.
@@ -375,7 +563,7 @@ class RieszEnergy(Energy):
         (particles_pde_reference.md; use ``grad_scale = 1``).
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0` (see :func:`riesz_kernel`).
-    method : {"auto", "numpy", "numba"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         Backend of the pair sums (see :func:`riesz_energy_and_grad`).
     chunk_size : int, optional
         Rows per block of the reference implementation.

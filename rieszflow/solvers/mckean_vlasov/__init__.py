@@ -10,6 +10,9 @@ equation
     :class:`MeanFieldProblem` (V, s, lam, beta on a mesh, free energy) and
     :func:`solve_mckean_vlasov` (FiPy, Scharfetter-Gummel, implicit Euler) returning a
     :class:`MeanFieldResult` (snapshots, diagnostics, HDF5 output).
+scharfetter_gummel
+    :class:`ScharfetterGummelOperator`: the same implicit system assembled directly
+    (``pde_backend="assembled"``, the default of :func:`solve_mckean_vlasov`).
 
 The mean-field solvers are host (NumPy) code: FiPy assembles and SciPy solves on
 the CPU, and the meshes have at most a few thousand cells, so there is no CuPy path
@@ -32,6 +35,7 @@ from rieszflow.solvers.mckean_vlasov.equation import (
     load_result,
     solve_mckean_vlasov,
 )
+from rieszflow.solvers.mckean_vlasov.scharfetter_gummel import ScharfetterGummelOperator, exponential_weight
 from rieszflow.solvers.mckean_vlasov.mesh import (
     MeshDomain,
     disk_mesh,
@@ -53,6 +57,8 @@ __all__ = [
     "load_result",
     "make_convolution",
     "offset_table",
+    "ScharfetterGummelOperator",
+    "exponential_weight",
     "rectangle_mesh",
     "solve_mckean_vlasov",
 ]

@@ -79,6 +79,16 @@ Linear solves: FiPy's SciPy ``LinearLUSolver`` with ``tolerance`` (default
 criterion, passed explicitly so that PETSc/Trilinos are never picked up. Mass
 is conserved up to ``dt`` times the linear residual; it is recorded each step.
 
+Backends (``pde_backend``): the FiPy terms above are the definition of the
+scheme and stay selectable (``"fipy"``); the default ``"assembled"`` writes the
+same matrix out once per mesh and refreshes only the face coefficients that
+``Veff`` changes and the diagonal :math:`|C|/\\Delta t`
+(:mod:`solvers.mckean_vlasov.scharfetter_gummel`), with the same stopping rule.
+Both give the same densities, free energies and residual records to 1e-12 on
+the interval, rectangle and disk meshes (``tests/test_scharfetter_gummel.py``);
+the assembled step costs a small multiple of the bare LAPACK/SuperLU solve
+instead of FiPy's Python-level assembly (docs/results/bench_pde.md).
+
 References
 ----------
 paper 000, Thm 1 and eq. (4.1)-(4.5); App. E, Thm 4, eq. (E.2)-(E.5), (E.7).
@@ -93,7 +103,7 @@ from pathlib import Path
 import numpy as np
 import scipy.special
 
-from rieszflow.engine._checks import check_int, check_real
+from rieszflow.engine._checks import check_choice, check_int, check_real
 from rieszflow.engine.energy.interaction import Interaction, check_s
 from rieszflow.solvers.mckean_vlasov.convolution import Convolution, make_convolution
 from rieszflow.solvers.mckean_vlasov.mesh import MeshDomain
@@ -701,12 +711,86 @@ def _save_schedule(t_end, save_times):
     return pts
 
 
+#: Backends of the linear sweeps of :func:`solve_mckean_vlasov`.
+PDE_BACKENDS = ("assembled", "fipy")
+
+
+class _FiPyStep:
+    """The implicit Euler sweep as FiPy terms: the definition of the discretisation."""
+
+    solver_name = "fipy.solvers.scipy.LinearLUSolver"
+
+    def __init__(self, problem, rho0, tolerance):
+        import fipy
+        from fipy.solvers.scipy import LinearLUSolver
+
+        mesh = problem.domain.mesh
+        self.var = fipy.CellVariable(mesh=mesh, value=rho0.copy(), hasOld=True, name="rho")
+        self.veff = fipy.CellVariable(mesh=mesh, value=problem.effective_potential(rho0), name="Veff")
+        self.eq = (fipy.TransientTerm() == fipy.DiffusionTerm(coeff=1.0 / problem.beta)
+                   + fipy.ExponentialConvectionTerm(coeff=self.veff.faceGrad))
+        self.solver = LinearLUSolver(tolerance=tolerance, criterion="RHS", iterations=10)
+        self.eq.cacheMatrix()
+        self.eq.cacheRHSvector()
+
+    @property
+    def rho(self):
+        return np.asarray(self.var.value)
+
+    def begin(self, old):
+        """Start a time step from the density ``old``."""
+        self.var.setValue(old)
+        self.var.updateOld()
+
+    def sweep(self, veff, dt):
+        """Solve the linear system with ``Veff`` frozen at ``veff``; the iterate becomes its solution."""
+        self.veff.setValue(veff)
+        self.eq.sweep(var=self.var, dt=dt, solver=self.solver)
+
+    def backward_error(self, veff, dt):
+        """Normwise backward error of L rho = b at the current iterate, L and b built with ``veff``."""
+        self.veff.setValue(veff)
+        r = np.asarray(self.eq.justResidualVector(var=self.var, dt=dt, solver=self.solver))
+        L = self.eq.matrix.matrix
+        b = np.asarray(self.eq.RHSvector)
+        x = self.rho
+        scale = float(abs(L).sum(axis=1).max()) * np.max(np.abs(x)) + np.max(np.abs(b))
+        return float(np.max(np.abs(r)) / scale)
+
+
+class _AssembledStep:
+    """The same sweep with the matrix assembled directly (``scharfetter_gummel``)."""
+
+    def __init__(self, problem, rho0, tolerance):
+        from rieszflow.solvers.mckean_vlasov.scharfetter_gummel import ScharfetterGummelOperator
+
+        self.op = ScharfetterGummelOperator(problem.domain, problem.beta)
+        self.solver_name = ("scipy.linalg.lapack.dgttrf/dgttrs" if self.op.banded
+                            else "scipy.sparse.linalg.splu") + " (FiPy's RHS criterion)"
+        self.tolerance = tolerance
+        self.rho = np.array(rho0, dtype=np.float64)
+        self.old = self.rho.copy()
+
+    def begin(self, old):
+        """Start a time step from the density ``old``."""
+        self.old = np.array(old, dtype=np.float64)
+        self.rho = self.old.copy()
+
+    def sweep(self, veff, dt):
+        """Solve the linear system with ``Veff`` frozen at ``veff``; the iterate becomes its solution."""
+        self.rho = self.op.solve(veff, dt, self.old, self.rho, self.tolerance)
+
+    def backward_error(self, veff, dt):
+        """Normwise backward error of M rho = b at the current iterate, M and b built with ``veff``."""
+        return self.op.backward_error(veff, dt, self.old, self.rho)
+
+
 def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=None,
                         dt_growth: float = 1.0, save_times=None, max_sweeps: int = 12,
                         sweep_tol: float = 1e-8, anderson_memory: int = 5, max_retries: int = 6,
                         tolerance: float = 1e-12,
                         max_steps: int = 100_000, unit_mass: bool = True,
-                        progress: bool = False) -> MeanFieldResult:
+                        progress: bool = False, pde_backend: str = "assembled") -> MeanFieldResult:
     """Integrate the McKean-Vlasov equation (4.4)-(4.5) with FiPy (implicit Euler, lagged drift).
 
     Parameters
@@ -746,6 +830,13 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
         With False, the mass must already be 1 within 1e-10.
     progress : bool, default False
         Show a tqdm progress bar over time.
+    pde_backend : {"assembled", "fipy"}, default "assembled"
+        Who builds and solves each sweep's linear system. ``"fipy"``: FiPy's term
+        algebra (the definition of the scheme, module docstring). ``"assembled"``: the
+        same matrix written out once per mesh, coefficients refreshed per sweep,
+        solved by LAPACK (1-D, tridiagonal) or SuperLU with FiPy's stopping rule
+        (:class:`~rieszflow.solvers.mckean_vlasov.scharfetter_gummel.ScharfetterGummelOperator`);
+        equal to the FiPy path to 1e-12 (``tests/test_scharfetter_gummel.py``) and much faster.
 
     Returns
     -------
@@ -755,7 +846,7 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
     ------
     ValueError
         On non-finite ``beta``, bad step parameters, an empty or out-of-range
-        ``save_times``, or an invalid ``rho0``.
+        ``save_times``, an invalid ``rho0`` or an unknown ``pde_backend``.
 
     References
     ----------
@@ -763,7 +854,6 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
     particles_pde_reference.md sec. 2.2 (FiPy set-up), 3.4 (dissipation).
     """
     import fipy
-    from fipy.solvers.scipy import LinearLUSolver
 
     if not isinstance(problem, MeanFieldProblem):
         raise TypeError(f"problem must be a MeanFieldProblem, got {type(problem).__name__}")
@@ -786,6 +876,7 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
     max_retries = check_int("max_retries", max_retries, minimum=0)
     tolerance = check_real("tolerance", tolerance, positive=True)
     max_steps = check_int("max_steps", max_steps, minimum=1)
+    check_choice("pde_backend", pde_backend, PDE_BACKENDS)
     saves = _save_schedule(t_end, save_times)
 
     dom = problem.domain
@@ -801,25 +892,7 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
 
     beta = problem.beta
     nonlinear = problem.lam > 0
-    rho = fipy.CellVariable(mesh=dom.mesh, value=r0.copy(), hasOld=True, name="rho")
-    veff = fipy.CellVariable(mesh=dom.mesh, value=problem.effective_potential(r0), name="Veff")
-    eq = (fipy.TransientTerm() == fipy.DiffusionTerm(coeff=1.0 / beta)
-          + fipy.ExponentialConvectionTerm(coeff=veff.faceGrad))
-    solver = LinearLUSolver(tolerance=tolerance, criterion="RHS", iterations=10)
-
-    eq.cacheMatrix()
-    eq.cacheRHSvector()
-
-    def backward_error(step_dt):
-        """Normwise backward error of L(rho) rho = b at the current iterate, Veff from the iterate."""
-        if nonlinear:
-            veff.setValue(problem.effective_potential(np.asarray(rho.value)))
-        r = np.asarray(eq.justResidualVector(var=rho, dt=step_dt, solver=solver))
-        L = eq.matrix.matrix
-        b = np.asarray(eq.RHSvector)
-        x = np.asarray(rho.value)
-        scale = float(abs(L).sum(axis=1).max()) * np.max(np.abs(x)) + np.max(np.abs(b))
-        return float(np.max(np.abs(r)) / scale)
+    linear = (_FiPyStep if pde_backend == "fipy" else _AssembledStep)(problem, r0, tolerance)
 
     rows = {f: [] for f in _STEP_FIELDS}
 
@@ -855,24 +928,22 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
         target = saves[next_save]
         limited = target - t < h  # this step is shortened to land on a snapshot time
         step = min(h, target - t)
-        old = np.asarray(rho.value).copy()
+        old = linear.rho.copy()
         u_old = problem.effective_potential(old) if nonlinear else problem.V
         total_sweeps = 0
         for attempt in range(max_retries + 1):
-            rho.setValue(old)
-            rho.updateOld()
+            linear.begin(old)
             x = u_old
             if nonlinear and u_prev is not None:  # linear extrapolation in time: O(dt^2) first guess
                 x = u_old + (step / dt_prev) * (u_old - u_prev)
             mixer = AndersonMixer(anderson_memory, weights=vol)
             ok = not nonlinear  # a linear step is exact up to the LU tolerance
             for _ in range(max_sweeps if nonlinear else 1):
-                veff.setValue(x)
-                eq.sweep(var=rho, dt=step, solver=solver)
+                linear.sweep(x, step)
                 total_sweeps += 1
                 if not nonlinear:
                     break
-                gx = problem.effective_potential(np.asarray(rho.value))
+                gx = problem.effective_potential(linear.rho)
                 if beta * np.max(np.abs(gx - x)) <= sweep_tol:  # Veff consistent with rho
                     ok = True
                     break
@@ -880,13 +951,13 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
             if ok or attempt == max_retries:
                 break
             step = 0.5 * step
-        res = backward_error(step)
+        res = linear.backward_error(problem.effective_potential(linear.rho) if nonlinear else x, step)
         t = t + step
         if abs(t - target) <= eps_t:
             t = target
         n_steps += 1
         u_prev, dt_prev = u_old, step
-        r = np.asarray(rho.value).copy()
+        r = linear.rho.copy()
         F = record(t, step, r, F, res, total_sweeps, bool(ok))
         if t == target:
             snaps_t.append(t)
@@ -903,13 +974,13 @@ def solve_mckean_vlasov(problem: MeanFieldProblem, rho0, *, t_end, dt, dt_max=No
     completed = t >= t_end - eps_t
     if not completed and snaps_t[-1] != t:
         snaps_t.append(t)
-        snaps.append(np.asarray(rho.value).copy())
+        snaps.append(linear.rho.copy())
 
     config = {**problem.config(), "t_end": t_end, "dt": dt, "dt_max": dt_max, "dt_growth": dt_growth,
               "max_sweeps": max_sweeps, "sweep_tol": sweep_tol, "anderson_memory": anderson_memory,
               "max_retries": max_retries,
               "max_steps": max_steps, "rho0_mass": m0, "unit_mass": unit_mass,
-              "linear_solver": "fipy.solvers.scipy.LinearLUSolver", "linear_tolerance": tolerance,
+              "pde_backend": pde_backend, "linear_solver": linear.solver_name, "linear_tolerance": tolerance,
               "linear_criterion": "RHS", "scheme": "implicit Euler, ExponentialConvectionTerm "
               "(Scharfetter-Gummel), Veff lagged, Anderson-mixed sweeps", "fipy_version": fipy.__version__}
     arr = {f: np.asarray(v) for f, v in rows.items()}

@@ -5,7 +5,7 @@ import numpy as np
 
 from rieszflow.engine import spectral as sp
 
-__all__ = ["PAPER_TABLE2", "table2", "asymptotic_table"]
+__all__ = ["PAPER_TABLE2", "table2", "asymptotic_table", "kgd_to_initial"]
 
 #: Paper's Table 2 (Ind-GS, Ind-RHF, RHF-GS), 4 decimals.
 PAPER_TABLE2 = {8: (0.0815, 0.0571, 0.0245), 16: (0.0470, 0.0329, 0.0141),
@@ -59,3 +59,49 @@ def asymptotic_table(dmax=65536):
         prev = (d, k)
         d *= 2
     return out
+
+
+_LEARNED = {}
+
+
+def kgd_to_initial(path, time, layer, head, **options):
+    """Did Phase A move the attention kernel, and by how much against random-feature noise?
+
+    Shortcut for :meth:`rieszflow.studies.kgd.learned.LearnedKernels.kgd_to_initial` (the
+    :class:`~rieszflow.studies.kgd.learned.LearnedKernels` of ``path`` is built once per
+    ``(path, options)`` and kept).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A main-job HDF5 file.
+    time : int
+        A recorded Phase A step (0: the initial particles).
+    layer, head : int
+    **options
+        ``n_rot``, ``n_nodes``, ``n_tokens``, ``n_noise``, ``seed`` of ``LearnedKernels``.
+
+    Returns
+    -------
+    dict of str to float
+        Zonal KGD and whole distance to the initial kernel on the sphere, the Hilbert-Schmidt
+        distance on held-out tokens (with standard errors), the random-feature noise at the same
+        m and the ratios distance / noise.
+
+    Raises
+    ------
+    ValueError
+        If ``time`` was not recorded or ``layer``/``head`` is out of range.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", doi:10.20944/preprints202606.0665.v1, Def. 4.1.
+    """
+    from pathlib import Path
+
+    from rieszflow.studies.kgd.learned import LearnedKernels
+
+    key = (str(Path(path).resolve()), tuple(sorted(options.items())))
+    if key not in _LEARNED:
+        _LEARNED[key] = LearnedKernels(path, **options)
+    return _LEARNED[key].kgd_to_initial(time, layer, head)

@@ -43,6 +43,10 @@ def register(subparsers) -> argparse.ArgumentParser:
                                         "process on the GPU", scheduler_note="its workers need the same rieszflow installation; the results come back and this process writes --out")
     p.add_argument("--problem", action="append", choices=("interval", "rectangle"), default=None,
                    help="run only this problem (repeatable; default: all)")
+    p.add_argument("--pde-backend", choices=("assembled", "fipy"), default="assembled",
+                   help="who builds and solves the PDE's implicit sweeps: the directly assembled "
+                        "Scharfetter-Gummel matrix (default) or FiPy's term algebra that defines it "
+                        "(same densities to 1e-12; docs/results/bench_pde.md)")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -88,7 +92,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         run_mean_field_study(cfg, out, overwrite=args.overwrite, resume=args.resume,
-                             progress=not args.quiet, log=log, workers=workers, scheduler=args.scheduler)
+                             progress=not args.quiet, log=log, workers=workers, scheduler=args.scheduler,
+                             pde_backend=args.pde_backend)
     except (FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
         return 2

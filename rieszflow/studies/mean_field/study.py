@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rieszflow.engine._checks import check_choice
 from rieszflow.engine.backend import get_backend
 from rieszflow.studies.mean_field.config import PROBLEM_NAMES, MeanFieldConfig, ProblemConfig
 from rieszflow.studies.mean_field.particles import (
@@ -151,7 +152,7 @@ def setup_problem(c: ProblemConfig, coarsen: int = 1) -> ProblemSetup:
     return ProblemSetup(c, dom, prob, rho0, rho0.cell_density(dom))
 
 
-def solve_pde(setup: ProblemSetup, dt: float, progress: bool = False):
+def solve_pde(setup: ProblemSetup, dt: float, progress: bool = False, pde_backend: str = "assembled"):
     """PDE snapshots at the configured times.
 
     Parameters
@@ -160,6 +161,8 @@ def solve_pde(setup: ProblemSetup, dt: float, progress: bool = False):
     dt : float
         Implicit-Euler step.
     progress : bool, default False
+    pde_backend : {"assembled", "fipy"}, default "assembled"
+        Linear sweeps of :func:`solvers.mckean_vlasov.solve_mckean_vlasov` (same results to 1e-12).
 
     Returns
     -------
@@ -178,7 +181,7 @@ def solve_pde(setup: ProblemSetup, dt: float, progress: bool = False):
 
     times = np.asarray(setup.config.times)
     res = solve_mckean_vlasov(setup.problem, setup.rho0_cells, t_end=float(times[-1]), dt=dt,
-                              save_times=times, progress=progress)
+                              save_times=times, progress=progress, pde_backend=pde_backend)
     if not res.completed or res.times.shape != times.shape or not np.allclose(res.times, times):
         raise RuntimeError(f"PDE run did not reach every comparison time: got {res.times}, wanted {times}")
     bad = np.flatnonzero(~res.converged)
@@ -197,7 +200,10 @@ class Distance:
     Parameters
     ----------
     domain : MeshDomain
-        Uniform interval or rectangle grid.
+        Uniform interval or rectangle grid, or any 2-D FiPy mesh (e.g. the Gmsh disk): there the
+        particles are binned to the cells by :func:`rieszflow.solvers.gibbs.empirical_density`
+        (points in the gap between a curved boundary and the mesh go to the nearest cell) and
+        the transport is between the cell centroids.
     tol : float
         2-D only: cells with mass ``<= tol`` in both measures are dropped
         (:func:`rieszflow.engine.measures.wasserstein1_grid`).
@@ -235,9 +241,26 @@ class Distance:
         """
         if self.domain.d == 1:
             return wasserstein1_1d(AtomicMeasure1D(x[:, 0]), CellMeasure1D(self.edges, pde_masses))
+        return wasserstein1_grid(self.bin(x), pde_masses, self.domain.centers, self.tol)
+
+    def bin(self, x) -> np.ndarray:
+        """Particle mass per cell of this mesh, shape (n_cells,), summing to 1.
+
+        Parameters
+        ----------
+        x : ndarray, shape (N, d), float64
+            Particle positions (host array).
+
+        Returns
+        -------
+        ndarray, shape (n_cells,), float64
+        """
         dom = self.domain
-        return wasserstein1_grid(bin_to_grid(x, dom.origin, dom.spacing, dom.grid_shape), pde_masses,
-                                 dom.centers, self.tol)
+        if dom.is_uniform_grid:
+            return bin_to_grid(x, dom.origin, dom.spacing, dom.grid_shape)
+        from rieszflow.solvers.gibbs import empirical_density
+
+        return empirical_density(dom, x, outside="nearest") * dom.volumes
 
     def cells(self, masses_a, masses_b) -> float:
         """:math:`W_1` between two cell-mass vectors of this grid.
@@ -274,7 +297,7 @@ class Distance:
             :math:`W_1` between the empirical measure of the draws and ``pde_masses``.
         """
         dom = self.domain
-        if dom.d == 1:
+        if dom.d == 1 and dom.is_uniform_grid:
             x = sample_cells(rng, n, pde_masses, dom.origin, dom.spacing, dom.grid_shape)
             return self.particles(x, pde_masses)
         counts = rng.multinomial(n, pde_masses / pde_masses.sum())
@@ -307,12 +330,14 @@ def _particle_setup(c: ProblemConfig):
     return dom, TruncatedGaussian(c.rho0_mean, c.rho0_std, c.lo, c.hi), Distance(dom, c.w1_tol)
 
 
-def pde_task(c: ProblemConfig) -> dict:
+def pde_task(c: ProblemConfig, pde_backend: str = "assembled") -> dict:
     """The PDE reference of problem ``c`` at its comparison times, and its two error floors.
 
     Parameters
     ----------
     c : ProblemConfig
+    pde_backend : {"assembled", "fipy"}, default "assembled"
+        Linear sweeps of the PDE solver (:func:`solve_pde`).
 
     Returns
     -------
@@ -330,12 +355,12 @@ def pde_task(c: ProblemConfig) -> dict:
     setup = setup_problem(c)
     dom = setup.domain
     dist = Distance(dom, c.w1_tol)
-    ref = solve_pde(setup, c.pde_dt)
+    ref = solve_pde(setup, c.pde_dt, pde_backend=pde_backend)
     ref_m = [Distance.masses(dom, r) for r in ref.rho]
-    coarse_dt = solve_pde(setup, 2 * c.pde_dt)
+    coarse_dt = solve_pde(setup, 2 * c.pde_dt, pde_backend=pde_backend)
     dt_floor = [dist.cells(Distance.masses(dom, r), m) for r, m in zip(coarse_dt.rho, ref_m)]
     coarse = setup_problem(c, coarsen=2)
-    coarse_res = solve_pde(coarse, c.pde_dt)
+    coarse_res = solve_pde(coarse, c.pde_dt, pde_backend=pde_backend)
     cdist = Distance(coarse.domain, c.w1_tol)
     grid_floor = [cdist.cells(Distance.masses(coarse.domain, r), _coarsen_masses(dom, m, 2))
                   for r, m in zip(coarse_res.rho, ref_m)]
@@ -456,7 +481,8 @@ def _nanmean(x) -> float:
 
 def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = False,
                          resume: bool = False, progress: bool = True, log=print,
-                         workers: int | None = 0, scheduler: str | None = None) -> Path:
+                         workers: int | None = 0, scheduler: str | None = None,
+                         pde_backend: str = "assembled") -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"mean_field_study"``).
 
     Variables for each problem ``p`` (``p`` = "interval" or "rectangle"):
@@ -478,7 +504,7 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         and between both on the grid with half the cells per axis.
     ``p_pde_free_energy(p_time)``, ``p_pde_mass(p_time)``
 
-    Root attributes besides the configuration: ``p_pde_wall_s`` (the PDE task), ``p_wall_s``
+    Root attributes besides the configuration: ``pde_backend``, ``p_pde_wall_s`` (the PDE task), ``p_wall_s``
     (the problem's tasks of this session, summed: compute seconds, not a wall time when they
     run in parallel), ``wall_s`` and ``failures`` (JSON list of the failed tasks of the last
     session: task, error, traceback; empty when none failed).
@@ -515,6 +541,11 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     scheduler : str, optional
         Address of an existing Dask scheduler instead (its workers must import rieszflow); with
         it, ``workers`` is left at its default or None.
+    pde_backend : {"assembled", "fipy"}, default "assembled"
+        Who builds and solves the PDE's linear sweeps
+        (:func:`solvers.mckean_vlasov.solve_mckean_vlasov`); an execution choice like
+        ``workers``: both give the same densities to 1e-12, so it is not part of the
+        configuration (a resumed study may use either).
 
     Returns
     -------
@@ -528,8 +559,8 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     FileExistsError
         If ``out`` exists and neither ``overwrite`` nor ``resume`` is set.
     ValueError
-        If ``resume`` is set and ``out`` was written with another configuration, or
-        ``workers`` and ``scheduler`` are both given.
+        If ``resume`` is set and ``out`` was written with another configuration,
+        ``workers`` and ``scheduler`` are both given, or ``pde_backend`` is unknown.
     RuntimeError
         If a PDE solve (reference or floor) did not converge (:func:`solve_pde`; the study stops
         before the particles), or :class:`rieszflow.studies.sweep.TasksFailed` (a RuntimeError)
@@ -544,17 +575,21 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
     if scheduler is not None and workers == 0:      # the default: in-process unless a scheduler
         workers = None
     check_executor(workers, scheduler)
+    from rieszflow.solvers.mckean_vlasov.equation import PDE_BACKENDS
+
+    check_choice("pde_backend", pde_backend, PDE_BACKENDS)
     log = log or (lambda *a: None)
     out = Path(out)
     t_start = time.perf_counter()
     if resume:
         check_resumable(out, KIND, {"json": config.to_dict()})
     with TrajectoryWriter(out, KIND, config={"json": config.to_dict()}, overwrite=overwrite,
-                          resume=resume, attrs={"seed": config.seed, "backend": config.backend,
+                          resume=resume, attrs={"seed": config.seed, "backend": config.backend, "pde_backend": pde_backend,
                                  "problems": [p.name for p in config.problems]}) as w, \
             Executor(workers, scheduler) as ex:
         # --- PDE references and their floors: one task per problem
-        pde_jobs = [Job({"stage": "pde", "problem": c.name}, pde_task, (c,)) for c in config.problems]
+        pde_jobs = [Job({"stage": "pde", "problem": c.name}, pde_task, (c, pde_backend))
+                    for c in config.problems]
         pde = {}
         summary = run_jobs(pde_jobs, executor=ex, progress=progress, desc="mean-field PDE",
                            on_result=lambda job, r: pde.__setitem__(job.task["problem"], r))

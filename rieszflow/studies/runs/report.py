@@ -24,8 +24,10 @@ REPORTERS = {
     "main_job": "rieszflow.studies.runs.report:main_job_summary",
     "ldp_study": "rieszflow.studies.runs.report:_ldp_tables",
     "mean_field_study": "rieszflow.studies.runs.report:_mean_field_tables",
+    "kernel_mean_field_study": "rieszflow.studies.runs.report:_kernel_mean_field_tables",
     "attention_theory": "rieszflow.studies.runs.report:_stored_report",
     "token_flow_study": "rieszflow.studies.runs.report:_stored_report",
+    "kgd_learned": "rieszflow.studies.runs.report:_stored_report",
     "sweep": "rieszflow.studies.runs.report:_sweep_tables",
 }
 
@@ -95,6 +97,12 @@ def _ldp_tables(ds) -> str:
 
 def _mean_field_tables(ds) -> str:
     from rieszflow.studies.mean_field.analysis import format_tables, summary_tables
+
+    return format_tables(summary_tables(ds))
+
+
+def _kernel_mean_field_tables(ds) -> str:
+    from rieszflow.studies.kernel_mean_field.analysis import format_tables, summary_tables
 
     return format_tables(summary_tables(ds))
 

@@ -1,0 +1,785 @@
+"""KGD of learned attention kernels: the particles of a main-job file as random-feature measures.
+
+Each head's particles ``Omega`` (``m`` rows in ``R^{d_k}``) at a recorded Phase A time define the
+attention kernel ``K_Omega(x, y) = phi_Omega(x) . phi_Omega(y)`` of the run's feature map
+(:mod:`rieszflow.engine.features`, rebuilt with
+:func:`rieszflow.studies.main_job.kernels.load_learned_kernel`'s options). Two distances between
+kernels are measured, each with its estimator's standard error:
+
+**On the unit sphere S^{d_k - 1}** (the setting of paper 003). ``K_Omega`` is not zonal in
+general. Averaging over rotations, ``Kbar(t) = E_R[K(R x, R y)]`` for ``<x, y> = t``, is the
+orthogonal projection of ``L^2(mu x mu)`` onto zonal kernels, so for a difference ``D = K1 - K2``
+
+    ``||D||^2 = ||Dbar||^2 + ||D - Dbar||^2``,   ``||Dbar||^2 = E_t[Dbar(t)^2] = sum_l N_{d,l} (dlam_l)^2``
+
+(Parseval, Def. 4.1): the first term is the KGD of the zonal parts (their Funk-Hecke spectra),
+the second the non-zonal residual. Both are estimated from ``n_rot`` Haar-random orthonormal
+pairs ``(u, v)`` and the Gauss-Jacobi nodes ``t_j`` of the law of ``<x, y>``
+(:func:`rieszflow.engine.spectral.jacobi_nodes`), at the points ``x = u``,
+``y_j = t_j u + sqrt(1 - t_j^2) v``: ``Dbar(t_j)`` is the mean over rotations, ``E_t[Dbar^2]`` is
+estimated without bias by ``sum_j w_j (mean_j^2 - var_j / n_rot)``, the total by
+``sum_j w_j mean_r D^2``; standard errors by the delta method over rotations. The reported
+``KGD = sqrt(estimate)`` is 0 where the bias-corrected estimate of ``KGD^2`` is negative (kept in
+the ``*2`` variables).
+
+**Off the sphere** (the tokens the heads actually see). The Hilbert-Schmidt distance of the two
+integral operators on ``L^2(nu)``, ``||D||^2_{L^2(nu x nu)} = E_{x != y ~ nu}[D(x, y)^2]``, estimated
+by the U-statistic over distinct pairs of ``n_tokens`` held-out token representations, standard
+error from the Hoeffding projection (``4 Var(h_1) / n``). The tokens are the inputs of each
+attention layer on the validation split through the *initial* network, rebuilt from the run's
+seed and configuration: the network Phase A learned on (the main job runs Phase A before Phase B
+by default; runs with ``phase_a_after > 0`` have no stored weights of that moment, and the token
+distances are then NaN).
+
+Comparisons: learned (every recorded time) against the initial particles of the same head
+(:meth:`LearnedKernels.kgd_to_initial`), against the exact softmax kernel
+``exp(<x, y> / sqrt(d_k))`` (scale-free: both kernels divided by their ``L^2`` norm, since
+normalised attention ignores a kernel's scale), between the heads of a layer and between layers.
+The random-feature noise reference at the same ``m`` is the distance between the initial
+particles and ``n_noise`` independent draws from the same initial law (projected onto the ball
+as the main job does): ``ratio = distance / noise`` says whether Phase A moved the kernel by more
+than redrawing the features would.
+
+References
+----------
+Peng & Yi, "Kernel Geometry Divergence", doi:10.20944/preprints202606.0665.v1, Def. 4.1, Thm 3.1;
+paper 000 (random features as interacting particles), App. D (feature maps), App. F.2 (Phase A).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rieszflow.engine import spectral as sp
+from rieszflow.engine.features import make_feature_map
+
+__all__ = ["LearnedKernels", "sphere_probes", "sphere_distance", "token_distance", "write_learned_kgd",
+           "format_learned", "run_from_run"]
+
+#: Degrees of the zonal Funk-Hecke spectrum stored per kernel.
+N_DEGREES = 4
+
+
+def sphere_probes(d, n_rot, n_nodes, rng):
+    """Probe pairs of the rotation-averaged sphere estimate.
+
+    Parameters
+    ----------
+    d : int
+        Dimension ``>= 3``.
+    n_rot : int
+        Haar-random orthonormal pairs ``(u_r, v_r)``.
+    n_nodes : int
+        Gauss-Jacobi nodes ``t_j`` of the law of ``<x, y>`` on S^{d-1}.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    x : numpy.ndarray, shape (n_rot, d)
+        ``u_r``.
+    y : numpy.ndarray, shape (n_rot, n_nodes, d)
+        ``t_j u_r + sqrt(1 - t_j^2) v_r`` (so ``<x_r, y_{r,j}> = t_j``).
+    t, w : numpy.ndarray, shape (n_nodes,)
+        Nodes and probability weights (:func:`rieszflow.engine.spectral.jacobi_nodes`).
+    """
+    t, w = sp.jacobi_nodes(d, n_nodes)
+    Q, R = np.linalg.qr(rng.standard_normal((n_rot, d, 2)))      # (n_rot, d, 2)
+    Q = Q * np.where(np.diagonal(R, axis1=1, axis2=2) < 0, -1.0, 1.0)[:, None, :]   # Haar frame
+    u, v = Q[..., 0], Q[..., 1]
+    y = t[None, :, None] * u[:, None, :] + np.sqrt(1 - t ** 2)[None, :, None] * v[:, None, :]
+    return u, y, t, w
+
+
+def sphere_distance(a, b, w):
+    """Zonal KGD, total and non-zonal residual of ``K_a - K_b`` on the sphere, with standard errors.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray, shape (n_rot, n_nodes)
+        Kernel values at the probe pairs ``(u_r, y_{r,j})`` (common rotations).
+    w : numpy.ndarray, shape (n_nodes,)
+        Gauss-Jacobi probability weights of the nodes ``t_j``.
+
+    Returns
+    -------
+    dict of str to float
+        ``kgd2``, ``kgd2_se`` (zonal part, bias-corrected; its standard error holds the
+        delta-method term and the second-order term that dominates near 0; conservative near 0), ``total2``, ``total2_se`` (whole
+        ``||D||^2_{L^2(mu x mu)}``), ``residual2`` (= total2 - kgd2, the non-zonal part), and
+        ``kgd``, ``total`` (square roots; 0 for a negative estimate).
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", Def. 4.1 (Parseval form).
+    """
+    D = np.asarray(a, float) - np.asarray(b, float)
+    n = D.shape[0]
+    mean = D.mean(axis=0)
+    var = D.var(axis=0, ddof=1)
+    kgd2 = float(np.sum(w * (mean ** 2 - var / n)))
+    psi = (D - mean) @ (2 * w * mean)                   # influence of each rotation on sum w mean^2
+    C = np.cov(D, rowvar=False).reshape(D.shape[1], D.shape[1])
+    # first-order (delta method) plus the second-order term that dominates near KGD = 0:
+    # Var sum_j w_j (mean_j^2 - var_j/n) ~ Var(psi)/n + 2 w^T (C o C) w / n^2
+    kgd2_se = float(math.sqrt(psi.var(ddof=1) / n + 2 * (w @ (C * C) @ w) / n ** 2))
+    per = (D ** 2) @ w
+    total2 = float(per.mean())
+    total2_se = float(per.std(ddof=1) / math.sqrt(n))
+    return {"kgd2": kgd2, "kgd2_se": kgd2_se, "total2": total2, "total2_se": total2_se,
+            "residual2": total2 - kgd2, "kgd": math.sqrt(max(kgd2, 0.0)),
+            "total": math.sqrt(max(total2, 0.0))}
+
+
+def token_distance(Ga, Gb):
+    """Hilbert-Schmidt distance ``E_{x != y ~ nu}[(K_a - K_b)^2]^{1/2}`` on held-out tokens.
+
+    Parameters
+    ----------
+    Ga, Gb : numpy.ndarray, shape (n, n)
+        Gram matrices of the two kernels on the same ``n >= 3`` tokens.
+
+    Returns
+    -------
+    dict of str to float
+        ``hs2`` (U-statistic over ``i != j``), ``hs2_se`` (Hoeffding: ``2 sd(h_1) / sqrt(n)``),
+        ``hs`` (square root) and ``hs_se`` (delta method, ``hs2_se / (2 hs)``; NaN at ``hs = 0``).
+
+    Raises
+    ------
+    ValueError
+        If the matrices are not square of the same shape with ``n >= 3``.
+    """
+    Ga, Gb = np.asarray(Ga, float), np.asarray(Gb, float)
+    if Ga.shape != Gb.shape or Ga.ndim != 2 or Ga.shape[0] != Ga.shape[1] or Ga.shape[0] < 3:
+        raise ValueError(f"Ga, Gb must be square Gram matrices of one shape (n, n), n >= 3; got "
+                         f"{Ga.shape}, {Gb.shape}")
+    n = Ga.shape[0]
+    D2 = (Ga - Gb) ** 2
+    np.fill_diagonal(D2, 0.0)
+    h1 = D2.sum(axis=1) / (n - 1)
+    hs2 = float(h1.mean())
+    hs2_se = float(2 * h1.std(ddof=1) / math.sqrt(n))
+    hs = math.sqrt(hs2)
+    return {"hs2": hs2, "hs2_se": hs2_se, "hs": hs, "hs_se": hs2_se / (2 * hs) if hs > 0 else math.nan}
+
+
+def _unit_norm_sphere(vals, w):
+    return vals / math.sqrt(float(np.mean((vals ** 2) @ w)))
+
+
+def _unit_norm_gram(G):
+    n = G.shape[0]
+    off = (np.sum(G ** 2) - np.sum(np.diag(G) ** 2)) / (n * (n - 1))
+    return G / math.sqrt(off)
+
+
+class LearnedKernels:
+    """The attention kernels of a main-job file, probed on the sphere and on held-out tokens.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A main-job HDF5 file (``rieszflow run``) with linear attention.
+    n_rot : int, default 400
+        Haar-random orthonormal pairs of the sphere estimate (``>= 10``).
+    n_nodes : int, default 16
+        Gauss-Jacobi nodes in ``t`` (``>= 4``).
+    n_tokens : int, default 600
+        Held-out validation tokens per layer (``>= 3``; 0 skips the token distances).
+    n_noise : int, default 4
+        Independent redraws of the initial law for the random-feature noise reference (``>= 1``).
+    seed : int, default 0
+        Seed of the probes, the token subsample and the redraws.
+
+    Attributes
+    ----------
+    omega : numpy.ndarray, shape (time, layer, head, m, d_k), float64
+        The recorded particles.
+    times : numpy.ndarray, shape (time,)
+        Phase A steps of the records.
+    config : dict
+        The run's configuration.
+    tokens : list of numpy.ndarray or None
+        Per layer, ``(head, n_tokens, d_k)`` head inputs, or None (see the module notes).
+    tokens_note : str
+        Where the tokens come from, or why there are none.
+    rebuild_error : float
+        Largest difference between the rebuilt initial network's particles and the file's first
+        record (float32 rounding, about 3e-8, when the rebuild is the run's network; above 1e-5
+        the tokens are not used); NaN when no network was rebuilt.
+
+    Raises
+    ------
+    FileNotFoundError, rieszflow.engine.storage.RunFileError, ValueError
+        As :func:`rieszflow.studies.main_job.kernels.load_learned_kernel`, or for bad sizes.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", Def. 4.1; paper 000, App. F.2.
+    """
+
+    def __init__(self, path, *, n_rot=400, n_nodes=16, n_tokens=600, n_noise=4, seed=0):
+        from rieszflow.engine._checks import check_int
+        from rieszflow.engine.storage import open_run
+        from rieszflow.studies.main_job.kernels import load_learned_kernel
+
+        t_start = time.perf_counter()
+        self.path = Path(path)
+        self.n_rot = check_int("n_rot", n_rot, minimum=10)
+        self.n_nodes = check_int("n_nodes", n_nodes, minimum=4)
+        self.n_tokens = check_int("n_tokens", n_tokens, minimum=0)
+        if 0 < self.n_tokens < 3:
+            raise ValueError(f"n_tokens must be 0 (no token distances) or >= 3, got {n_tokens}")
+        self.n_noise = check_int("n_noise", n_noise, minimum=1)
+        self.seed = check_int("seed", seed, minimum=0)
+        ds = open_run(self.path, kind="main_job")
+        self.config = json.loads(ds.attrs["config"])
+        self.run_status = str(ds.attrs.get("status", ""))
+        name, _, _ = load_learned_kernel(self.path, 0, 0)       # validates the file and the map
+        self.map_name = name
+        self.omega = np.asarray(ds["omega"].values, dtype=np.float64)
+        self.times = np.asarray(ds["time"].values)
+        _, self.n_layers, self.n_heads, self.m, self.d_k = self.omega.shape
+        if self.d_k < 3:
+            raise ValueError(f"head dimension d_k={self.d_k} < 3: no Funk-Hecke analysis on S^(d_k-1)")
+        self.maps = []
+        for layer in range(self.n_layers):
+            _, _, opts = load_learned_kernel(self.path, layer, 0)
+            self.maps.append(make_feature_map(name, self.d_k, self.m, **opts))
+        ds.close()
+        rng = np.random.default_rng([self.seed, 3])
+        self._x, self._y, self.t, self.w = sphere_probes(self.d_k, self.n_rot, self.n_nodes, rng)
+        self.rebuild_error = math.nan
+        self.tokens_note = "n_tokens = 0"
+        self.tokens = None
+        if self.n_tokens:
+            try:
+                self.tokens = self._held_out_tokens(np.random.default_rng([self.seed, 4]))
+            except (FileNotFoundError, OSError) as e:      # e.g. a QQP run without its GLUE folder here
+                self.tokens_note = f"validation data unavailable ({e})"
+        self.noise_omega = self._redraws(np.random.default_rng([self.seed, 5]))
+        self._cache = {}
+        self.setup_seconds = time.perf_counter() - t_start
+
+    # -- inputs ----------------------------------------------------------------------------
+    def _held_out_tokens(self, rng):
+        """Inputs of every attention head on the validation split through the initial network."""
+        from rieszflow.engine.attention.data import batches
+        from rieszflow.studies.main_job.config import MainJobConfig
+        from rieszflow.studies.main_job.train import MainJob
+
+        cfg = MainJobConfig.from_dict({**self.config, "backend": "numpy", "dtype": "float64"})
+        if cfg.phase_a_after > 0:
+            self.tokens_note = "phase_a_after > 0: the network Phase A saw is not stored"
+            return None
+        job = MainJob(cfg, self.path.with_suffix(".kgd-probe.h5"))   # never opened: no file written
+        job._build()                                               # the seed's initial network
+        model = job.model
+        rebuilt = np.stack([np.asarray(model.params[n]) for n in job.omega_names])
+        self.rebuild_error = float(np.max(np.abs(rebuilt - self.omega[0])))
+        if self.rebuild_error > 1e-5:                              # not the network of this file
+            self.tokens_note = f"the rebuilt network differs from the file (particles by {self.rebuild_error:.1e})"
+            return None
+        self.tokens_note = "validation split through the rebuilt initial network"
+        per_layer = [[] for _ in range(self.n_layers)]
+        for ids, mask, _, _ in batches(job.val, 64, pad_id=job.tok.pad_id):
+            model.pooled(model.backend.asarray(ids, dtype=np.int64), model.backend.asarray(mask, dtype=bool))
+            for i, layer in enumerate(model.layers):
+                x = model._cache["layers"][i][0][0]                # attention input (B, L, D)
+                q = layer.attn._project_in(layer._sub(model._layer_params(i), "attn"), x)[0]
+                per_layer[i].append(np.asarray(q)[:, np.asarray(mask)])   # (H, n_real, d_k)
+        out = []
+        for chunks in per_layer:
+            allq = np.concatenate(chunks, axis=1)
+            n = min(self.n_tokens, allq.shape[1])
+            out.append(allq[:, rng.choice(allq.shape[1], size=n, replace=False)].astype(np.float64))
+        return out
+
+    def _redraws(self, rng):
+        """``n_noise`` draws of every layer's initial law (projected onto the ball as the main job does)."""
+        from rieszflow.engine.space import Ball
+        from rieszflow.studies.main_job.config import MainJobConfig
+
+        cfg = MainJobConfig.from_dict(self.config)
+        opts = cfg.feature_options()
+        out = np.empty((self.n_noise, self.n_layers, self.n_heads, self.m, self.d_k))
+        for layer in range(self.n_layers):
+            b = getattr(self.maps[layer], "b", None)
+            fmap = make_feature_map(self.map_name, self.d_k, self.m,
+                                    **({**opts, "b": b} if b is not None else opts))
+            for k in range(self.n_noise):
+                for h in range(self.n_heads):
+                    om = fmap.init_omega(rng)
+                    out[k, layer, h] = Ball(cfg.radius).project(om) if cfg.project_init else om
+        return out
+
+    # -- kernel values -----------------------------------------------------------------------
+    def _phi(self, layer, x, omega):
+        return np.asarray(self.maps[layer](x, omega), dtype=np.float64)
+
+    def sphere_values(self, omega, layer):
+        """Kernel values at the sphere probes.
+
+        Parameters
+        ----------
+        omega : numpy.ndarray, shape (m, d_k)
+            Particles.
+        layer : int
+            Layer whose feature map (fixed constants) is used.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n_rot, n_nodes)
+            ``K_Omega(u_r, y_{r,j})``.
+        """
+        px = self._phi(layer, self._x, omega)                       # (n_rot, m)
+        py = self._phi(layer, self._y, omega)                       # (n_rot, n_nodes, m)
+        return np.einsum("rm,rjm->rj", px, py)
+
+    def token_gram(self, omega, layer, head):
+        """Gram matrix of the kernel on the held-out tokens of ``(layer, head)``.
+
+        Parameters
+        ----------
+        omega : numpy.ndarray, shape (m, d_k)
+        layer, head : int
+
+        Returns
+        -------
+        numpy.ndarray, shape (n_tokens, n_tokens), or None without tokens
+        """
+        if self.tokens is None:
+            return None
+        P = self._phi(layer, self.tokens[layer][head], omega)
+        return P @ P.T
+
+    def _values(self, key, omega, layer, head):
+        if key not in self._cache:
+            self._cache[key] = (self.sphere_values(omega, layer), self.token_gram(omega, layer, head))
+        return self._cache[key]
+
+    def _learned(self, ti, layer, head):
+        return self._values(("t", ti, layer, head), self.omega[ti, layer, head], layer, head)
+
+    def _noise(self, k, layer, head):
+        return self._values(("n", k, layer, head), self.noise_omega[k, layer, head], layer, head)
+
+    def _softmax(self, layer, head):
+        key = ("soft", layer, head)
+        if key not in self._cache:
+            tau = math.sqrt(self.d_k)
+            sv = np.exp(np.einsum("rd,rjd->rj", self._x, self._y) / tau)
+            g = None
+            if self.tokens is not None:
+                X = self.tokens[layer][head]
+                g = np.exp(X @ X.T / tau)
+            self._cache[key] = (sv, g)
+        return self._cache[key]
+
+    def _compare(self, A, B, scale_free=False):
+        sa, ga = A
+        sb, gb = B
+        if scale_free:
+            sa, sb = _unit_norm_sphere(sa, self.w), _unit_norm_sphere(sb, self.w)
+            if ga is not None:
+                ga, gb = _unit_norm_gram(ga), _unit_norm_gram(gb)
+        out = {f"sphere_{k}": v for k, v in sphere_distance(sa, sb, self.w).items()}
+        tok = token_distance(ga, gb) if ga is not None else {"hs2": math.nan, "hs2_se": math.nan,
+                                                              "hs": math.nan, "hs_se": math.nan}
+        out.update({f"tokens_{k}": v for k, v in tok.items()})
+        return out
+
+    def _time_index(self, time):
+        idx = np.flatnonzero(self.times == time)
+        if idx.size != 1:
+            raise ValueError(f"time={time!r} is not a recorded Phase A step; recorded: {self.times.tolist()}")
+        return int(idx[0])
+
+    def _check_lh(self, layer, head):
+        if not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer={layer} is out of range; the file has {self.n_layers} layer(s)")
+        if not 0 <= head < self.n_heads:
+            raise ValueError(f"head={head} is out of range; the file has {self.n_heads} head(s)")
+
+    # -- public analyses -------------------------------------------------------------------------
+    def noise(self, layer, head):
+        """Random-feature noise at the same m: mean distance of the initial kernel to ``n_noise`` redraws.
+
+        Parameters
+        ----------
+        layer, head : int
+
+        Returns
+        -------
+        dict of str to float
+            ``sphere_total``, ``sphere_kgd`` and ``tokens_hs``, each a mean over redraws.
+        """
+        self._check_lh(layer, head)
+        rows = [self._compare(self._learned(0, layer, head), self._noise(k, layer, head))
+                for k in range(self.n_noise)]
+        return {k: float(np.mean([r[k] for r in rows])) for k in ("sphere_total", "sphere_kgd", "tokens_hs")}
+
+    def kgd_to_initial(self, time, layer, head):
+        """Distance of the kernel at Phase A step ``time`` to the initial kernel of the same head.
+
+        Parameters
+        ----------
+        time : int
+            A recorded Phase A step (coordinate ``time`` of the file; 0 is the initial record).
+        layer, head : int
+
+        Returns
+        -------
+        dict of str to float
+            From the sphere estimate: ``sphere_kgd`` (zonal KGD), ``sphere_kgd2``,
+            ``sphere_kgd2_se``, ``sphere_total`` (whole L^2(mu x mu) distance), ``sphere_total2_se``,
+            ``sphere_residual2`` (non-zonal part); from the tokens: ``tokens_hs``, ``tokens_hs_se``;
+            the random-feature noise at the same m (``noise_sphere_total``, ``noise_tokens_hs``)
+            and ``ratio_sphere``, ``ratio_tokens`` (distance / noise).
+
+        Raises
+        ------
+        ValueError
+            If ``time`` was not recorded or ``layer``/``head`` is out of range.
+
+        References
+        ----------
+        Peng & Yi, "Kernel Geometry Divergence", Def. 4.1.
+        """
+        self._check_lh(layer, head)
+        ti = self._time_index(time)
+        out = self._compare(self._learned(ti, layer, head), self._learned(0, layer, head))
+        nz = self.noise(layer, head)
+        out.update({"noise_sphere_total": nz["sphere_total"], "noise_sphere_kgd": nz["sphere_kgd"],
+                    "noise_tokens_hs": nz["tokens_hs"],
+                    "ratio_sphere": out["sphere_total"] / nz["sphere_total"],
+                    "ratio_tokens": out["tokens_hs"] / nz["tokens_hs"]})
+        return out
+
+    def kgd_to_softmax(self, time, layer, head):
+        """Scale-free distance of the kernel at ``time`` to the softmax kernel ``exp(<x,y>/sqrt(d_k))``.
+
+        Parameters
+        ----------
+        time : int
+            A recorded Phase A step.
+        layer, head : int
+
+        Returns
+        -------
+        dict of str to float
+            As :meth:`kgd_to_initial` without the noise entries, both kernels divided by their
+            L^2 norm first (on the sphere, respectively on the tokens).
+        """
+        self._check_lh(layer, head)
+        return self._compare(self._learned(self._time_index(time), layer, head), self._softmax(layer, head),
+                             scale_free=True)
+
+    def zonal_spectrum(self, time, layer, head, degrees=N_DEGREES):
+        """Funk-Hecke eigenvalues ``lambda_l`` of the rotation-averaged kernel, ``l < degrees``.
+
+        Parameters
+        ----------
+        time : int
+        layer, head : int
+        degrees : int, default 4
+
+        Returns
+        -------
+        numpy.ndarray, shape (degrees,)
+            ``sum_j w_j Kbar(t_j) P_l(t_j)`` (Monte Carlo over rotations in ``Kbar``).
+        """
+        self._check_lh(layer, head)
+        sv = self._learned(self._time_index(time), layer, head)[0]
+        return sp.gegenbauer_normalised(degrees - 1, self.d_k, self.t) @ (self.w * sv.mean(axis=0))
+
+    def kernel_sd(self, time, layer, head):
+        """Standard deviation of the kernel's values over pairs (its non-constant part's scale).
+
+        Parameters
+        ----------
+        time : int
+        layer, head : int
+
+        Returns
+        -------
+        dict of str to float
+            ``sphere`` (``x, y`` uniform on the sphere) and ``tokens`` (distinct held-out tokens;
+            NaN without tokens).
+        """
+        self._check_lh(layer, head)
+        sv, g = self._learned(self._time_index(time), layer, head)
+        m1, m2 = float(np.mean(sv @ self.w)), float(np.mean((sv ** 2) @ self.w))
+        out = {"sphere": math.sqrt(max(m2 - m1 * m1, 0.0)), "tokens": math.nan}
+        if g is not None:
+            off = g[~np.eye(g.shape[0], dtype=bool)]
+            out["tokens"] = float(off.std())
+        return out
+
+    def between_heads(self, time, layer, a=0, b=1):
+        """Distance between the kernels of heads ``a`` and ``b`` of ``layer`` at ``time``.
+
+        Parameters
+        ----------
+        time : int
+        layer, a, b : int
+
+        Returns
+        -------
+        dict of str to float
+            As :meth:`kgd_to_softmax` without scaling (tokens: layer ``layer``'s inputs of head ``a``).
+        """
+        self._check_lh(layer, a)
+        self._check_lh(layer, b)
+        ti = self._time_index(time)
+        A = self._learned(ti, layer, a)
+        B = (self.sphere_values(self.omega[ti, layer, b], layer),
+             self.token_gram(self.omega[ti, layer, b], layer, a))
+        return self._compare(A, B)
+
+    def between_layers(self, time, head, a=0, b=1):
+        """Distance on the sphere between the kernels of ``head`` in layers ``a`` and ``b`` at ``time``.
+
+        Parameters
+        ----------
+        time : int
+        head, a, b : int
+
+        Returns
+        -------
+        dict of str to float
+            Sphere entries of :meth:`kgd_to_initial` (the token sets of two layers differ, so the
+            token entries are NaN).
+        """
+        self._check_lh(a, head)
+        self._check_lh(b, head)
+        ti = self._time_index(time)
+        out = {f"sphere_{k}": v for k, v in sphere_distance(self._learned(ti, a, head)[0],
+                                                             self._learned(ti, b, head)[0], self.w).items()}
+        out.update({"tokens_hs": math.nan, "tokens_hs_se": math.nan})
+        return out
+
+
+_VARS = {  # name -> (dims, long_name)
+    "kgd_to_initial": (("time", "layer", "head"), "zonal KGD (Funk-Hecke, rotation-averaged) of the "
+                                                  "kernel to the initial kernel on S^(d_k-1)"),
+    "kgd2_to_initial_se": (("time", "layer", "head"), "standard error of the zonal KGD^2 estimate"),
+    "sphere_to_initial": (("time", "layer", "head"), "L2(mu x mu) distance to the initial kernel on the sphere"),
+    "sphere2_to_initial_se": (("time", "layer", "head"), "standard error of the squared sphere distance"),
+    "nonzonal2_to_initial": (("time", "layer", "head"), "non-zonal part ||D||^2 - KGD^2 on the sphere"),
+    "tokens_to_initial": (("time", "layer", "head"), "Hilbert-Schmidt distance to the initial kernel on "
+                                                     "held-out tokens"),
+    "tokens_to_initial_se": (("time", "layer", "head"), "standard error of the token distance"),
+    "ratio_to_noise_sphere": (("time", "layer", "head"), "sphere distance / random-feature noise at the same m"),
+    "ratio_to_noise_tokens": (("time", "layer", "head"), "token distance / random-feature noise at the same m"),
+    "noise_sphere": (("layer", "head"), "mean sphere distance of the initial kernel to redraws of its law"),
+    "noise_tokens": (("layer", "head"), "mean token distance of the initial kernel to redraws of its law"),
+    "kgd_to_softmax": (("time", "layer", "head"), "scale-free zonal KGD to exp(<x,y>/sqrt(d_k)) on the sphere"),
+    "sphere_to_softmax": (("time", "layer", "head"), "scale-free L2 distance to the softmax kernel, sphere"),
+    "tokens_to_softmax": (("time", "layer", "head"), "scale-free HS distance to the softmax kernel, tokens"),
+    "kgd_between_heads": (("time", "layer"), "zonal KGD between heads 0 and 1 on the sphere"),
+    "sphere_between_heads": (("time", "layer"), "L2 distance between heads 0 and 1 on the sphere"),
+    "tokens_between_heads": (("time", "layer"), "HS distance between heads 0 and 1 on head-0 tokens"),
+    "kgd_between_layers": (("time", "head"), "zonal KGD between layers 0 and 1 on the sphere"),
+    "sphere_between_layers": (("time", "head"), "L2 distance between layers 0 and 1 on the sphere"),
+    "kernel_sd_sphere": (("time", "layer", "head"), "standard deviation of K(x, y) over x, y uniform on "
+                                                    "the sphere (scale of its non-constant part)"),
+    "kernel_sd_tokens": (("time", "layer", "head"), "standard deviation of K(x_i, x_j), i != j, over "
+                                                    "held-out tokens"),
+    "zonal_eigenvalue": (("time", "layer", "head", "degree"), "Funk-Hecke eigenvalue lambda_l of the "
+                                                              "rotation-averaged kernel"),
+}
+
+
+def _compute(lk: LearnedKernels) -> dict:
+    T, L, H = len(lk.times), lk.n_layers, lk.n_heads
+    nan = lambda *shape: np.full(shape, np.nan)
+    out = {k: nan(*[{"time": T, "layer": L, "head": H, "degree": N_DEGREES}[d] for d in dims])
+           for k, (dims, _) in _VARS.items()}
+    for layer in range(L):
+        for h in range(H):
+            nz = lk.noise(layer, h)
+            out["noise_sphere"][layer, h] = nz["sphere_total"]
+            out["noise_tokens"][layer, h] = nz["tokens_hs"]
+    for ti, t in enumerate(lk.times):
+        for layer in range(L):
+            for h in range(H):
+                r = lk.kgd_to_initial(int(t), layer, h)
+                out["kgd_to_initial"][ti, layer, h] = r["sphere_kgd"]
+                out["kgd2_to_initial_se"][ti, layer, h] = r["sphere_kgd2_se"]
+                out["sphere_to_initial"][ti, layer, h] = r["sphere_total"]
+                out["sphere2_to_initial_se"][ti, layer, h] = r["sphere_total2_se"]
+                out["nonzonal2_to_initial"][ti, layer, h] = r["sphere_residual2"]
+                out["tokens_to_initial"][ti, layer, h] = r["tokens_hs"]
+                out["tokens_to_initial_se"][ti, layer, h] = r["tokens_hs_se"]
+                out["ratio_to_noise_sphere"][ti, layer, h] = r["ratio_sphere"]
+                out["ratio_to_noise_tokens"][ti, layer, h] = r["ratio_tokens"]
+                s = lk.kgd_to_softmax(int(t), layer, h)
+                out["kgd_to_softmax"][ti, layer, h] = s["sphere_kgd"]
+                out["sphere_to_softmax"][ti, layer, h] = s["sphere_total"]
+                out["tokens_to_softmax"][ti, layer, h] = s["tokens_hs"]
+                out["zonal_eigenvalue"][ti, layer, h] = lk.zonal_spectrum(int(t), layer, h)
+                sd = lk.kernel_sd(int(t), layer, h)
+                out["kernel_sd_sphere"][ti, layer, h] = sd["sphere"]
+                out["kernel_sd_tokens"][ti, layer, h] = sd["tokens"]
+            if H >= 2:
+                b = lk.between_heads(int(t), layer)
+                out["kgd_between_heads"][ti, layer] = b["sphere_kgd"]
+                out["sphere_between_heads"][ti, layer] = b["sphere_total"]
+                out["tokens_between_heads"][ti, layer] = b["tokens_hs"]
+        if L >= 2:
+            for h in range(H):
+                b = lk.between_layers(int(t), h)
+                out["kgd_between_layers"][ti, h] = b["sphere_kgd"]
+                out["sphere_between_layers"][ti, h] = b["sphere_total"]
+    return out
+
+
+def write_learned_kgd(lk: LearnedKernels, out, *, overwrite=False) -> dict:
+    """Compute every learned-kernel distance of ``lk`` and write them to an HDF5 file.
+
+    The file (kind ``kgd_learned``) also stores the printed tables as the root attribute ``report``
+    (``rieszflow report FILE`` shows them with the file's provenance), the setup and compute times
+    and the sphere / token settings.
+
+    Parameters
+    ----------
+    lk : LearnedKernels
+    out : str or os.PathLike
+        The file to write (``.h5``; kind ``kgd_learned``).
+    overwrite : bool, default False
+        Replace an existing file.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        The arrays written (names of the file's variables).
+
+    Raises
+    ------
+    FileExistsError
+        If ``out`` exists and ``overwrite`` is False.
+    """
+    from rieszflow.engine.storage import TrajectoryWriter
+
+    t0 = time.perf_counter()
+    arrays = _compute(lk)
+    compute_seconds = time.perf_counter() - t0
+    report = (format_learned(arrays, lk) + f"\n  wall time: {lk.setup_seconds:.1f} s set-up (file, held-out "
+              f"tokens, redraws) + {compute_seconds:.1f} s distances")
+    cfg = {"run": str(lk.path), "n_rot": lk.n_rot, "n_nodes": lk.n_nodes, "n_tokens": lk.n_tokens,
+           "n_noise": lk.n_noise, "seed": lk.seed}
+    attrs = {"source": "paper 003 (Peng & Yi), Def. 4.1; rieszflow.studies.kgd.learned",
+             "run_config": json.dumps(lk.config), "run_status": lk.run_status,
+             "feature_map": lk.map_name, "tokens": lk.tokens_note,
+             "softmax_kernel": "exp(<x, y> / sqrt(d_k)), both kernels scaled to unit L2 norm",
+             "rebuild_error": lk.rebuild_error,
+             "setup_seconds": lk.setup_seconds, "compute_seconds": compute_seconds, "report": report}
+    with TrajectoryWriter(out, "kgd_learned", config=cfg, attrs=attrs, overwrite=overwrite) as w:
+        w.dimension("time", len(lk.times), coords=lk.times,
+                    attrs={"long_name": "Phase A step of the particle record", "units": "1"})
+        w.dimension("layer", lk.n_layers, coords=np.arange(lk.n_layers),
+                    attrs={"long_name": "encoder layer index", "units": "1"})
+        w.dimension("head", lk.n_heads, coords=np.arange(lk.n_heads),
+                    attrs={"long_name": "attention head index", "units": "1"})
+        w.dimension("degree", N_DEGREES, coords=np.arange(N_DEGREES),
+                    attrs={"long_name": "spherical-harmonic degree l", "units": "1"})
+        for name, (dims, ln) in _VARS.items():
+            w.variable(name, dims, data=arrays[name], attrs={"long_name": ln, "units": "1"})
+    return arrays
+
+
+def format_learned(arrays, lk: LearnedKernels) -> str:
+    """The learned-kernel distances of the final record (and per-time KGD to initial) as text.
+
+    Parameters
+    ----------
+    arrays : dict
+        From :func:`write_learned_kgd`.
+    lk : LearnedKernels
+
+    Returns
+    -------
+    str
+    """
+    lines = [f"Learned kernels of {lk.path} ({lk.map_name}, m={lk.m}, d_k={lk.d_k}, "
+             f"{len(lk.times)} records at Phase A steps {lk.times[0]}..{lk.times[-1]}; sphere: "
+             f"{lk.n_rot} rotations x {lk.n_nodes} nodes; tokens: "
+             + (f"none: {lk.tokens_note})" if lk.tokens is None else
+                f"{lk.tokens[0].shape[1]} validation tokens through the rebuilt initial network, particle "
+                f"mismatch {lk.rebuild_error:.1e})"),
+             "  layer head | KGD->init (zonal)  sphere->init  tokens->init (SE)   | RF noise sphere/tokens "
+             "| ratio sphere/tokens | ->softmax sphere / tokens, initial->final (scale-free)"]
+    T = -1
+    for layer in range(lk.n_layers):
+        for h in range(lk.n_heads):
+            g = lambda k: arrays[k][T, layer, h]
+            lines.append(f"  {layer:5d} {h:4d} | {g('kgd_to_initial'):.3e}          {g('sphere_to_initial'):.3e}"
+                         f"     {g('tokens_to_initial'):.3e} ({g('tokens_to_initial_se'):.1e}) | "
+                         f"{arrays['noise_sphere'][layer, h]:.3e} / {arrays['noise_tokens'][layer, h]:.3e} | "
+                         f"{g('ratio_to_noise_sphere'):.2f} / {g('ratio_to_noise_tokens'):.2f} | "
+                         f"{arrays['sphere_to_softmax'][0, layer, h]:.4f}->{g('sphere_to_softmax'):.4f} / "
+                         f"{arrays['tokens_to_softmax'][0, layer, h]:.4f}->{g('tokens_to_softmax'):.4f}")
+    if lk.n_heads >= 2:
+        lines.append("  between heads 0,1 (final, sphere L2 / tokens HS): " + "; ".join(
+            f"layer {l}: {arrays['sphere_between_heads'][T, l]:.3e} / {arrays['tokens_between_heads'][T, l]:.3e}"
+            for l in range(lk.n_layers)))
+    if lk.n_layers >= 2:
+        lines.append("  between layers 0,1 (final, sphere L2): " + "; ".join(
+            f"head {h}: {arrays['sphere_between_layers'][T, h]:.3e}" for h in range(lk.n_heads)))
+    lines.append("  kernel scale (sd of K over pairs, final, sphere / tokens): " + "; ".join(
+        f"L{l}H{h}: {arrays['kernel_sd_sphere'][T, l, h]:.3e} / {arrays['kernel_sd_tokens'][T, l, h]:.3e}"
+        for l in range(lk.n_layers) for h in range(lk.n_heads)))
+    lines.append("  zonal eigenvalues lambda_0, lambda_1 (initial -> final, layer 0, head 0): "
+                 f"{arrays['zonal_eigenvalue'][0, 0, 0, 0]:.6f}, {arrays['zonal_eigenvalue'][0, 0, 0, 1]:.3e} -> "
+                 f"{arrays['zonal_eigenvalue'][T, 0, 0, 0]:.6f}, {arrays['zonal_eigenvalue'][T, 0, 0, 1]:.3e}")
+    lines.append("  KGD to initial over time (layer 0, head 0): " + ", ".join(
+        f"{int(t)}:{v:.2e}" for t, v in zip(lk.times, arrays["kgd_to_initial"][:, 0, 0])))
+    return "\n".join(lines)
+
+
+def run_from_run(args, prog="rieszflow kgd") -> int:
+    """``rieszflow kgd --from-run RUN.h5``: compute, print and store the learned-kernel distances.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        With ``from_run``, ``out``, ``overwrite``, ``quiet``, ``seed``, ``n_rot``, ``n_tokens``,
+        ``n_noise``.
+    prog : str
+        Program name for messages.
+
+    Returns
+    -------
+    int
+        0 on success, 2 on bad input (one line on stderr).
+    """
+    import sys
+
+    from rieszflow.engine.storage import RunFileError
+
+    run = Path(args.from_run)
+    out = Path(args.out) if args.out is not None else run.with_name(run.stem + "-kgd.h5")
+    if out.suffix != ".h5":
+        print(f"{prog}: error: --out {str(out)!r} must be a file name ending in .h5 with --from-run",
+              file=sys.stderr)
+        return 2
+    if out.exists() and not args.overwrite:
+        print(f"{prog}: error: {out} already exists; pass --overwrite to replace it", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    try:
+        lk = LearnedKernels(run, n_rot=args.n_rot, n_tokens=args.n_tokens, n_noise=args.n_noise,
+                            seed=args.seed or 0)
+    except (FileNotFoundError, RunFileError, ValueError, TypeError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    arrays = write_learned_kgd(lk, out, overwrite=args.overwrite)
+    print(format_learned(arrays, lk))
+    print(f"stored: {out} (xarray.open_dataset(path, engine='h5netcdf')); wall time "
+          f"{time.perf_counter() - t0:.1f} s")
+    return 0
