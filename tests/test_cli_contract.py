@@ -8,9 +8,9 @@ from rieszflow.studies.cli import main as cli_main
 STUDIES = [name for name, _ in SUBCOMMANDS if name not in ("status", "compare", "report")]
 SIZE = {"run": ["--smoke"], "mean-field": ["--quick"], "kernel-mean-field": ["--quick"], "ldp": ["--quick"],
         "attention-theory": ["--quick"], "token-flow": ["--quick"], "synthetic": ["--quick"],
-        "nlp": ["--quick"], "kgd": ["--quick"], "infinite-width": ["--quick"],
+        "nlp": ["--quick"], "kgd": ["--quick"], "infinite-width": ["--quick"], "luna": ["--quick"],
         "gibbs-check": ["no-such-run.h5"]}
-SWEEPS = ("synthetic", "nlp", "kgd", "infinite-width")        # write a directory of task files, not one HDF5 file
+SWEEPS = ("synthetic", "nlp", "kgd", "infinite-width", "luna")   # write a directory of task files, not one HDF5 file
 
 
 @pytest.mark.parametrize("name", STUDIES)

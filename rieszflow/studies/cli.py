@@ -29,6 +29,7 @@ SUBCOMMANDS = (
     ("infinite-width", "rieszflow.studies.infinite_width.cli"),
     ("kgd", "rieszflow.studies.kgd.cli"),
     ("gibbs-check", "rieszflow.studies.gibbs_check.cli"),
+    ("luna", "rieszflow.studies.luna.cli"),
     ("status", "rieszflow.studies.runs.cli:register_status"),
     ("compare", "rieszflow.studies.runs.cli:register_compare"),
     ("report", "rieszflow.studies.runs.cli:register_report"),

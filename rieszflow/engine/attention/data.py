@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["DATA_DIR", "DATASETS", "CLASS_NAMES", "TextSplit", "load_split", "load_qqp",
-           "WordPieceTokenizer", "encode", "EncodedSplit", "batches"]
+           "WordPieceTokenizer", "encode", "EncodedSplit", "batches", "load_digits_seq", "make_listops",
+           "listops_value", "load_listops_mini", "load_rt_bytes", "LISTOPS_TOKENS"]
 
 #: Root of the bundled data (``<repo>/data``).
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
@@ -383,3 +384,256 @@ def batches(data: EncodedSplit, batch_size: int, *, rng: np.random.Generator | N
             ids[r, :len(s)] = s
             mask[r, :len(s)] = True
         yield ids, mask, data.labels[idx], idx
+
+
+# --------------------------------------------------------------------------- mini Long Range Arena
+#: Token ids of ListOps-mini: 0 pads, digits 0-9 are 1-10, then the operators and the bracket.
+LISTOPS_TOKENS = ("<pad>",) + tuple(str(i) for i in range(10)) + ("[MAX", "[MIN", "[MED", "[SM", "]")
+LISTOPS_OPS = ("[MAX", "[MIN", "[MED", "[SM")
+
+
+def _stratified_split(labels, sizes, seed):
+    """Indices of a stratified split of ``len(labels)`` examples into parts of ``sizes``."""
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(len(labels))
+    rest, test = train_test_split(idx, test_size=sizes[2], stratify=labels, random_state=seed)
+    train, val = train_test_split(rest, test_size=sizes[1], stratify=labels[rest], random_state=seed)
+    return np.sort(train), np.sort(val), np.sort(test)
+
+
+def load_digits_seq(split: str, *, size: int = 8, seed: int = 0) -> EncodedSplit:
+    """Digits-seq: scikit-learn's bundled 8 x 8 digits as pixel-token sequences (an LRA-Image analogue).
+
+    The 1,797 images (17 grey levels, 10 classes) shipped inside scikit-learn are split
+    stratified into 1257 / 180 / 360 (train / validation / test) with ``seed``. With
+    ``size = 8`` the tokens are the 64 pixel values in row-major order, id = value + 1
+    (0 is the pad id; vocabulary 18). With ``size = 16`` (or 32) each image is upsampled
+    bilinearly (``scipy.ndimage.zoom``, order 1) and quantised to 0..255 as in LRA-Image,
+    id = value + 1 (vocabulary 257, n = 256 or 1024). Nothing is downloaded.
+
+    Parameters
+    ----------
+    split : {"train", "validation", "test"}
+    size : {8, 16, 32}, default 8
+        Side of the image grid.
+    seed : int, default 0
+        Seed of the stratified split.
+
+    Returns
+    -------
+    EncodedSplit
+        ``ids`` (one int32 array of length ``size**2`` per image), ``labels`` (the digit).
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``split`` or ``size``.
+
+    References
+    ----------
+    paper 001 spec, section 5.2, P3 (Digits-seq); Tay et al. (2021), "Long Range Arena",
+    arXiv:2011.04006 (the Image task's pixel tokens).
+    """
+    from sklearn.datasets import load_digits
+
+    parts = ("train", "validation", "test")
+    if split not in parts:
+        raise ValueError(f"split={split!r} is not allowed; allowed: {', '.join(parts)}")
+    if size not in (8, 16, 32):
+        raise ValueError(f"size={size!r} is not allowed; allowed: 8, 16, 32")
+    data = load_digits()
+    images, labels = data.images, data.target.astype(np.int64)
+    if size == 8:
+        tokens = images.astype(np.int64).reshape(len(images), -1) + 1
+    else:
+        from scipy.ndimage import zoom
+
+        up = zoom(images, (1, size / 8, size / 8), order=1)
+        tokens = np.clip(np.rint(up * (255.0 / 16.0)), 0, 255).astype(np.int64).reshape(len(images), -1) + 1
+    idx = dict(zip(parts, _stratified_split(labels, (1257, 180, 360), seed)))[split]
+    return EncodedSplit([tokens[i].astype(np.int32) for i in idx], labels[idx], f"digits{size}/{split}")
+
+
+def _listops_tree(rng, depth, max_depth, max_args):
+    """A random ListOps expression as a token list and its value (LRA grammar)."""
+    if depth >= max_depth or (depth > 0 and rng.random() < 0.3):
+        v = int(rng.integers(0, 10))
+        return [str(v)], v
+    op = LISTOPS_OPS[int(rng.integers(0, 4))]
+    toks, vals = [op], []
+    for _ in range(int(rng.integers(2, max_args + 1))):
+        t, v = _listops_tree(rng, depth + 1, max_depth, max_args)
+        toks += t
+        vals.append(v)
+    toks.append("]")
+    if op == "[MAX":
+        val = max(vals)
+    elif op == "[MIN":
+        val = min(vals)
+    elif op == "[MED":
+        val = int(np.floor(np.median(vals)))
+    else:
+        val = sum(vals) % 10
+    return toks, val
+
+
+def listops_value(tokens) -> int:
+    """Evaluate a ListOps-mini token sequence (the oracle of :func:`make_listops`).
+
+    Parameters
+    ----------
+    tokens : sequence of str
+        E.g. ``["[MAX", "2", "[SM", "3", "9", "]", "]"]``.
+
+    Returns
+    -------
+    int
+        The value in 0..9.
+
+    Raises
+    ------
+    ValueError
+        On a malformed expression.
+
+    References
+    ----------
+    Nangia & Bowman (2018), "ListOps", arXiv:1804.06028; Tay et al. (2021), arXiv:2011.04006.
+    """
+    stack = [[]]
+    ops = []
+    for t in tokens:
+        if t in LISTOPS_OPS:
+            ops.append(t)
+            stack.append([])
+        elif t == "]":
+            if not ops:
+                raise ValueError("unbalanced ']' in the ListOps expression")
+            vals, op = stack.pop(), ops.pop()
+            if not vals:
+                raise ValueError(f"{op} without arguments")
+            v = {"[MAX": max(vals), "[MIN": min(vals), "[MED": int(np.floor(np.median(vals))),
+                 "[SM": sum(vals) % 10}[op]
+            stack[-1].append(v)
+        elif t.isdigit() and len(t) == 1:
+            stack[-1].append(int(t))
+        else:
+            raise ValueError(f"unknown ListOps token {t!r}")
+    if ops or len(stack) != 1 or len(stack[0]) != 1:
+        raise ValueError("malformed ListOps expression")
+    return stack[0][0]
+
+
+def make_listops(n: int, *, seed: int, max_depth: int = 4, max_args: int = 5, max_len: int = 128,
+                 name: str = "listops") -> EncodedSplit:
+    """ListOps-mini: ``n`` random expressions of the LRA grammar, generated with a seeded RNG.
+
+    Operators ``[MAX``, ``[MIN``, ``[MED`` (median, floored to an integer) and ``[SM`` (sum
+    mod 10) take 2..``max_args`` arguments; operands are the digits 0-9; the root is an
+    operator; a sub-expression at depth < ``max_depth`` is a digit with probability 0.3.
+    Expressions longer than ``max_len`` tokens are redrawn. The label (10 classes) is the
+    value. Token ids: :data:`LISTOPS_TOKENS` (0 pads; vocabulary 16).
+
+    Parameters
+    ----------
+    n : int
+        Number of examples, ``>= 1``.
+    seed : int
+        Seed of the generator (the only randomness).
+    max_depth : int, default 4
+    max_args : int, default 5
+    max_len : int, default 128
+    name : str, default "listops"
+
+    Returns
+    -------
+    EncodedSplit
+
+    Raises
+    ------
+    ValueError
+        On a bad size.
+
+    References
+    ----------
+    Nangia & Bowman (2018), arXiv:1804.06028; Tay et al. (2021), arXiv:2011.04006, section 3.1;
+    paper 001 spec, section 5.2, P3 (ListOps-mini).
+    """
+    for nm, v, lo in (("n", n, 1), ("max_depth", max_depth, 1), ("max_args", max_args, 2), ("max_len", max_len, 3)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{nm}={v!r} must be an integer >= {lo}")
+    rng = np.random.default_rng(seed)
+    index = {t: i for i, t in enumerate(LISTOPS_TOKENS)}
+    ids, labels = [], np.empty(n, dtype=np.int64)
+    k = 0
+    while k < n:
+        toks, val = _listops_tree(rng, 0, max_depth, max_args)
+        if len(toks) > max_len:
+            continue
+        ids.append(np.array([index[t] for t in toks], dtype=np.int32))
+        labels[k] = val
+        k += 1
+    return EncodedSplit(ids, labels, name)
+
+
+def load_listops_mini(split: str, *, seed: int = 0, sizes=(20000, 2000, 2000), max_len: int = 128) -> EncodedSplit:
+    """The ListOps-mini splits: train / validation / test from independent seeded streams.
+
+    Parameters
+    ----------
+    split : {"train", "validation", "test"}
+    seed : int, default 0
+    sizes : tuple of 3 int, default (20000, 2000, 2000)
+    max_len : int, default 128
+
+    Returns
+    -------
+    EncodedSplit
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``split``.
+
+    References
+    ----------
+    paper 001 spec, section 5.2, P3.
+    """
+    parts = ("train", "validation", "test")
+    if split not in parts:
+        raise ValueError(f"split={split!r} is not allowed; allowed: {', '.join(parts)}")
+    i = parts.index(split)
+    return make_listops(int(sizes[i]), seed=int(np.random.SeedSequence([seed, i]).generate_state(1)[0]),
+                        max_len=max_len, name=f"listops/{split}")
+
+
+def load_rt_bytes(split: str, *, max_len: int = 512) -> EncodedSplit:
+    """Byte-level Rotten Tomatoes (the LRA Text analogue): UTF-8 bytes as tokens, id = byte + 1.
+
+    Parameters
+    ----------
+    split : {"train", "validation", "test"}
+        The bundled splits (:func:`load_split`).
+    max_len : int, default 512
+        Bytes kept per review (truncated).
+
+    Returns
+    -------
+    EncodedSplit
+        Vocabulary 257 (0 pads).
+
+    Raises
+    ------
+    ValueError
+        On an unknown split or ``max_len < 1``.
+
+    References
+    ----------
+    Tay et al. (2021), arXiv:2011.04006, section 3.2 (byte-level text classification);
+    Pang & Lee (2005) (Rotten Tomatoes).
+    """
+    if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len < 1:
+        raise ValueError(f"max_len={max_len!r} must be an integer >= 1")
+    s = load_split("rt", split)
+    ids = [np.frombuffer(t.encode("utf-8")[:max_len], dtype=np.uint8).astype(np.int32) + 1 for t in s.texts]
+    return EncodedSplit(ids, s.labels, f"rt-bytes/{split}")

@@ -50,6 +50,12 @@ __all__ = [
     "Dropout",
     "FeedForward",
     "KernelizedLinearAttention",
+    "causal_linear_attention",
+    "causal_linear_attention_backward",
+    "causal_linear_attention_prefix",
+    "streaming_linear_attention",
+    "depthwise_conv",
+    "depthwise_conv_backward",
     "SoftmaxAttention",
     "LinformerAttention",
     "EncoderLayer",
@@ -878,6 +884,332 @@ class _MultiHead:
         return dx
 
 
+# --------------------------------------------------------------------------- causal linear attention
+
+def causal_linear_attention(phi_q, phi_k, v, eps: float = 1e-6, chunk: int = 64):
+    """Causal normalised linear attention in the chunk-parallel form, and its cache.
+
+    ``a_t = sum_{s <= t} (phi_q,t . phi_k,s) v_s / (sum_{s <= t} phi_q,t . phi_k,s + eps)``,
+    evaluated chunk by chunk: inside a chunk the lower-triangular block
+    ``A = tril(Phi_q,c Phi_k,c^T)``, across chunks the carried sums
+    ``S = sum_s phi_k,s v_s^T`` (D, d_v) and ``z = sum_s phi_k,s`` (D,). Memory is
+    ``O(chunk^2 + D d_v)`` per leading index, never ``O(n D d_v)``. Mask padding keys by
+    zeroing their rows of ``phi_k`` before the call.
+
+    Parameters
+    ----------
+    phi_q, phi_k : float array, shape (..., n, D)
+        Query and key features (any leading axes, e.g. (H, B)).
+    v : float array, shape (..., n, d_v)
+    eps : float, default 1e-6
+        Added to the denominator (``>= 0``).
+    chunk : int, default 64
+        Chunk length, ``>= 1`` (``chunk >= n`` is the masked quadratic form).
+
+    Returns
+    -------
+    a : float array, shape (..., n, d_v)
+    cache : tuple
+        For :func:`causal_linear_attention_backward`.
+
+    Raises
+    ------
+    ValueError
+        On mismatched shapes or a bad ``chunk``/``eps``.
+
+    References
+    ----------
+    Katharopoulos et al. (2020), "Transformers are RNNs", arXiv:2006.16236, eqs. (8)-(10);
+    paper 001 spec, section 1.7 (the chunked form; the paper gives no causal form).
+    """
+    xp = namespace(phi_q, phi_k, v)
+    chunk = check_int("chunk", chunk, minimum=1)
+    if not (isinstance(eps, (int, float, np.floating)) and math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps={eps!r} is not allowed; expected a finite float >= 0")
+    if phi_q.shape != phi_k.shape or phi_q.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"phi_q {tuple(phi_q.shape)}, phi_k {tuple(phi_k.shape)} and v {tuple(v.shape)} "
+                         "must share (..., n) and phi_q, phi_k their feature axis")
+    n = phi_q.shape[-2]
+    lead = phi_q.shape[:-2]
+    D, dv = phi_q.shape[-1], v.shape[-1]
+    S = xp.zeros(lead + (D, dv), dtype=v.dtype)
+    z = xp.zeros(lead + (D,), dtype=v.dtype)
+    a = xp.empty(lead + (n, dv), dtype=v.dtype)
+    den = xp.empty(lead + (n,), dtype=v.dtype)
+    for c0 in range(0, n, chunk):
+        c1 = min(c0 + chunk, n)
+        q, k, vc = phi_q[..., c0:c1, :], phi_k[..., c0:c1, :], v[..., c0:c1, :]
+        A = xp.tril(xp.matmul(q, xp.swapaxes(k, -1, -2)))
+        num = xp.matmul(q, S) + xp.matmul(A, vc)
+        dn = xp.matmul(q, z[..., None])[..., 0] + A.sum(axis=-1) + eps
+        a[..., c0:c1, :] = num / dn[..., None]
+        den[..., c0:c1] = dn
+        S = S + xp.matmul(xp.swapaxes(k, -1, -2), vc)
+        z = z + k.sum(axis=-2)
+    return a, (phi_q, phi_k, v, a, den, chunk)
+
+
+def causal_linear_attention_backward(da, cache):
+    """VJP of :func:`causal_linear_attention`: a reverse pass over the chunks.
+
+    Parameters
+    ----------
+    da : float array, shape (..., n, d_v)
+    cache : tuple from :func:`causal_linear_attention`
+
+    Returns
+    -------
+    dphi_q, dphi_k : float arrays, shape (..., n, D)
+    dv : float array, shape (..., n, d_v)
+
+    References
+    ----------
+    paper 001 spec, section 1.9 (carried ``dS``, ``dz`` over later chunks).
+    """
+    phi_q, phi_k, v, a, den, chunk = cache
+    xp = namespace(da)
+    n = phi_q.shape[-2]
+    dnum_all = da / den[..., None]
+    dden_all = -(da * a).sum(axis=-1) / den
+    dq, dk, dvv = xp.empty_like(phi_q), xp.empty_like(phi_k), xp.empty_like(v)
+    # prefix sums S_c, z_c before each chunk (recomputed; O(n D d_v / chunk) extra memory)
+    starts = list(range(0, n, chunk))
+    lead = phi_q.shape[:-2]
+    D, dv_ = phi_q.shape[-1], v.shape[-1]
+    S_before, z_before = [], []
+    S = xp.zeros(lead + (D, dv_), dtype=v.dtype)
+    z = xp.zeros(lead + (D,), dtype=v.dtype)
+    for c0 in starts:
+        S_before.append(S)
+        z_before.append(z)
+        c1 = min(c0 + chunk, n)
+        S = S + xp.matmul(xp.swapaxes(phi_k[..., c0:c1, :], -1, -2), v[..., c0:c1, :])
+        z = z + phi_k[..., c0:c1, :].sum(axis=-2)
+    dS = xp.zeros_like(S)
+    dz = xp.zeros_like(z)
+    for idx in reversed(range(len(starts))):
+        c0 = starts[idx]
+        c1 = min(c0 + chunk, n)
+        q, k, vc = phi_q[..., c0:c1, :], phi_k[..., c0:c1, :], v[..., c0:c1, :]
+        dnum, dden = dnum_all[..., c0:c1, :], dden_all[..., c0:c1]
+        A = xp.tril(xp.matmul(q, xp.swapaxes(k, -1, -2)))
+        dA = xp.tril(xp.matmul(dnum, xp.swapaxes(vc, -1, -2)) + dden[..., None])
+        dq[..., c0:c1, :] = (xp.matmul(dnum, xp.swapaxes(S_before[idx], -1, -2))
+                             + dden[..., None] * z_before[idx][..., None, :] + xp.matmul(dA, k))
+        dk[..., c0:c1, :] = (xp.matmul(xp.swapaxes(dA, -1, -2), q)
+                             + xp.matmul(vc, xp.swapaxes(dS, -1, -2)) + dz[..., None, :])
+        dvv[..., c0:c1, :] = xp.matmul(xp.swapaxes(A, -1, -2), dnum) + xp.matmul(k, dS)
+        dS = dS + xp.matmul(xp.swapaxes(q, -1, -2), dnum)
+        dz = dz + xp.matmul(dden[..., None, :], q)[..., 0, :]
+    return dq, dk, dvv
+
+
+def causal_linear_attention_prefix(phi_q, phi_k, v, eps: float = 1e-6):
+    """Causal linear attention by explicit prefix sums (the recurrent / decode form).
+
+    ``S_t = S_{t-1} + phi_k,t v_t^T``, ``z_t = z_{t-1} + phi_k,t``,
+    ``a_t = S_t^T phi_q,t / (z_t . phi_q,t + eps)``. Forms ``cumsum`` of shape
+    (..., n, D, d_v): ``O(n D d_v)`` memory, so it is the reference of the chunked
+    form, not a training path.
+
+    Parameters
+    ----------
+    phi_q, phi_k : float array, shape (..., n, D)
+    v : float array, shape (..., n, d_v)
+    eps : float, default 1e-6
+
+    Returns
+    -------
+    a : float array, shape (..., n, d_v)
+
+    References
+    ----------
+    Katharopoulos et al. (2020), arXiv:2006.16236, eqs. (18)-(20).
+    """
+    xp = namespace(phi_q, phi_k, v)
+    S = xp.cumsum(phi_k[..., :, None] * v[..., None, :], axis=-3)
+    z = xp.cumsum(phi_k, axis=-2)
+    num = xp.matmul(phi_q[..., None, :], S)[..., 0, :]
+    den = (phi_q * z).sum(axis=-1) + eps
+    return num / den[..., None]
+
+
+def streaming_linear_attention(phi_q, phi_k, v, eps: float = 0.0, chunk: int = 64):
+    """Non-causal normalised linear attention streamed over key/value and query chunks.
+
+    First ``S = sum_j phi_k,j v_j^T`` and ``z = sum_j phi_k,j`` are accumulated over
+    key chunks, then applied to query chunks: ``a_i = S^T phi_q,i / (z . phi_q,i + eps)``.
+    Memory besides inputs and output is ``O(D d_v + chunk D)``, independent of ``n``.
+    Mask padding keys by zeroing their rows of ``phi_k`` first.
+
+    Parameters
+    ----------
+    phi_q : float array, shape (..., n_q, D)
+    phi_k : float array, shape (..., n_k, D)
+    v : float array, shape (..., n_k, d_v)
+    eps : float, default 0.0
+        Added to the denominator.
+    chunk : int, default 64
+        Rows per chunk, ``>= 1``.
+
+    Returns
+    -------
+    a : float array, shape (..., n_q, d_v)
+
+    Raises
+    ------
+    ValueError
+        On a bad ``chunk``.
+
+    References
+    ----------
+    paper 001, section 4 ("admits a streaming form"); paper 001 spec, section 1.7.
+    """
+    xp = namespace(phi_q, phi_k, v)
+    chunk = check_int("chunk", chunk, minimum=1)
+    lead = phi_k.shape[:-2]
+    S = xp.zeros(lead + (phi_k.shape[-1], v.shape[-1]), dtype=v.dtype)
+    z = xp.zeros(lead + (phi_k.shape[-1],), dtype=v.dtype)
+    for c0 in range(0, phi_k.shape[-2], chunk):
+        k = phi_k[..., c0:c0 + chunk, :]
+        S = S + xp.matmul(xp.swapaxes(k, -1, -2), v[..., c0:c0 + chunk, :])
+        z = z + k.sum(axis=-2)
+    out = xp.empty(phi_q.shape[:-1] + (v.shape[-1],), dtype=v.dtype)
+    for c0 in range(0, phi_q.shape[-2], chunk):
+        q = phi_q[..., c0:c0 + chunk, :]
+        out[..., c0:c0 + chunk, :] = xp.matmul(q, S) / (xp.matmul(q, z[..., None]) + eps)
+    return out
+
+
+# --------------------------------------------------------------------------- depthwise convolution
+
+def depthwise_conv(v, w, b, *, grid=None, causal: bool = False):
+    """Depthwise convolution of the values along the sequence (1-D) or a pixel grid (2-D).
+
+    1-D (``w`` of shape (C, k)): ``out[t, c] = b_c + sum_j w[c, j] v[t + j - p, c]`` with
+    "same" padding ``p = (k - 1) // 2`` (zeros outside), or ``p = k - 1`` (left padding
+    only) when ``causal``. 2-D (``w`` of shape (C, k, k), ``grid = (h, w)`` with
+    ``h * w = n``, tokens in row-major order): the same over both grid axes with "same"
+    padding. One kernel per channel; no mixing across channels.
+
+    Parameters
+    ----------
+    v : float array, shape (..., n, C)
+    w : float array, shape (C, k) or (C, k, k)
+    b : float array, shape (C,)
+    grid : tuple of int or None
+        ``(h, w)`` for a 2-D kernel; None for 1-D.
+    causal : bool, default False
+        Left padding only (1-D only): position t sees t - k + 1 .. t.
+
+    Returns
+    -------
+    out : float array, shape (..., n, C)
+    cache : tuple
+
+    Raises
+    ------
+    ValueError
+        On shapes that do not fit, a 2-D kernel without ``grid``, or ``causal`` with 2-D.
+
+    References
+    ----------
+    paper 001 (section 5.4 mentions "DWC", undefined); Meng et al. (2025), PolaFormer,
+    and Han et al. (2023), FLatten Transformer, official code (``dwc`` on the values,
+    added to the attention output).
+    """
+    xp = namespace(v, w)
+    n, C = v.shape[-2], v.shape[-1]
+    if w.shape[0] != C or b.shape != (C,):
+        raise ValueError(f"w {tuple(w.shape)} and b {tuple(b.shape)} do not fit {C} channels")
+    if w.ndim == 2:
+        if grid is not None:
+            raise ValueError(f"grid={grid!r} is for 2-D kernels; w has shape {tuple(w.shape)}")
+        k = w.shape[1]
+        p = k - 1 if causal else (k - 1) // 2
+        out = xp.zeros_like(v) + b
+        for j in range(k):
+            s = j - p                                        # out[t] += w[:, j] * v[t + s]
+            lo, hi = max(0, -s), min(n, n - s)
+            if lo < hi:
+                out[..., lo:hi, :] += w[:, j] * v[..., lo + s:hi + s, :]
+        return out, (v, w, grid, causal)
+    if w.ndim != 3 or grid is None:
+        raise ValueError(f"w has shape {tuple(w.shape)}: a 2-D kernel (C, k, k) needs grid=(h, w)")
+    if causal:
+        raise ValueError("causal=True applies to 1-D kernels only")
+    gh, gw = grid
+    if gh * gw != n:
+        raise ValueError(f"grid={grid!r} has {gh * gw} cells; the sequence has n={n}")
+    k = w.shape[1]
+    p = (k - 1) // 2
+    vg = v.reshape(v.shape[:-2] + (gh, gw, C))
+    out = xp.zeros_like(vg) + b
+    for i in range(k):
+        si = i - p
+        ilo, ihi = max(0, -si), min(gh, gh - si)
+        for j in range(k):
+            sj = j - p
+            jlo, jhi = max(0, -sj), min(gw, gw - sj)
+            if ilo < ihi and jlo < jhi:
+                out[..., ilo:ihi, jlo:jhi, :] += w[:, i, j] * vg[..., ilo + si:ihi + si, jlo + sj:jhi + sj, :]
+    return out.reshape(v.shape), (v, w, grid, causal)
+
+
+def depthwise_conv_backward(dout, cache):
+    """VJP of :func:`depthwise_conv`.
+
+    Parameters
+    ----------
+    dout : float array, shape (..., n, C)
+    cache : tuple from :func:`depthwise_conv`
+
+    Returns
+    -------
+    dv : float array, shape (..., n, C)
+    dw : float array, shape of ``w``
+    db : float array, shape (C,)
+
+    References
+    ----------
+    paper 001 spec, section 1.8.
+    """
+    v, w, grid, causal = cache
+    xp = namespace(dout)
+    n, C = v.shape[-2], v.shape[-1]
+    db = dout.reshape(-1, C).sum(axis=0)
+    dw = xp.zeros_like(w)
+    dv = xp.zeros_like(v)
+    if w.ndim == 2:
+        k = w.shape[1]
+        p = k - 1 if causal else (k - 1) // 2
+        for j in range(k):
+            s = j - p
+            lo, hi = max(0, -s), min(n, n - s)
+            if lo < hi:
+                dw[:, j] = (dout[..., lo:hi, :] * v[..., lo + s:hi + s, :]).reshape(-1, C).sum(axis=0)
+                dv[..., lo + s:hi + s, :] += w[:, j] * dout[..., lo:hi, :]
+        return dv, dw, db
+    gh, gw = grid
+    k = w.shape[1]
+    p = (k - 1) // 2
+    vg = v.reshape(v.shape[:-2] + (gh, gw, C))
+    dg = dout.reshape(vg.shape)
+    dvg = dv.reshape(vg.shape)
+    for i in range(k):
+        si = i - p
+        ilo, ihi = max(0, -si), min(gh, gh - si)
+        for j in range(k):
+            sj = j - p
+            jlo, jhi = max(0, -sj), min(gw, gw - sj)
+            if ilo < ihi and jlo < jhi:
+                src = (Ellipsis, slice(ilo + si, ihi + si), slice(jlo + sj, jhi + sj), slice(None))
+                dst = (Ellipsis, slice(ilo, ihi), slice(jlo, jhi), slice(None))
+                dw[:, i, j] = (dg[dst] * vg[src]).reshape(-1, C).sum(axis=0)
+                dvg[src] += w[:, i, j] * dg[dst]
+    return dvg.reshape(v.shape), dw, db
+
+
 class KernelizedLinearAttention(_MultiHead):
     """Normalised (non-causal) linear attention with learnable feature particles per head.
 
@@ -917,10 +1249,34 @@ class KernelizedLinearAttention(_MultiHead):
         Added to the normaliser ``phi(q)^T z``. The normalised form is
         invariant to rescaling phi, which ``eps > 0`` breaks: keep it well below
         the typical ``phi(q)^T z`` (e.g. FAVOR features can be tiny), or 0 for
-        exact normalised attention.
+        exact normalised attention. Maps whose features can vanish for a token
+        (LUNA's output ReLU, Cosformer) need ``eps > 0``.
+    causal : bool, default False
+        Causal attention (query i sees keys j <= i) in the chunk-parallel form of
+        :func:`causal_linear_attention`; the DWC branch is then left-padded.
+    chunk : int, default 64
+        Chunk length of the causal form.
+    dwc : dict or None, default None
+        Depthwise-convolution branch added to the attention output of every head,
+        ``a_h + DWConv(v_h)`` with one kernel per value channel shared by the heads
+        (paper 001's undefined "DWC", read as PolaFormer's / FLatten's ``dwc`` on the
+        values): ``{"kind": "1d", "kernel": k}`` along the sequence ("same" padding,
+        left padding when causal) or ``{"kind": "2d", "kernel": k, "grid": (h, w)}``
+        over a pixel grid in row-major token order. Padding tokens' values are zeroed
+        before the convolution. Parameters ``"dwc_w"`` (d_k, k) or (d_k, k, k) and
+        ``"dwc_b"`` (d_k,), PyTorch's Conv uniform initialisation.
+    signed : bool, default False
+        For maps that are not positive (fixed RFF): the denominator becomes
+        ``sign(den) max(|den|, eps)`` (needs ``eps > 0``, non-causal); the fractions of
+        clamped and of negative denominators of the last call are in ``last_clamped``
+        and ``last_negative``.
 
     Notes
     -----
+    Learned maps (``feature_map.learned``: LUNA, Hedgehog) add their parameters
+    ``"phi_<name>"`` with a leading axis of S sets (S = 1 for a map with
+    ``shared_heads``: one map per layer; S = H otherwise), and ``"omega"`` is then
+    (S, m, d_k). Their feature dimension is ``feature_map.n_features``.
     Parameters: ``"omega"`` (H, m, d_k), the particles of all heads;
     ``"w_v", "b_v", "w_o", "b_o"`` (D, D), (D,); with ``qk="learned"`` also
     ``"w_q", "b_q", "w_k", "b_k"``. Cost O(H B L m d_k) time and O(H B L m)
@@ -930,16 +1286,22 @@ class KernelizedLinearAttention(_MultiHead):
 
     References
     ----------
-    paper 000, eq. (3.2) and App. C, eqs. (C.2)-(C.3); App. F.2.
+    paper 000, eq. (3.2) and App. C, eqs. (C.2)-(C.3); App. F.2; paper 001 (LUNA), eq. (9),
+    section 4 and its spec, sections 1.6-1.9.
     """
 
-    def __init__(self, d_model: int, n_heads: int, feature_map, qk: str = "shared", eps: float = 0.0):
+    def __init__(self, d_model: int, n_heads: int, feature_map, qk: str = "shared", eps: float = 0.0,
+                 causal: bool = False, chunk: int = 64, dwc=None, signed: bool = False):
         super().__init__(d_model, n_heads, qk)
         for attr in ("init_omega", "forward", "backward"):
             if not callable(getattr(feature_map, attr, None)):
                 raise TypeError(f"feature_map={feature_map!r} has no method {attr!r}; expected an "
                                 "engine.features.FeatureMap")
-        if getattr(feature_map, "positive", True) is False:
+        self.signed = bool(signed)
+        if self.signed and (causal or not eps > 0):
+            raise ValueError(f"signed=True (denominator sign(den) max(|den|, eps)) needs eps > 0 and "
+                             f"causal=False; got eps={eps!r}, causal={causal!r}")
+        if getattr(feature_map, "positive", True) is False and not self.signed:
             raise ValueError(f"feature_map {getattr(feature_map, 'name', feature_map)!r} is not positive; "
                              "normalised linear attention needs phi >= 0 so that phi(q)^T z > 0")
         if getattr(feature_map, "stabilise", "none") == "row":
@@ -948,53 +1310,123 @@ class KernelizedLinearAttention(_MultiHead):
                              "sequence, cancels for queries and keys) or 'none'")
         if not (isinstance(eps, (int, float, np.floating)) and np.isfinite(eps) and eps >= 0):
             raise ValueError(f"eps={eps!r} is not allowed; expected a finite float >= 0")
+        if not isinstance(causal, (bool, np.bool_)):
+            raise ValueError(f"causal={causal!r} must be a bool")
         self.feature_map = feature_map
         self.eps = float(eps)
+        self.causal = bool(causal)
+        self.chunk = check_int("chunk", chunk, minimum=1)
+        self.learned = bool(getattr(feature_map, "learned", False))
+        self.n_features = int(getattr(feature_map, "n_features", getattr(feature_map, "m", 0)))
+        self.n_sets = 1 if getattr(feature_map, "shared_heads", False) else self.n_heads
+        if self.causal and getattr(feature_map, "stabilise", "none") == "seq":
+            raise ValueError("causal=True with FAVOR stabilise='seq': the per-sequence shift uses future "
+                             "keys; use stabilise='none'")
+        self.dwc = self._check_dwc(dwc)
+
+    def _check_dwc(self, dwc):
+        if dwc is None:
+            return None
+        if not isinstance(dwc, dict):
+            raise ValueError(f"dwc={dwc!r} must be None or a dict with keys kind, kernel (and grid for 2d)")
+        unknown = sorted(set(dwc) - {"kind", "kernel", "grid"})
+        if unknown:
+            raise ValueError(f"dwc has unknown keys {unknown}; allowed: kind, kernel, grid")
+        kind = dwc.get("kind", "1d")
+        if kind not in ("1d", "2d"):
+            raise ValueError(f"dwc kind={kind!r} is not allowed; allowed: 1d, 2d")
+        k = check_int("dwc kernel", dwc.get("kernel", 5), minimum=1)
+        grid = dwc.get("grid")
+        if kind == "2d":
+            if self.causal:
+                raise ValueError("dwc kind='2d' has no causal form; use kind='1d' with causal=True")
+            if grid is None or len(grid) != 2:
+                raise ValueError(f"dwc kind='2d' needs grid=(h, w); got {grid!r}")
+            grid = (check_int("grid h", grid[0], minimum=1), check_int("grid w", grid[1], minimum=1))
+        elif grid is not None:
+            raise ValueError(f"dwc grid={grid!r} applies to kind='2d' only")
+        return {"kind": kind, "kernel": k, "grid": grid}
 
     def init_params(self, rng: np.random.Generator, dtype=np.float64) -> dict:
-        """Draw the particles and the projections on the host.
+        """Draw the particles (and learned feature-map parameters) and the projections on the host.
 
         Parameters
         ----------
         rng : numpy.random.Generator
             Draws ``omega`` (one ``feature_map.init_omega`` call per head, in
-            head order) and then the projections.
+            head order; one call per layer for a map with ``shared_heads``), then
+            a learned map's ``theta`` (``init_theta``, same order), then the
+            projections, then the DWC kernel.
         dtype : numpy dtype, default float64
 
         Returns
         -------
         dict
-            ``"omega"`` (H, m, d_k), C-contiguous, and the projections (class Notes).
+            ``"omega"`` (S, m, d_k), C-contiguous (S = H, or 1 for a map shared by the
+            heads), ``"phi_<name>"`` (S, ...) for a learned map, the projections
+            (class Notes), and ``"dwc_w"``, ``"dwc_b"`` with a DWC branch.
 
         Raises
         ------
         ValueError
             If ``init_omega`` does not return shape (m, d_k).
         """
-        omega = np.stack([np.asarray(self.feature_map.init_omega(rng, dtype=dtype)) for _ in range(self.n_heads)])
+        omega = np.stack([np.asarray(self.feature_map.init_omega(rng, dtype=dtype)) for _ in range(self.n_sets)])
         if omega.ndim != 3 or omega.shape[2] != self.d_k:
             raise ValueError(f"feature_map.init_omega returned shape {omega.shape[1:]}; expected (m, {self.d_k})")
         p = {"omega": np.ascontiguousarray(omega, dtype=dtype)}
+        if self.learned:
+            thetas = [self.feature_map.init_theta(rng, dtype=dtype) for _ in range(self.n_sets)]
+            for k in self.feature_map.theta_names:
+                p[f"phi_{k}"] = np.ascontiguousarray(np.stack([t[k] for t in thetas]), dtype=dtype)
         p.update(self._init_proj(rng, dtype))
+        if self.dwc is not None:
+            k, dk = self.dwc["kernel"], self.d_k
+            shape = (dk, k) if self.dwc["kind"] == "1d" else (dk, k, k)
+            bound = 1.0 / math.sqrt(k if self.dwc["kind"] == "1d" else k * k)   # PyTorch Conv default
+            p["dwc_w"] = rng.uniform(-bound, bound, shape).astype(dtype)
+            p["dwc_b"] = rng.uniform(-bound, bound, dk).astype(dtype)
         return p
 
-    def _features(self, x, omega):
-        """phi over heads: x (H, B, L, d_k), omega (H, m, d_k) -> phi (H, B, L, m), caches."""
+    def _theta(self, params, i):
+        return {k: params[f"phi_{k}"][i] for k in self.feature_map.theta_names}
+
+    def _features(self, x, omega, params=None):
+        """phi over heads: x (H, B, L, d_k), omega (S, m, d_k) -> phi (H, B, L, D), caches."""
         xp = namespace(x, omega)
+        if self.learned and self.n_sets == 1:
+            phi, c = self.feature_map.forward(x, omega[0], self._theta(params, 0))
+            return phi, [c]
         h, b, l, _ = x.shape
-        phi = xp.empty((h, b, l, omega.shape[1]), dtype=x.dtype)
+        phi = xp.empty((h, b, l, self.n_features), dtype=x.dtype)
         caches = []
         for i in range(h):
-            phi[i], c = self.feature_map.forward(x[i], omega[i])
+            if self.learned:
+                phi[i], c = self.feature_map.forward(x[i], omega[i], self._theta(params, i))
+            else:
+                phi[i], c = self.feature_map.forward(x[i], omega[i])
             caches.append(c)
         return phi, caches
 
-    def _features_backward(self, dphi, caches, omega):
+    def _features_backward(self, dphi, caches, omega, grads=None):
         xp = namespace(dphi)
+        if self.learned and self.n_sets == 1:
+            dx, dom, dth = self.feature_map.backward(dphi, caches[0])
+            for k, v in dth.items():
+                grads[f"phi_{k}"] = grads.get(f"phi_{k}", 0) + v[None]
+            return dx, dom[None]
         dx = None
         domega = xp.empty_like(omega)
         for i, c in enumerate(caches):
-            dxi, domega[i] = self.feature_map.backward(dphi[i], c)
+            if self.learned:
+                dxi, domega[i], dth = self.feature_map.backward(dphi[i], c)
+                for k, v in dth.items():
+                    name = f"phi_{k}"
+                    if name not in grads or not hasattr(grads[name], "shape"):
+                        grads[name] = xp.zeros((len(caches),) + tuple(v.shape), dtype=v.dtype)
+                    grads[name][i] += v
+            else:
+                dxi, domega[i] = self.feature_map.backward(dphi[i], c)
             if dx is None:
                 dx = xp.empty(dphi.shape[:3] + (dxi.shape[-1],), dtype=dxi.dtype)
             dx[i] = dxi
@@ -1020,32 +1452,49 @@ class KernelizedLinearAttention(_MultiHead):
         ------
         ValueError, TypeError
             On wrong shapes, a bad mask, or a ``params["omega"]`` whose shape is
-            not (H, m, d_k).
+            not (S, m, d_k).
         """
         self._check_inputs(x, mask)
         omega = params["omega"]
-        if omega.ndim != 3 or omega.shape[0] != self.n_heads or omega.shape[2] != self.d_k:
+        if omega.ndim != 3 or omega.shape[0] != self.n_sets or omega.shape[2] != self.d_k:
             raise ValueError(f"params['omega'] has shape {tuple(omega.shape)}; expected "
-                             f"({self.n_heads}, m, {self.d_k})")
+                             f"({self.n_sets}, m, {self.d_k})")
         xp = namespace(x, omega)
         q, k, v = self._project_in(params, x)
-        phi_q, cq = self._features(q, omega)
+        phi_q, cq = self._features(q, omega, params)
         if self.qk == "shared":
             phi_k, ck = phi_q, None
         else:
-            phi_k, ck = self._features(k, omega)
+            phi_k, ck = self._features(k, omega, params)
         keym = mask.astype(x.dtype)[None, :, :, None]                # (1, B, L, 1)
         phi_km = phi_k * keym                                         # (H, B, L, m)
-        g = xp.matmul(phi_km.transpose(0, 1, 3, 2), v)                # (H, B, m, d_k)
-        z = phi_km.sum(axis=2)                                        # (H, B, m)
-        num = xp.matmul(phi_q, g)                                     # (H, B, L, d_k)
-        den = xp.matmul(phi_q, z[..., None])[..., 0]                  # (H, B, L)
-        if self.eps:
-            den = den + self.eps
-        a = num / den[..., None]
-        am = _merge_heads(a)
+        cdw = None
+        if self.causal:
+            a, ccausal = causal_linear_attention(phi_q, phi_km, v, eps=self.eps, chunk=self.chunk)
+            g = z = den = None
+        else:
+            ccausal = None
+            g = xp.matmul(phi_km.transpose(0, 1, 3, 2), v)                # (H, B, m, d_k)
+            z = phi_km.sum(axis=2)                                        # (H, B, m)
+            num = xp.matmul(phi_q, g)                                     # (H, B, L, d_k)
+            den = xp.matmul(phi_q, z[..., None])[..., 0]                  # (H, B, L)
+            if self.signed:                       # sign(den) max(|den|, eps); clamped rows logged
+                small = xp.abs(den) <= self.eps
+                self.last_clamped = float(small.mean())
+                self.last_negative = float((den < 0).mean())
+                den = xp.where(small, xp.where(den < 0, -self.eps, self.eps), den)
+            elif self.eps:
+                den = den + self.eps
+            a = num / den[..., None]
+        if self.dwc is not None:
+            conv, cdw = depthwise_conv(v * keym, params["dwc_w"], params["dwc_b"], grid=self.dwc["grid"],
+                                       causal=self.causal)
+            a_out = a + conv
+        else:
+            a_out = a
+        am = _merge_heads(a_out)
         y = _linear_fwd(am, params["w_o"], params["b_o"])
-        return y, (x, keym, v, phi_q, phi_km, cq, ck, g, z, den, a, am, params)
+        return y, (x, keym, v, phi_q, phi_km, cq, ck, g, z, den, a, am, params, ccausal, cdw)
 
     def backward(self, dy, cache):
         """VJP of :meth:`forward`.
@@ -1059,32 +1508,41 @@ class KernelizedLinearAttention(_MultiHead):
         -------
         dx : float array, shape (B, L, D)
         grads : dict
-            Same keys and shapes as the parameters; ``"omega"`` (H, m, d_k)
+            Same keys and shapes as the parameters; ``"omega"`` (S, m, d_k)
             collects the query and key paths.
         """
-        x, keym, v, phi_q, phi_km, cq, ck, g, z, den, a, am, params = cache
+        x, keym, v, phi_q, phi_km, cq, ck, g, z, den, a, am, params, ccausal, cdw = cache
         xp = namespace(dy)
         grads = {}
         dam, grads["w_o"], grads["b_o"] = _linear_bwd(dy, am, params["w_o"])
         da = _split_heads(dam, self.n_heads)                          # (H, B, L, d_k)
-        dnum = da / den[..., None]
-        dden = -(da * a).sum(axis=-1) / den                           # (H, B, L)
-        dphi_q = xp.matmul(dnum, g.transpose(0, 1, 3, 2))             # (H, B, L, m)
-        dphi_q += dden[..., None] * z[:, :, None, :]
-        dg = xp.matmul(phi_q.transpose(0, 1, 3, 2), dnum)             # (H, B, m, d_k)
-        dz = xp.matmul(dden[:, :, None, :], phi_q)[:, :, 0, :]        # (H, B, m)
-        dphi_k = xp.matmul(v, dg.transpose(0, 1, 3, 2))               # (H, B, L, m)
-        dphi_k += dz[:, :, None, :]
-        dphi_k *= keym
-        dv = xp.matmul(phi_km, dg)                                    # (H, B, L, d_k)
+        if ccausal is not None:
+            dphi_q, dphi_k, dv = causal_linear_attention_backward(da, ccausal)
+            dphi_k *= keym
+        else:
+            dnum = da / den[..., None]
+            dden = -(da * a).sum(axis=-1) / den                           # (H, B, L)
+            if self.signed:
+                dden = dden * (xp.abs(den) > self.eps)                    # clamped rows: constant
+            dphi_q = xp.matmul(dnum, g.transpose(0, 1, 3, 2))             # (H, B, L, m)
+            dphi_q += dden[..., None] * z[:, :, None, :]
+            dg = xp.matmul(phi_q.transpose(0, 1, 3, 2), dnum)             # (H, B, m, d_k)
+            dz = xp.matmul(dden[:, :, None, :], phi_q)[:, :, 0, :]        # (H, B, m)
+            dphi_k = xp.matmul(v, dg.transpose(0, 1, 3, 2))               # (H, B, L, m)
+            dphi_k += dz[:, :, None, :]
+            dphi_k *= keym
+            dv = xp.matmul(phi_km, dg)                                    # (H, B, L, d_k)
+        if cdw is not None:
+            dvc, grads["dwc_w"], grads["dwc_b"] = depthwise_conv_backward(da, cdw)
+            dv = dv + dvc * keym
         omega = params["omega"]
         if self.qk == "shared":
             dphi_q += dphi_k
-            dq, grads["omega"] = self._features_backward(dphi_q, cq, omega)
+            dq, grads["omega"] = self._features_backward(dphi_q, cq, omega, grads)
             dk = None
         else:
-            dq, dom_q = self._features_backward(dphi_q, cq, omega)
-            dk, dom_k = self._features_backward(dphi_k, ck, omega)
+            dq, dom_q = self._features_backward(dphi_q, cq, omega, grads)
+            dk, dom_k = self._features_backward(dphi_k, ck, omega, grads)
             grads["omega"] = dom_q + dom_k
         dx = self._project_in_backward(params, x, dq, dk, dv, grads)
         return dx, grads
@@ -1429,6 +1887,9 @@ class EncoderLayer:
     dropout : float in [0, 1)
         Used after each sublayer and inside the FFN.
     ln_eps : float, default 1e-5
+    pre_ln : bool, default False
+        Pre-LN instead: ``h = x + Dropout(Attn(LN1(x)))``, ``y = h + Dropout(FFN(LN2(h)))``
+        (the LRA configuration of paper 001; the model adds a final LayerNorm).
 
     Notes
     -----
@@ -1442,7 +1903,9 @@ class EncoderLayer:
     paper 000, App. C, Remark (a~_i = LayerNorm(a_i + FFN(a_i))); App. F.2.
     """
 
-    def __init__(self, attention, d_ff: int, dropout: float = 0.0, ln_eps: float = 1e-5):
+    def __init__(self, attention, d_ff: int, dropout: float = 0.0, ln_eps: float = 1e-5,
+                 pre_ln: bool = False):
+        self.pre_ln = bool(pre_ln)
         self.attn = attention
         d = attention.d_model
         self.d_model = d
@@ -1502,6 +1965,15 @@ class EncoderLayer:
         ValueError, TypeError
             See the sublayers.
         """
+        if self.pre_ln:
+            n1, cl1 = self.ln1.forward(self._sub(params, "ln1"), x)
+            a, ca = self.attn.forward(self._sub(params, "attn"), n1, mask)
+            a, cd1 = self.drop1.forward(a, train, rng)
+            h = x + a
+            n2, cl2 = self.ln2.forward(self._sub(params, "ln2"), h)
+            f, cf = self.ffn.forward(self._sub(params, "ffn"), n2, train, rng)
+            f, cd2 = self.drop2.forward(f, train, rng)
+            return h + f, (ca, cd1, cl1, cf, cd2, cl2)
         a, ca = self.attn.forward(self._sub(params, "attn"), x, mask)
         a, cd1 = self.drop1.forward(a, train, rng)
         h, cl1 = self.ln1.forward(self._sub(params, "ln1"), x + a)
@@ -1526,6 +1998,19 @@ class EncoderLayer:
         """
         ca, cd1, cl1, cf, cd2, cl2 = cache
         grads = {}
+        if self.pre_ln:
+            df, _ = self.drop2.backward(dy, cd2)
+            dn2, g = self.ffn.backward(df, cf)
+            grads.update({f"ffn.{k}": v for k, v in g.items()})
+            dh2, g = self.ln2.backward(dn2, cl2)
+            grads.update({f"ln2.{k}": v for k, v in g.items()})
+            dh = dy + dh2
+            da, _ = self.drop1.backward(dh, cd1)
+            dn1, g = self.attn.backward(da, ca)
+            grads.update({f"attn.{k}": v for k, v in g.items()})
+            dx1, g = self.ln1.backward(dn1, cl1)
+            grads.update({f"ln1.{k}": v for k, v in g.items()})
+            return dh + dx1, grads
         dr2, g = self.ln2.backward(dy, cl2)
         grads.update({f"ln2.{k}": v for k, v in g.items()})
         df, _ = self.drop2.backward(dr2, cd2)

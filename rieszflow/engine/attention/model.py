@@ -42,7 +42,7 @@ __all__ = ["TransformerClassifier", "softmax_cross_entropy", "ATTENTIONS", "PARA
 
 ATTENTIONS = ("linear", "softmax", "linformer")
 PARAMETER_GROUPS = ("particles", "embedding", "qk", "value", "output", "projection", "layernorm", "ffn",
-                    "classifier")
+                    "classifier", "feature")
 
 
 def _group_of(name: str) -> str:
@@ -51,9 +51,13 @@ def _group_of(name: str) -> str:
     if name.startswith("classifier."):
         return "classifier"
     leaf = name.split(".")[-1]
+    if name.startswith("final_ln."):
+        return "layernorm"
     if ".attn." in name:
         if leaf == "omega":
             return "particles"
+        if leaf.startswith("phi_") or leaf.startswith("dwc_"):
+            return "feature"
         if leaf in ("e_proj", "f_proj"):
             return "projection"
         return {"q": "qk", "k": "qk", "v": "value", "o": "output"}[leaf[-1]]
@@ -101,9 +105,18 @@ class TransformerClassifier:
     feature_options : dict or None
         Keyword options passed to ``make_feature_map`` (e.g. temperature);
         must be None or empty for softmax and Linformer attention.
-    attn_eps : float, default 0.0
+    attn_eps : float or None, default None
         Normaliser epsilon of linear attention (see
-        :class:`~engine.attention.layers.KernelizedLinearAttention`).
+        :class:`~engine.attention.layers.KernelizedLinearAttention`); None takes the
+        feature map's ``default_eps`` (0 for the random-feature maps, 1e-6 for LUNA).
+    pre_ln : bool, default False
+        Pre-LN blocks (``x + Attn(LN(x))``, ``x + FFN(LN(x))``) and a final LayerNorm
+        ``final_ln`` before pooling (the LRA configuration of paper 001); False is the
+        post-LN block of paper 000.
+    dwc : dict or None
+        Depthwise-convolution branch on the values of linear attention
+        (``{"kind": "1d"|"2d", "kernel": k, "grid": (h, w)}``, see
+        :class:`~engine.attention.layers.KernelizedLinearAttention`); None: off.
     linformer_k : int or None
         Projected length k of Linformer attention (required, >= 1, with
         ``attention="linformer"``; must be None otherwise). Each layer's
@@ -163,8 +176,9 @@ class TransformerClassifier:
     def __init__(self, vocab_size: int, max_len: int = 128, d_model: int = 128, n_heads: int = 2,
                  d_ff: int = 256, n_layers: int = 2, n_classes: int = 2, dropout: float = 0.1,
                  attention: str = "linear", feature_map: str | None = None, m: int = 256,
-                 qk: str | None = None, feature_options: dict | None = None, attn_eps: float = 0.0,
-                 linformer_k: int | None = None, embed_std: float = 1.0,
+                 qk: str | None = None, feature_options: dict | None = None, attn_eps: float | None = None,
+                 linformer_k: int | None = None, embed_std: float = 1.0, pre_ln: bool = False,
+                 dwc: dict | None = None,
                  seed: int | None = None, rng: np.random.Generator | None = None,
                  dtype: str = "float32", backend: str = "numpy"):
         if attention not in ATTENTIONS:
@@ -200,6 +214,16 @@ class TransformerClassifier:
         elif linformer_k is not None:
             raise ValueError(f"linformer_k={linformer_k!r} is not used by attention={attention!r}; pass None "
                              "(it is the projected length of attention='linformer')")
+        if dwc is not None and attention != "linear":
+            raise ValueError(f"dwc={dwc!r} is a branch of linear attention; attention is {attention!r}")
+        if not isinstance(pre_ln, (bool, np.bool_)):
+            raise ValueError(f"pre_ln={pre_ln!r} must be a bool")
+        if attn_eps is None:
+            if attention == "linear":
+                from rieszflow.engine.features import FEATURE_MAPS
+                attn_eps = getattr(FEATURE_MAPS.get(feature_map), "default_eps", 0.0)
+            else:
+                attn_eps = 0.0
         if rng is None:
             rng = np.random.default_rng(0 if seed is None else seed)
         elif not isinstance(rng, np.random.Generator):
@@ -212,7 +236,7 @@ class TransformerClassifier:
                            feature_map=feature_map, m=int(m) if attention == "linear" else None, qk=qk,
                            feature_options=feature_options, attn_eps=float(attn_eps),
                            linformer_k=int(linformer_k) if attention == "linformer" else None,
-                           embed_std=float(embed_std),
+                           embed_std=float(embed_std), pre_ln=bool(pre_ln), dwc=dwc,
                            dtype=str(self.dtype), backend=backend)
         d_k = d_model // n_heads
         self.token = Embedding(vocab_size, d_model, init_std=embed_std)
@@ -229,15 +253,24 @@ class TransformerClassifier:
             if attention == "linear":
                 fmap = make_feature_map(feature_map, d_k, m, rng=rng, **feature_options)
                 self.feature_maps.append(fmap)
-                attn = KernelizedLinearAttention(d_model, n_heads, fmap, qk=qk, eps=attn_eps)
+                signed = not getattr(fmap, "positive", True)      # e.g. fixed RFF (paper 001 Table 5)
+                attn = KernelizedLinearAttention(d_model, n_heads, fmap, qk=qk,
+                                                 eps=attn_eps if not signed or attn_eps > 0 else 1e-6,
+                                                 dwc=dwc, signed=signed)
             elif attention == "linformer":
                 attn = LinformerAttention(d_model, n_heads, linformer_k, max_len, qk=qk)
             else:
                 attn = SoftmaxAttention(d_model, n_heads, qk=qk)
-            layer = EncoderLayer(attn, d_ff, dropout)
+            layer = EncoderLayer(attn, d_ff, dropout, pre_ln=bool(pre_ln))
             self.layers.append(layer)
             for k, v in layer.init_params(rng, self.dtype).items():
                 host[f"layers.{i}.{k}"] = v
+        self.final_ln = None
+        if pre_ln:
+            from rieszflow.engine.attention.layers import LayerNorm
+            self.final_ln = LayerNorm(d_model)
+            for k, v in self.final_ln.init_params(rng, self.dtype).items():
+                host[f"final_ln.{k}"] = v
         self.classifier = Linear(d_model, n_classes)
         for k, v in self.classifier.init_params(rng, self.dtype).items():
             host[f"classifier.{k}"] = v
@@ -346,9 +379,13 @@ class TransformerClassifier:
         for i, layer in enumerate(self.layers):
             x, c = layer.forward(self._layer_params(i), x, mask, train, rng)
             c_layers.append(c)
+        c_fln = None
+        if self.final_ln is not None:
+            x, c_fln = self.final_ln.forward({"gamma": self.params["final_ln.gamma"],
+                                              "beta": self.params["final_ln.beta"]}, x)
         p, c_pool = masked_mean_pool(x, mask)
         self._cache = {"tok": c_tok, "pos": c_pos, "drop": c_drop, "layers": c_layers, "pool": c_pool,
-                       "pooled": p, "head": None}
+                       "pooled": p, "head": None, "final_ln": c_fln}
         return p
 
     def forward(self, ids, mask, train: bool = False, rng: np.random.Generator | None = None):
@@ -421,6 +458,11 @@ class TransformerClassifier:
         want = set(names)
         grads = {}
         dx = masked_mean_pool_backward(dpooled.astype(self.dtype, copy=False), c["pool"])
+        if c.get("final_ln") is not None:
+            dx, g = self.final_ln.backward(dx, c["final_ln"])
+            for k, v in g.items():
+                if f"final_ln.{k}" in want:
+                    grads[f"final_ln.{k}"] = v
         for i in reversed(range(len(self.layers))):
             dx, g = self.layers[i].backward(dx, c["layers"][i])
             for k, v in g.items():

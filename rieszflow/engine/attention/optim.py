@@ -16,7 +16,7 @@ from rieszflow.engine._checks import check_real
 
 from rieszflow.engine.backend import namespace, to_numpy
 
-__all__ = ["Adam", "WarmupCosine"]
+__all__ = ["Adam", "WarmupCosine", "WarmupLinear", "clip_by_value"]
 
 
 class WarmupCosine:
@@ -84,6 +84,90 @@ class WarmupCosine:
     def __repr__(self):
         return f"WarmupCosine(total_steps={self.total_steps}, warmup_steps={self.warmup_steps})"
 
+
+
+class WarmupLinear(WarmupCosine):
+    """Linear warm-up followed by linear decay to zero (PyTorch ``OneCycleLR`` with linear anneal).
+
+    For the step with 0-based index ``t``, ``W = warmup_steps``, ``T = total_steps``::
+
+        f(t) = (t + 1) / W                 for t < W
+        f(t) = (T - t) / (T - W)           for W <= t < T
+        f(t) = 0                           for t >= T
+
+    Parameters
+    ----------
+    total_steps : int
+        Optimiser steps of the whole training, ``>= 1``.
+    warmup_steps : int
+        ``0 <= warmup_steps < total_steps``.
+
+    Raises
+    ------
+    ValueError
+        If the step counts are not integers in range.
+
+    References
+    ----------
+    Skyformer LRA code (``OneCycleLR``, ``anneal_strategy="linear"``), the LRA recipe of
+    paper 001 (spec section 2.1: 5% warm-up then linear decay).
+    """
+
+    def __call__(self, t: int) -> float:
+        """Multiplier of the base rate for the step with 0-based index ``t``.
+
+        Parameters
+        ----------
+        t : int
+            Steps taken before this one, ``>= 0``.
+
+        Returns
+        -------
+        float
+            In [0, 1].
+        """
+        w, n = self.warmup_steps, self.total_steps
+        if t < w:
+            return (t + 1) / w
+        if t >= n:
+            return 0.0
+        return (n - t) / (n - w)
+
+    def __repr__(self):
+        return f"WarmupLinear(total_steps={self.total_steps}, warmup_steps={self.warmup_steps})"
+
+
+def clip_by_value(grads: dict, value: float) -> int:
+    """Clip every gradient entry to ``[-value, value]`` in place (PyTorch ``clip_grad_value_``).
+
+    Parameters
+    ----------
+    grads : dict
+        ``name -> array`` (NumPy or CuPy), modified in place.
+    value : float
+        Bound, ``> 0``.
+
+    Returns
+    -------
+    int
+        Number of entries that were clipped (a diagnostic; one host sync per array).
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a positive finite number.
+
+    References
+    ----------
+    The LRA recipe of paper 001 (spec section 2.1: gradient clipping by value at 1.0).
+    """
+    value = check_real("value", value, low=0.0, low_open=True)
+    n = 0
+    for g in grads.values():
+        xp = namespace(g)
+        n += int((xp.abs(g) > value).sum())
+        xp.clip(g, -value, value, out=g)
+    return n
 
 class Adam:
     """Adam with bias correction, updating ``params[name]`` in place for the chosen names.

@@ -4,13 +4,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
+from rieszflow.engine.features import FEATURE_MAPS, LINEAR_ATTENTION_MAPS
 from rieszflow.studies.base import StudyConfig
 
 __all__ = ["MainJobConfig", "SMOKE_OVERRIDES", "PERFORMER", "OPTIMIZERS", "performer_scales"]
 
-#: Feature maps of the kernel runs: the engine registry's positive maps (one edit in features.py adds one).
-_FEATURE_MAPS = ATTENTION_FEATURE_MAPS
+#: Feature maps of the kernel runs: every map the engine's linear attention accepts (the positive
+#: particle maps of paper 000, paper 001's LUNA and its Hedgehog and Cosformer baselines).
+_FEATURE_MAPS = LINEAR_ATTENTION_MAPS
+_ENVELOPES = ("none", "gate")
 _ALIGNMENTS = ("onehot", "kta")
 _QK = ("shared", "learned")
 _ATTENTION = ("linear", "softmax", "linformer")
@@ -57,7 +59,19 @@ class MainJobConfig(StudyConfig):
     qk : {"shared", "learned"}
         ``Q = K = reshape(x)`` (the paper's feature-map variants) or learned W_Q, W_K.
     m : int
-        Random features (particles) per head (paper: 256).
+        Random features (particles) per head (paper: 256). For the maps of paper 001
+        it is the feature budget D per head, so every map is compared at the same D:
+        LUNA has ``m / luna_channels`` projections (its particles), Hedgehog and
+        Cosformer ``m / 2`` rows.
+    luna_channels : int
+        LUNA's L, the outputs of its scalar MLP psi (paper 001: 8); must divide ``m``.
+    luna_hidden : int
+        Hidden width of LUNA's scalar MLP (paper 001's listing: 64).
+    luna_envelope : {"none", "gate"}
+        LUNA without gate (paper 001's default) or with the token-wise channel gate.
+    dwc_kernel : int
+        Kernel size of the 1-D depthwise convolution on the values, added to the output
+        of linear attention (paper 001's "DWC", read as PolaFormer's); 0: off.
     d_model, n_heads, d_ff, n_layers, dropout, max_len : model sizes (paper: 128, 2, 256, 2, 0.1, 128).
     linformer_k : int
         Projected sequence length k of Linformer attention (the paper does not
@@ -158,6 +172,10 @@ class MainJobConfig(StudyConfig):
     attention: str = "linear"
     qk: str = "shared"
     m: int = 256
+    luna_channels: int = 8
+    luna_hidden: int = 64
+    luna_envelope: str = "none"
+    dwc_kernel: int = 0
     d_model: int = 128
     n_heads: int = 2
     d_ff: int = 256
@@ -230,6 +248,22 @@ class MainJobConfig(StudyConfig):
             raise ValueError(f"feature_map={self.feature_map!r} is not used by {self.attention} "
                              f"attention; pass feature_map=None")
         choice("feature_init", _FEATURE_INITS)
+        choice("luna_envelope", _ENVELOPES)
+        for name in ("luna_channels", "luna_hidden"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name}={v!r} must be a positive integer")
+        if not isinstance(self.dwc_kernel, int) or isinstance(self.dwc_kernel, bool) or self.dwc_kernel < 0:
+            raise ValueError(f"dwc_kernel={self.dwc_kernel!r} must be a non-negative integer (0: off)")
+        if self.dwc_kernel and self.attention != "linear":
+            raise ValueError(f"dwc_kernel={self.dwc_kernel} is a branch of linear attention "
+                             f"(attention is {self.attention!r})")
+        if self.feature_map == "luna" and self.m % self.luna_channels:
+            raise ValueError(f"m={self.m} (the feature budget D) must be a multiple of "
+                             f"luna_channels={self.luna_channels}: LUNA has D / L projections")
+        if self.feature_map in ("hedgehog", "cosformer") and self.m % 2:
+            raise ValueError(f"m={self.m} (the feature budget D) must be even for {self.feature_map} "
+                             f"(D = 2 x rows)")
         choice("stabilise", _STABILISE)
         choice("optimizer", _OPTIMIZERS)
         choice("schedule", _SCHEDULES)
@@ -285,8 +319,9 @@ class MainJobConfig(StudyConfig):
         if self.kernel and self.phase_a_epochs == 0:
             raise ValueError("kernel=True with phase_a_epochs=0 would be a vanilla run under a "
                              "'Kernel-' name; set kernel=False (--vanilla) or phase_a_epochs >= 1")
-        if self.kernel and self.m < 2:
-            raise ValueError(f"m={self.m} particles per head: the Riesz repulsion of Phase A needs m >= 2")
+        if self.kernel and self.feature_rows < 2:
+            raise ValueError(f"{self.feature_rows} particles per head (m={self.m}): the Riesz repulsion "
+                             f"of Phase A needs at least 2")
         if self.epochs < 1:
             raise ValueError(f"epochs={self.epochs} must be >= 1 (Phase B selects the checkpoint "
                              f"on validation accuracy)")
@@ -316,6 +351,23 @@ class MainJobConfig(StudyConfig):
         after = f"-after{self.phase_a_after}" if self.phase_a_after else ""
         return f"{prefix}-{self.feature_map}{suffix}{after}"
 
+    @property
+    def feature_rows(self) -> int:
+        """Rows of each feature map's particle matrix omega: ``m``, or ``m / luna_channels`` for
+        LUNA and ``m / 2`` for Hedgehog and Cosformer (whose feature dimension is 2 x rows)."""
+        if self.feature_map == "luna":
+            return self.m // self.luna_channels
+        if self.feature_map in ("hedgehog", "cosformer"):
+            return self.m // 2
+        return self.m
+
+    @property
+    def learned_map(self) -> bool:
+        """Whether the feature map has learned parameters besides its particles (LUNA, Hedgehog):
+        Phase B then trains the particles too (jointly, as paper 001 does)."""
+        return self.attention == "linear" and bool(getattr(FEATURE_MAPS.get(self.feature_map),
+                                                           "learned", False))
+
     def feature_options(self) -> dict:
         """Keyword options of ``engine.features.make_feature_map`` for this run.
 
@@ -334,6 +386,8 @@ class MainJobConfig(StudyConfig):
             opts["init"] = self.feature_init
         if self.stabilise != "none":
             opts["stabilise"] = self.stabilise
+        if self.feature_map == "luna":
+            opts.update(channels=self.luna_channels, hidden=self.luna_hidden, envelope=self.luna_envelope)
         return opts
 
 

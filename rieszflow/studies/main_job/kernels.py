@@ -105,6 +105,10 @@ def load_learned_kernel(path, layer: int = 0, head: int = 0):
     if name not in FEATURE_MAPS:
         raise RunFileError(f"{path}: config feature_map={name!r} is not a registered feature map; "
                            f"allowed: {', '.join(FEATURE_MAPS)}")
+    if FEATURE_MAPS[name].learned or FEATURE_MAPS[name].position_dependent:
+        raise ValueError(f"{path}: feature map {name!r} is not a particle map (its kernel needs learned "
+                         f"parameters besides the particles, or token positions); the file stores "
+                         f"only the particles, so the kernel cannot be rebuilt from it")
     options = {"tau": float(cfg["tau"])}
     if "floor" in cfg:
         options["floor"] = float(cfg["floor"])

@@ -202,12 +202,14 @@ class MainJob:
         self.class_names = DATASET_CLASSES[cfg.dataset]
         linear = cfg.attention == "linear"
         extra = {"linformer_k": cfg.linformer_k} if cfg.attention == "linformer" else {}
+        if cfg.dwc_kernel:
+            extra["dwc"] = {"kind": "1d", "kernel": cfg.dwc_kernel}
         self.model = TransformerClassifier(
             vocab_size=self.tok.vocab_size, max_len=cfg.max_len, d_model=cfg.d_model,
             n_heads=cfg.n_heads, d_ff=cfg.d_ff, n_layers=cfg.n_layers, n_classes=2,
             dropout=cfg.dropout, attention=cfg.attention,
-            feature_map=cfg.feature_map if linear else None, m=cfg.m, qk=cfg.qk,
-            feature_options=cfg.feature_options() if linear else None,
+            feature_map=cfg.feature_map if linear else None, m=cfg.feature_rows if linear else cfg.m,
+            qk=cfg.qk, feature_options=cfg.feature_options() if linear else None,
             embed_std=cfg.embed_std, rng=self.rng_init, dtype=cfg.dtype, backend=cfg.backend,
             **extra)
         self.omega_names = list(self.model.particle_names())
@@ -259,7 +261,9 @@ class MainJob:
             self.ckpt_path.unlink()              # a checkpoint of an earlier run at this path
         L, H = cfg.n_layers, cfg.n_heads
         dk = cfg.d_model // cfg.n_heads
-        m = cfg.m if cfg.attention == "linear" else 1
+        m = cfg.feature_rows if cfg.attention == "linear" else 1
+        if cfg.attention == "linear":                 # particle sets per layer: H, or 1 (LUNA)
+            H = int(self.model.params[self.omega_names[0]].shape[0])
         idx = {"units": "1"}
         w.dimension("layer", L, coords=np.arange(L), attrs={"long_name": "encoder layer index", **idx})
         w.dimension("head", H, coords=np.arange(H), attrs={"long_name": "attention head index", **idx})
@@ -555,7 +559,10 @@ class MainJob:
         if self.resume:
             self._check_resumable()
         # the optimiser (and its schedule's validation) before the writer: a bad schedule leaves no file
-        self.trainable = [k for k in self.model.params if k not in set(self.omega_names)]
+        # Phase B freezes the particles of the random-feature maps (paper 000); a learned map
+        # (LUNA, Hedgehog) trains its projections jointly with everything else (paper 001).
+        frozen = set() if cfg.learned_map else set(self.omega_names)
+        self.trainable = [k for k in self.model.params if k not in frozen]
         opt = self._optimizer()
         w = self._open_writer()
         status = "failed"

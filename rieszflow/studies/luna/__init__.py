@@ -1,0 +1,1 @@
+"""Paper 001 (LUNA): learnable feature maps for linear attention; ``rieszflow luna``."""
