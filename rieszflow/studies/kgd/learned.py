@@ -761,12 +761,14 @@ def run_from_run(args, prog="rieszflow kgd") -> int:
     import sys
 
     from rieszflow.engine.storage import RunFileError
+    from rieszflow.studies.base import check_hdf5_out
 
     run = Path(args.from_run)
     out = Path(args.out) if args.out is not None else run.with_name(run.stem + "-kgd.h5")
-    if out.suffix != ".h5":
-        print(f"{prog}: error: --out {str(out)!r} must be a file name ending in .h5 with --from-run",
-              file=sys.stderr)
+    try:
+        check_hdf5_out(out)
+    except ValueError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     if out.exists() and not args.overwrite:
         print(f"{prog}: error: {out} already exists; pass --overwrite to replace it", file=sys.stderr)
