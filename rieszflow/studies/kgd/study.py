@@ -813,7 +813,11 @@ def _label(results, what):
             parts.append(f"reversed at {', '.join(rev)} (sign opposite to the claim, |z0| > {Z_CRIT:g})")
         if diff:
             parts.append(f"different at {', '.join(diff)}")
-        return f"not reproduced ({'; '.join(parts)}; |z| > {Z_CRIT:g}; {what}; {zs})"
+        parts[-1] += f" (|z| > {Z_CRIT:g})"
+        ok = [n for n, j in results if j[0] == "reproduced"]
+        if ok:
+            parts.append(f"within {Z_CRIT:g} SE of the printed value and resolved from 0 only at {', '.join(ok)}")
+        return f"not reproduced ({'; '.join(parts)}; {what}; {zs})"
     if unres:
         return (f"inconclusive (|z| <= {Z_CRIT:g} from the printed value but not resolved from 0 at "
                 f"{', '.join(n for n, _ in unres)}; {zs})")
