@@ -49,6 +49,10 @@ def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config
                       overwrite: bool, default: bool, log: Callable | None = None) -> int | None:
     """Check and prepare a study's output directory; write its ``config.json``.
 
+    Without ``overwrite`` an existing directory must be empty or hold this study's sweep: a
+    non-empty directory without ``config.json``, or one whose ``config.json`` has keys ``cfg_cls``
+    does not know (another study's sweep), is refused with one line naming what is there.
+
     Parameters
     ----------
     prog : str
