@@ -74,8 +74,14 @@ def test_from_run_writes_and_prints_the_learned_distances(smoke_run, capsys):
     argv = ["kgd", "--from-run", str(smoke_run), "--n-rot", "60", "--n-tokens", "80", "--n-noise", "2"]
     assert cli_main(argv) == 0
     text = capsys.readouterr().out
-    assert "KGD->init" in text and "between heads" in text
+    assert "KGD^2->init" in text and "between heads" in text
     ds = xr.open_dataset(out, engine="h5netcdf")
+    # the stored estimate is unclipped; the printed KGD^2 is that estimate with its SE (never a clipped 0)
+    k2, se = ds["kgd2_to_initial"].isel(time=-1).values, ds["kgd2_to_initial_se"].isel(time=-1).values
+    assert np.allclose(ds["kgd_to_initial"].isel(time=-1).values, np.sqrt(np.maximum(k2, 0)))
+    assert f"{k2[0, 0]:+.2e} +- {se[0, 0]:.1e}" in text
+    k2t, set_ = ds["kgd2_to_initial"].values[:, 0, 0], ds["kgd2_to_initial_se"].values[:, 0, 0]
+    assert ("(< 2 SE)" in text) == bool(np.any(k2 < 2 * se) or np.any(k2t < 2 * set_))
     for v in ds.variables:
         assert {"long_name", "units"} <= set(ds[v].attrs), v
     assert np.all(ds["kgd_to_initial"].isel(time=0).values == 0)
@@ -90,7 +96,7 @@ def test_from_run_writes_and_prints_the_learned_distances(smoke_run, capsys):
     page = smoke_run.with_name("page.md")
     assert cli_main(["report", str(out), "--out", str(page)]) == 0
     text = page.read_text()
-    assert "KGD->init" in text and "- written by: `rieszflow kgd --from-run" in text
+    assert "KGD^2->init" in text and "- written by: `rieszflow kgd --from-run" in text
 
 
 def test_kgd_to_initial_api_and_errors(smoke_run):

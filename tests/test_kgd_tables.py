@@ -99,7 +99,58 @@ def test_verdicts_are_computed_from_the_measurements(sweeps):
     sel = (ds["convention"].values == "A")
     r[..., 0, sel, :] = r[..., 1, sel, :] + S.PAPER_DIPOLE[0]
     rows2 = {c: v for c, _, v in S.verdicts({"krr_dipole": ds}, cfg)}
-    assert rows2["Thm 6.3 adversarial dipole (d=32, lam=0.1)"] == "reproduced"
+    assert rows2["Thm 6.3 adversarial dipole (d=32, lam=0.1)"].startswith("reproduced (d=32: z = ")
+    # Table 6 on fabricated runs: each branch of the SE-based label
+    seq = merged["sequence"]
+    conv_a = seq["convention"].values == "A"
+    ind = list(seq["kernel"].values).index("ind")
+    gs = list(seq["kernel"].values).index("gs")
+
+    def table6(shift, jitter):
+        ds = seq.copy(deep=True)
+        m = ds["mse"]
+        k_ax = m.dims.index("kernel")
+        v = np.moveaxis(m.values, k_ax, 0)
+        noise = jitter * np.random.default_rng(5).standard_normal(v[gs].shape)
+        v[ind] = v[gs] + shift + noise
+        ds["mse"] = m.copy(data=np.moveaxis(v, 0, k_ax))
+        label = {c: l for c, _, l in S.verdicts({"sequence": ds}, cfg)}["Table 6 ranking (GS better)"]
+        return label, S.sequence_summary(ds)["A"]["gap"]
+    assert conv_a.any()
+    lab, gap = table6(+0.01, 1e-3)                          # GS better by 0.01, SE ~ 2e-4: z ~ +45
+    assert lab.startswith("reproduced") and gap[0] / gap[2] > S.Z_CRIT
+    lab, gap = table6(-0.01, 1e-3)
+    assert lab.startswith("not reproduced (reversed: Ind better") and gap[0] / gap[2] < -S.Z_CRIT
+    lab, gap = table6(-1e-5, 1e-3)                          # |z| ~ 0.05: the sign is not resolved
+    assert lab.startswith("inconclusive (Ind better on average") and abs(gap[0] / gap[2]) <= S.Z_CRIT
+
+
+@pytest.mark.parametrize("measured, se, printed, label, kind", [
+    (0.030, 0.001, 0.028, "reproduced", ""),            # z = +2 from the printed value, z0 = 30
+    (-0.080, 0.001, 0.028, "not reproduced", "reversed"),  # z = -108, sign resolved and opposite
+    (0.100, 0.001, 0.028, "not reproduced", "different"),  # z = +72, same sign
+    (-0.002, 0.001, 0.028, "not reproduced", "different"),  # z = -30, sign not resolved (z0 = -2)
+    (0.001, 0.010, 0.028, "inconclusive", ""),          # z = -2.7: neither printed nor 0 excluded
+    (0.010, 0.001, None, "reproduced", ""),             # sign claim, z0 = +10
+    (-0.010, 0.001, None, "not reproduced", "reversed"),
+    (-0.0019, 0.0012, None, "inconclusive", ""),        # the review's Table 6 example, z0 = -1.6
+])
+def test_judge_labels_by_standard_errors(measured, se, printed, label, kind):
+    got = S.judge(measured, se, printed)
+    assert got[:2] == (label, kind)
+    assert got[2] == pytest.approx((measured - (printed or 0.0)) / se)
+    with pytest.raises(ValueError, match="se="):
+        S.judge(measured, 0.0, printed)
+
+
+def test_verdict_reasons_are_built_from_the_data():
+    """Each combined label names the measured z values and where the sign is reversed."""
+    res = [("lam=0.1", S.judge(-0.08, 0.001, 0.028)), ("lam=1", S.judge(0.029, 0.001, 0.028))]
+    text = S._label(res, "z test")
+    assert text.startswith("not reproduced (reversed at lam=0.1 ")
+    assert "lam=0.1: z = -108.0" in text and "lam=1: z = +1.0" in text and "lam=1 " not in text.split(";")[0]
+    assert S._label([("d=8", S.judge(0.03, 0.001, 0.028))], "z").startswith("reproduced (d=8: z = +2.0")
+    assert S._label([("d=8", S.judge(0.001, 0.01, 0.028))], "z").startswith("inconclusive (")
 
 
 def test_config_rejects_bad_values():

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from rieszflow.engine._checks import check_int, check_real
 
-__all__ = ["StudyConfig", "from_mapping", "unwrap_config", "load_config_mapping", "config_real", "config_int",
+__all__ = ["StudyConfig", "HDF5_SUFFIXES", "check_hdf5_out", "from_mapping", "unwrap_config", "load_config_mapping", "config_real", "config_int",
            "is_int", "is_real", "add_output_arguments", "add_study_arguments", "resolve_config",
            "given_options", "build_config", "replace_config"]
 
@@ -263,6 +263,30 @@ def load_config_mapping(path) -> dict:
     if not isinstance(data, Mapping):
         raise ValueError(f"--config {str(path)!r}: expected a JSON object, got {type(data).__name__}")
     return dict(unwrap_config(data))
+
+
+#: File name endings of the HDF5 files rieszflow writes.
+HDF5_SUFFIXES = (".h5", ".hdf5", ".nc")
+
+
+def check_hdf5_out(out, option: str = "--out") -> None:
+    """Check that an output path names an HDF5 file (the one check every command uses).
+
+    Parameters
+    ----------
+    out : str or os.PathLike
+        The output path.
+    option : str
+        Option name for the message.
+
+    Raises
+    ------
+    ValueError
+        If ``out`` does not end in one of ``HDF5_SUFFIXES`` (case-insensitive).
+    """
+    if Path(out).suffix.lower() not in HDF5_SUFFIXES:
+        raise ValueError(f"{option} {str(out)!r}: rieszflow writes HDF5 files; use a name ending in "
+                         f"{', '.join(HDF5_SUFFIXES[:-1])} or {HDF5_SUFFIXES[-1]}")
 
 
 def add_output_arguments(parser, default_out: str, *, resume_help: str | None = None,

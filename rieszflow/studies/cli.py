@@ -190,11 +190,14 @@ def main(argv=None) -> int:
         parser.subcommand_parsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     out = getattr(args, "out", "")
     writes_hdf5 = getattr(args, "writes_hdf5", True)      # False: report (Markdown), status, compare
-    if writes_hdf5 and out and Path(out).suffix.lower() not in (".h5", ".hdf5", ".nc") \
-            and not Path(out).is_dir():
-        print(f"rieszflow {args.command}: error: --out {str(out)!r}: rieszflow writes HDF5 files; use a "
-              f"name ending in .h5, .hdf5 or .nc", file=sys.stderr)
-        return EXIT_USAGE
+    if writes_hdf5 and out and not Path(out).is_dir():
+        from rieszflow.studies.base import check_hdf5_out
+
+        try:
+            check_hdf5_out(out)
+        except ValueError as e:
+            print(f"rieszflow {args.command}: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
     if writes_hdf5 and (out is None or (out and Path(out).parent == Path("runs"))):
         Path("runs").mkdir(exist_ok=True)        # the documented default output directory
     debug = bool(os.environ.get("RIESZFLOW_DEBUG"))

@@ -7,6 +7,7 @@ sweep and merges it. The sweeps themselves are :mod:`rieszflow.studies.sweep`.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -18,9 +19,39 @@ from rieszflow.studies.sweep import describe_executor
 __all__ = ["prepare_sweep_dir", "run_sweeps"]
 
 
+def _foreign_dir(out: Path, cfg_cls, all_specs) -> str | None:
+    """Why the existing directory ``out`` is not a sweep directory of ``cfg_cls``'s study, or None."""
+    cfg_file = out / "config.json"
+    entries = sorted(p.name for p in out.iterdir())
+    if not entries:
+        return None
+    if cfg_file.is_file():
+        try:
+            data = json.loads(cfg_file.read_text())
+        except ValueError:
+            return "holds a config.json that is not JSON"
+        if not isinstance(data, dict):
+            return "holds a config.json that is not a configuration object"
+        known = {f.name for f in dataclasses.fields(cfg_cls)}
+        foreign = sorted(set(data) - known)
+        if foreign:
+            own = {sp.name for sp in all_specs}
+            subdirs = [e for e in entries if (out / e).is_dir() and e not in own]
+            return (f"holds the sweep of another study (its config.json has keys that {cfg_cls.__name__} "
+                    f"does not: {', '.join(foreign[:6])}{' ...' if len(foreign) > 6 else ''}"
+                    f"{'; sub-directories ' + ', '.join(subdirs[:6]) if subdirs else ''})")
+        return None
+    shown = ", ".join(entries[:6]) + (" ..." if len(entries) > 6 else "")
+    return f"is a non-empty directory that holds no sweep (no config.json; it holds {shown})"
+
+
 def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config: Callable, *,
                       overwrite: bool, default: bool, log: Callable | None = None) -> int | None:
     """Check and prepare a study's output directory; write its ``config.json``.
+
+    Without ``overwrite`` an existing directory must be empty or hold this study's sweep: a
+    non-empty directory without ``config.json``, or one whose ``config.json`` has keys ``cfg_cls``
+    does not know (another study's sweep), is refused with one line naming what is there.
 
     Parameters
     ----------
@@ -61,6 +92,12 @@ def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config
     if not out.parent.is_dir():
         print(f"{prog}: error: the directory {out.parent} of --out does not exist", file=sys.stderr)
         return 2
+    if out.is_dir() and not overwrite:
+        refusal = _foreign_dir(out, cfg_cls, all_specs)
+        if refusal is not None:
+            print(f"{prog}: error: --out {str(out)!r} {refusal}; choose another --out, or pass --overwrite "
+                  f"to write this study's sweeps there", file=sys.stderr)
+            return 2
     if overwrite:
         for sp in all_specs:
             if (out / sp.name).exists():

@@ -9,7 +9,7 @@ from pathlib import Path
 from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
 from rieszflow.studies.sweep import add_sweep_arguments
 
-__all__ = ["register", "run_from_args", "SWEEPS"]
+__all__ = ["register", "run_from_args", "option_conflict", "SWEEPS"]
 
 #: The sweeps of Tables 3-6, in the order they run.
 SWEEPS = ("krr_quadratic", "krr_dipole", "attention", "sequence")
@@ -48,19 +48,69 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="run only this sweep (repeatable; default: all four)")
     p.add_argument("--closed-form", action="store_true",
                    help="only Table 2 and the asymptotic table (closed form, seconds, no files)")
-    p.add_argument("--rhf-w", type=float, default=0.7,
-                   help="RHF mixture weight of the Table 2 surrogate (reverse-engineered; 0.7)")
+    p.add_argument("--rhf-w", type=float, default=None,
+                   help="RHF mixture weight of the Table 2 surrogate (reverse-engineered; default 0.7)")
     p.add_argument("--from-run", type=Path, default=None, metavar="RUN.h5",
                    help="a main-job HDF5 file: KGD of its learned kernels (to the initial kernel, to "
                         "the softmax kernel, between heads and layers); prints and stores them")
-    p.add_argument("--n-rot", type=int, default=400,
+    p.add_argument("--n-rot", type=int, default=None,
                    help="--from-run: random rotations of the sphere estimate (default 400)")
-    p.add_argument("--n-tokens", type=int, default=600,
+    p.add_argument("--n-tokens", type=int, default=None,
                    help="--from-run: held-out validation tokens of the off-sphere estimate (default 600)")
-    p.add_argument("--n-noise", type=int, default=4,
+    p.add_argument("--n-noise", type=int, default=None,
                    help="--from-run: independent initial-law redraws for the RF-noise reference (default 4)")
-    p.set_defaults(func=run_from_args, writes_hdf5=False)
+    p.set_defaults(func=run_from_args, writes_hdf5=False, kgd_parser=p)
     return p
+
+
+#: Defaults of the --from-run options (None in the parser, so that giving them without --from-run is
+#: detected).
+FROM_RUN_DEFAULTS = {"n_rot": 400, "n_tokens": 600, "n_noise": 4}
+RHF_W_DEFAULT = 0.7
+
+
+def option_conflict(args) -> str | None:
+    """The usage error of an option combination that would be ignored, or None.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments of the ``kgd`` subcommand.
+
+    Returns
+    -------
+    str or None
+        One line naming the conflicting options.
+    """
+    if args.from_run is not None:
+        given = [flag for flag, on in (
+            ("--sweep", args.sweep is not None), ("--set", bool(args.set)), ("--config", args.config is not None),
+            ("--closed-form", args.closed_form), ("--quick", args.quick), ("--resume", args.resume),
+            ("--workers", args.workers is not None), ("--scheduler", args.scheduler is not None),
+            ("--rhf-w", args.rhf_w is not None), ("--backend", args.backend is not None)) if on]
+        if given:
+            return (f"--from-run computes the learned-kernel KGD of one main-job file and takes none of "
+                    f"{', '.join(given)} (they configure the Tables 2-6 run)")
+        if args.out is not None:
+            from rieszflow.studies.base import check_hdf5_out
+
+            try:
+                check_hdf5_out(args.out)
+            except ValueError as e:
+                return f"with --from-run: {e}"
+        return None
+    given = [f"--{k.replace('_', '-')}" for k in FROM_RUN_DEFAULTS if getattr(args, k) is not None]
+    if given:
+        return f"{', '.join(given)} only apply with --from-run RUN.h5"
+    if args.closed_form:
+        given = [flag for flag, on in (
+            ("--sweep", args.sweep is not None), ("--set", bool(args.set)), ("--config", args.config is not None),
+            ("--quick", args.quick), ("--resume", args.resume), ("--workers", args.workers is not None),
+            ("--scheduler", args.scheduler is not None), ("--out", args.out is not None),
+            ("--overwrite", args.overwrite)) if on]
+        if given:
+            return f"--closed-form prints the closed-form tables only and takes none of {', '.join(given)}"
+    return None
 
 
 def _closed_form(args) -> list:
@@ -126,6 +176,18 @@ def run_from_args(args) -> int:
     from rieszflow.studies.sweep_cli import prepare_sweep_dir, run_sweeps
 
     prog = "rieszflow kgd"
+    conflict = option_conflict(args)
+    if conflict is not None:
+        parser = getattr(args, "kgd_parser", None)
+        if parser is not None:
+            parser.error(conflict)                  # usage line + one error line, exit status 2
+        print(f"{prog}: error: {conflict}", file=sys.stderr)
+        return 2
+    if args.rhf_w is None:
+        args.rhf_w = RHF_W_DEFAULT
+    for k, v in FROM_RUN_DEFAULTS.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
     if not 0 <= args.rhf_w <= 1:
         print(f"{prog}: error: --rhf-w={args.rhf_w!r} must lie in [0, 1]", file=sys.stderr)
         return 2
@@ -151,12 +213,12 @@ def run_from_args(args) -> int:
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
-    closed = _closed_form(args)
     status = prepare_sweep_dir(prog, out, cfg, KgdConfig, specs(cfg), task_config,
                                overwrite=args.overwrite, default=default,
-                               log=None if args.quiet else print)
+                               log=None if args.quiet else print)   # --out checked before any computation
     if status is not None:
         return status
+    closed = _closed_form(args)
     chosen = [s for s in specs(cfg) if s.name in (args.sweep or SWEEPS)]
     log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))
     merged, failed = run_sweeps(prog, out, chosen, args, log)

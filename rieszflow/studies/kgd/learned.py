@@ -566,7 +566,10 @@ class LearnedKernels:
 
 _VARS = {  # name -> (dims, long_name)
     "kgd_to_initial": (("time", "layer", "head"), "zonal KGD (Funk-Hecke, rotation-averaged) of the "
-                                                  "kernel to the initial kernel on S^(d_k-1)"),
+                                                  "kernel to the initial kernel on S^(d_k-1): sqrt of "
+                                                  "kgd2_to_initial, 0 where that estimate is negative"),
+    "kgd2_to_initial": (("time", "layer", "head"), "bias-corrected zonal KGD^2 estimate to the initial "
+                                                   "kernel (unclipped; may be negative)"),
     "kgd2_to_initial_se": (("time", "layer", "head"), "standard error of the zonal KGD^2 estimate"),
     "sphere_to_initial": (("time", "layer", "head"), "L2(mu x mu) distance to the initial kernel on the sphere"),
     "sphere2_to_initial_se": (("time", "layer", "head"), "standard error of the squared sphere distance"),
@@ -611,6 +614,7 @@ def _compute(lk: LearnedKernels) -> dict:
                 r = lk.kgd_to_initial(int(t), layer, h)
                 out["kgd_to_initial"][ti, layer, h] = r["sphere_kgd"]
                 out["kgd2_to_initial_se"][ti, layer, h] = r["sphere_kgd2_se"]
+                out["kgd2_to_initial"][ti, layer, h] = r["sphere_kgd2"]
                 out["sphere_to_initial"][ti, layer, h] = r["sphere_total"]
                 out["sphere2_to_initial_se"][ti, layer, h] = r["sphere_total2_se"]
                 out["nonzonal2_to_initial"][ti, layer, h] = r["sphere_residual2"]
@@ -693,6 +697,13 @@ def write_learned_kgd(lk: LearnedKernels, out, *, overwrite=False) -> dict:
     return arrays
 
 
+def _kgd2_text(kgd2, se):
+    """``KGD^2 +- SE`` of the unclipped estimate, marked "< 2 SE" when it is not resolved from 0."""
+    if not np.isfinite(kgd2):
+        return "n/a"
+    return f"{kgd2:+.2e} +- {se:.1e}" + (" (< 2 SE)" if kgd2 < 2 * se else "")
+
+
 def format_learned(arrays, lk: LearnedKernels) -> str:
     """The learned-kernel distances of the final record (and per-time KGD to initial) as text.
 
@@ -712,13 +723,14 @@ def format_learned(arrays, lk: LearnedKernels) -> str:
              + (f"none: {lk.tokens_note})" if lk.tokens is None else
                 f"{lk.tokens[0].shape[1]} validation tokens through the rebuilt initial network, particle "
                 f"mismatch {lk.rebuild_error:.1e})"),
-             "  layer head | KGD->init (zonal)  sphere->init  tokens->init (SE)   | RF noise sphere/tokens "
+             "  layer head | KGD^2->init (zonal, +- SE)  sphere->init  tokens->init (SE)   | RF noise sphere/tokens "
              "| ratio sphere/tokens | ->softmax sphere / tokens, initial->final (scale-free)"]
     T = -1
     for layer in range(lk.n_layers):
         for h in range(lk.n_heads):
             g = lambda k: arrays[k][T, layer, h]
-            lines.append(f"  {layer:5d} {h:4d} | {g('kgd_to_initial'):.3e}          {g('sphere_to_initial'):.3e}"
+            lines.append(f"  {layer:5d} {h:4d} | {_kgd2_text(g('kgd2_to_initial'), g('kgd2_to_initial_se')):26s}"
+                         f"  {g('sphere_to_initial'):.3e}"
                          f"     {g('tokens_to_initial'):.3e} ({g('tokens_to_initial_se'):.1e}) | "
                          f"{arrays['noise_sphere'][layer, h]:.3e} / {arrays['noise_tokens'][layer, h]:.3e} | "
                          f"{g('ratio_to_noise_sphere'):.2f} / {g('ratio_to_noise_tokens'):.2f} | "
@@ -737,8 +749,9 @@ def format_learned(arrays, lk: LearnedKernels) -> str:
     lines.append("  zonal eigenvalues lambda_0, lambda_1 (initial -> final, layer 0, head 0): "
                  f"{arrays['zonal_eigenvalue'][0, 0, 0, 0]:.6f}, {arrays['zonal_eigenvalue'][0, 0, 0, 1]:.3e} -> "
                  f"{arrays['zonal_eigenvalue'][T, 0, 0, 0]:.6f}, {arrays['zonal_eigenvalue'][T, 0, 0, 1]:.3e}")
-    lines.append("  KGD to initial over time (layer 0, head 0): " + ", ".join(
-        f"{int(t)}:{v:.2e}" for t, v in zip(lk.times, arrays["kgd_to_initial"][:, 0, 0])))
+    lines.append("  zonal KGD^2 to initial over time (layer 0, head 0; bias-corrected estimate +- SE): " + ", ".join(
+        f"{int(t)}: {_kgd2_text(v, se)}" for t, v, se in zip(lk.times, arrays["kgd2_to_initial"][:, 0, 0],
+                                                          arrays["kgd2_to_initial_se"][:, 0, 0])))
     return "\n".join(lines)
 
 
@@ -761,12 +774,14 @@ def run_from_run(args, prog="rieszflow kgd") -> int:
     import sys
 
     from rieszflow.engine.storage import RunFileError
+    from rieszflow.studies.base import check_hdf5_out
 
     run = Path(args.from_run)
     out = Path(args.out) if args.out is not None else run.with_name(run.stem + "-kgd.h5")
-    if out.suffix != ".h5":
-        print(f"{prog}: error: --out {str(out)!r} must be a file name ending in .h5 with --from-run",
-              file=sys.stderr)
+    try:
+        check_hdf5_out(out)
+    except ValueError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     if out.exists() and not args.overwrite:
         print(f"{prog}: error: {out} already exists; pass --overwrite to replace it", file=sys.stderr)

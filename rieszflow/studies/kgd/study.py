@@ -42,7 +42,7 @@ from rieszflow.studies.sweep import SweepSpec, Task
 __all__ = ["KgdConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "task_config", "specs", "krr_risks",
            "population_gap", "krr_task", "attention_discrepancy", "attention_task", "sequence_run",
            "sequence_task", "PAPER_TABLE3", "PAPER_TABLE4", "PAPER_DIPOLE", "PAPER_TABLE5",
-           "PAPER_TABLE6", "paper_table3_ratios", "paper_table4_ratio_check", "krr_summary",
+           "PAPER_TABLE6", "Z_CRIT", "judge", "paper_table3_ratios", "paper_table4_ratio_check", "krr_summary",
            "attention_summary", "sequence_summary", "format_tables", "verdicts", "format_verdicts"]
 
 _CONVENTIONS = ("A", "B")
@@ -630,7 +630,7 @@ def attention_summary(ds):
     Returns
     -------
     rows : list of dict
-        Keys ``m``, and ``(mean, std)`` pairs under ``delta_same``, ``delta_indep``, ``rf_error``;
+        Keys ``m``, and ``(mean, std, se)`` triples under ``delta_same``, ``delta_indep``, ``rf_error``;
         ``floor``.
     slope : float
         Log-log slope of the mean ``rf_error`` against m.
@@ -640,8 +640,7 @@ def attention_summary(ds):
         sel = ds.sel({"method": "attention", "m": m})
         row = {"m": int(m), "floor": float(np.nanmean(sel["floor"].values))}
         for k in ("delta_same", "delta_indep", "rf_error"):
-            mean, std, _ = _stats(sel[k].values.ravel())
-            row[k] = (float(mean), float(std))
+            row[k] = tuple(map(float, _stats(sel[k].values.ravel())))
         rows.append(row)
     slope = sp.fit_loglog([r["m"] for r in rows], [r["rf_error"][0] for r in rows])[0]
     return rows, slope
@@ -737,14 +736,100 @@ def format_tables(merged, cfg: KgdConfig) -> str:
     return "\n".join(out)
 
 
-def _consistent(mean, se, paper, paper_pm):
-    """Same sign and within 4 combined standard errors (paper's +- taken as a std of 100 reps)."""
-    tol = 4 * math.hypot(se, paper_pm / math.sqrt(100))
-    return np.sign(mean) == np.sign(paper) and abs(mean - paper) <= tol
+#: Critical |z| of every verdict: a measured value is "reproduced" when it lies within Z_CRIT
+#: standard errors of the printed value and more than Z_CRIT standard errors from 0 (the claimed sign is
+#: resolved); "not reproduced" when it lies more than Z_CRIT SE from the printed value; otherwise
+#: "inconclusive".
+Z_CRIT = 3.0
+
+
+def _paper_se(se, paper_pm=None, n_paper=100):
+    """SE of ``measured - printed``: the measured SE combined with the printed +- read as a std of
+    ``n_paper`` repetitions (``paper_pm=None``: the printed value taken as exact)."""
+    return se if paper_pm is None else math.hypot(se, paper_pm / math.sqrt(n_paper))
+
+
+def judge(measured, se, printed=None, *, z_crit=Z_CRIT):
+    """Label one measured value against a printed one (or its claimed sign) by standard errors.
+
+    Parameters
+    ----------
+    measured : float
+        The measured mean.
+    se : float
+        Its standard error (> 0); combine it with the printed value's own uncertainty first
+        (``_paper_se``) when there is one.
+    printed : float, optional
+        The paper's value. None: the claim is only the sign ``measured > 0``.
+    z_crit : float
+        Critical |z|.
+
+    Returns
+    -------
+    label : {"reproduced", "not reproduced", "inconclusive"}
+    kind : {"", "reversed", "different"}
+        For "not reproduced": "reversed" when the measured value is resolved (|measured/se| > z_crit)
+        with the sign opposite to the claim, else "different".
+    z : float
+        ``(measured - printed) / se`` (``measured / se`` for a sign claim).
+    z0 : float
+        ``measured / se``.
+
+    Raises
+    ------
+    ValueError
+        If ``se`` is not a positive finite number.
+
+    References
+    ----------
+    Kernel Geometry Divergence (paper 003 of this project, docs/kgd.md): Tables 3-6.
+    """
+    if not (np.isfinite(se) and se > 0):
+        raise ValueError(f"se={se!r}: a standard error must be a positive finite number")
+    z0 = measured / se
+    sign = 1.0 if printed is None else float(np.sign(printed))
+    reversed_ = sign * z0 < -z_crit
+    if printed is None:
+        if z0 > z_crit:
+            return "reproduced", "", z0, z0
+        return ("not reproduced", "reversed", z0, z0) if reversed_ else ("inconclusive", "", z0, z0)
+    z = (measured - printed) / se
+    if abs(z) > z_crit:
+        return "not reproduced", "reversed" if reversed_ else "different", z, z0
+    return ("reproduced" if sign * z0 > z_crit else "inconclusive"), "", z, z0
+
+
+def _label(results, what):
+    """Combine several ``(name, judge(...))`` into one verdict text built from the measured signs."""
+    zc = f"z_crit = {Z_CRIT:g}"
+    bad = [(n, j) for n, j in results if j[0] == "not reproduced"]
+    unres = [(n, j) for n, j in results if j[0] == "inconclusive"]
+    zs = ", ".join(f"{n}: z = {j[2]:+.1f}" for n, j in results)
+    if bad:
+        rev = [n for n, j in bad if j[1] == "reversed"]
+        diff = [n for n, j in bad if j[1] == "different"]
+        parts = []
+        if rev:
+            parts.append(f"reversed at {', '.join(rev)} (sign opposite to the claim, |z0| > {Z_CRIT:g})")
+        if diff:
+            parts.append(f"different at {', '.join(diff)}")
+        parts[-1] += f" (|z| > {Z_CRIT:g})"
+        ok = [n for n, j in results if j[0] == "reproduced"]
+        if ok:
+            parts.append(f"within {Z_CRIT:g} SE of the printed value and resolved from 0 only at {', '.join(ok)}")
+        return f"not reproduced ({'; '.join(parts)}; {what}; {zs})"
+    if unres:
+        return (f"inconclusive (|z| <= {Z_CRIT:g} from the printed value but not resolved from 0 at "
+                f"{', '.join(n for n, _ in unres)}; {zs})")
+    return f"reproduced ({zs}; {zc})"
 
 
 def verdicts(merged, cfg: KgdConfig) -> list:
     """Verdicts on the paper's claims of Tables 3-6 from the measured sweeps (labels computed).
+
+    Every claim is judged by :func:`judge`: ``z = (measured - printed) / SE`` (``measured / SE`` for a
+    sign claim) against ``Z_CRIT``; the label states the z values and the reason is built from the
+    measured signs.
 
     Parameters
     ----------
@@ -755,35 +840,32 @@ def verdicts(merged, cfg: KgdConfig) -> list:
     Returns
     -------
     list of tuple
-        ``(claim, measured, label)`` with label "reproduced" or "not reproduced: <reason>".
+        ``(claim, measured, label)`` with label starting with "reproduced", "not reproduced" or
+        "inconclusive".
     """
     out = []
     conv = cfg.krr_convention
+    what = "z = (measured - printed)/SE, SE combining the measured SE and the printed +- / sqrt(100)"
     if "krr_quadratic" in merged:
         rows = krr_summary(merged["krr_quadratic"], "quadratic", conv, cfg.variant, cfg.noise)
         t3 = [r for r in rows if r["d"] == 32 and r["lam"] in PAPER_TABLE3]
         if t3:
-            flags = [_consistent(r["mean"], r["se"], PAPER_TABLE3[r["lam"]][0], PAPER_TABLE3[r["lam"]][1])
-                     for r in t3]
+            res = [(f"lam={r['lam']:g}", judge(r["mean"], _paper_se(r["se"], PAPER_TABLE3[r["lam"]][1]),
+                                                PAPER_TABLE3[r["lam"]][0])) for r in t3]
             meas = ", ".join(f"lam={r['lam']:g}: {r['mean']:+.5f}+-{r['se']:.5f} (paper "
-                             f"+{PAPER_TABLE3[r['lam']][0]})" for r in t3)
-            pops = ", ".join(f"{r['population']:+.2e}" for r in t3)
-            agree = [f"{r['lam']:g}" for r, f in zip(t3, flags) if f]
-            out.append(("Table 3 KRR gap (d=32)", meas, "reproduced" if all(flags) else
-                        f"not reproduced: conv {conv} gaps differ from the paper's positive, "
-                        f"lam-insensitive values (within 4 SE only at lam={agree or 'none'}); "
-                        f"population theory {pops} (Ind better)"))
+                             f"+{PAPER_TABLE3[r['lam']][0]}; population {r['population']:+.2e})" for r in t3)
+            out.append(("Table 3 KRR gap (d=32)", meas, _label(res, what)))
         t4 = [r for r in rows if r["lam"] == 0.1 and r["d"] in PAPER_TABLE4]
         if t4:
-            ok = all(_consistent(r["mean"], r["se"], PAPER_TABLE4[r["d"]][1], PAPER_TABLE4[r["d"]][2])
-                     for r in t4)
+            res = [(f"d={r['d']}", judge(r["mean"], _paper_se(r["se"], PAPER_TABLE4[r["d"]][2]),
+                                          PAPER_TABLE4[r["d"]][1])) for r in t4]
             meas = ", ".join(f"d={r['d']}: {r['mean']:+.5f}+-{r['se']:.5f}" for r in t4)
             bad = [d for d, v in paper_table4_ratio_check().items()
                    if all(abs(x / v[0] - 1) > 0.1 for x in v[1:])]
-            out.append(("Table 4 gap across d (lam=0.1)", meas, "reproduced" if ok else
-                        "not reproduced: measured gaps are negative (Ind better), as the spectra "
-                        f"predict; the printed ratio column matches no reading of its own columns "
-                        f"at d={bad}"))
+            lab = _label(res, what)
+            if bad:
+                lab += f"; the printed ratio column matches no reading of its own columns at d={bad}"
+            out.append(("Table 4 gap across d (lam=0.1)", meas, lab))
         held = all(abs(r["mean"]) <= r["bound"] for r in rows)
         other = "B" if conv == "A" else "A"
         rows_o = krr_summary(merged["krr_quadratic"], "quadratic", other, cfg.variant, cfg.noise)
@@ -798,28 +880,38 @@ def verdicts(merged, cfg: KgdConfig) -> list:
                 if r["d"] == 32 and r["lam"] == 0.1]
         if rows:
             r = rows[0]
-            ok = _consistent(r["mean"], r["se"], PAPER_DIPOLE[0], PAPER_DIPOLE[1])
+            res = [("d=32", judge(r["mean"], _paper_se(r["se"], PAPER_DIPOLE[1]), PAPER_DIPOLE[0]))]
             out.append(("Thm 6.3 adversarial dipole (d=32, lam=0.1)",
                         f"{r['mean']:+.4f}+-{r['se']:.4f} (population {r['population']:+.4f}; "
-                        f"paper +{PAPER_DIPOLE[0]})", "reproduced" if ok else
-                        "not reproduced: sign reversed (Ind has the larger l=1 eigenvalue); Thm 6.3 "
-                        "false as stated"))
+                        f"paper +{PAPER_DIPOLE[0]})", _label(res, what)))
     if "attention" in merged:
         rows, slope = attention_summary(merged["attention"])
-        fits = all(abs(r["delta_same"][0] - PAPER_TABLE5[r["m"]][0]) <= 2 * PAPER_TABLE5[r["m"]][1]
-                   for r in rows if r["m"] in PAPER_TABLE5)
+        res = [(f"m={r['m']}", judge(r["delta_same"][0], r["delta_same"][2], PAPER_TABLE5[r["m"]][0]))
+               for r in rows if r["m"] in PAPER_TABLE5]
         last = rows[-1]
+        ratio = last["delta_same"][0] / last["floor"]
+        fall = rows[0]["delta_same"][0] / last["delta_same"][0]
+        pred = math.sqrt(last["m"] / rows[0]["m"])
+        why = (f"Delta(m={rows[0]['m']})/Delta(m={last['m']}) = {fall:.2f} (C/sqrt(m) gives {pred:.2f}); "
+               f"Delta/floor = {ratio:.2f} at m={last['m']}; z = (measured - printed)/SE of the measured "
+               f"mean (the printed value taken as exact)")
         out.append(("Table 5 attention discrepancy ~ C/sqrt(m)",
                     f"Delta {rows[0]['delta_same'][0]:.4f} (m={rows[0]['m']}) .. "
                     f"{last['delta_same'][0]:.4f} (m={last['m']}), floor {last['floor']:.4f}; RF-noise "
-                    f"slope {slope:.3f}", "reproduced" if fits else
-                    "not reproduced: Delta is floor-dominated by K_soft - K_GS, not C/sqrt(m)"))
+                    f"slope {slope:.3f}", _label(res, why) if res else "no printed m measured"))
     if "sequence" in merged:
         s = sequence_summary(merged["sequence"])[conv]
-        ok = s["gap"][0] > 0
+        lab, kind, z, _ = judge(s["gap"][0], s["gap"][2])
+        better = "Ind" if s["gap"][0] < 0 else "GS"
+        if lab == "reproduced":
+            text = f"reproduced (GS better; z = gap/SE = {z:+.1f} > {Z_CRIT:g})"
+        elif lab == "not reproduced":
+            text = f"not reproduced (reversed: Ind better; z = gap/SE = {z:+.1f} < -{Z_CRIT:g})"
+        else:
+            text = (f"inconclusive ({better} better on average but |z| = |gap/SE| = {abs(z):.1f} "
+                    f"<= {Z_CRIT:g})")
         out.append(("Table 6 ranking (GS better)", f"gap Ind-GS {s['gap'][0]:+.4f} (SE {s['gap'][2]:.4f}), "
-                    f"paper +{PAPER_TABLE6['gap'][0]}", "reproduced (sign)" if ok else
-                    "not reproduced: ranking reversed (Ind better)"))
+                    f"paper +{PAPER_TABLE6['gap'][0]}", text))
     return out
 
 
