@@ -522,12 +522,15 @@ def test_study_end_to_end_tiny(tmp_path, capsys):
     assert cli_main(args) == 0
     out = capsys.readouterr().out
     assert "KL decay exponent" in out and "speed-up" in out and "resolves n = 64" in out
+    # the verdict texts follow the widths given (16, 32, 64: all three fitted, ratios per x2)
+    assert "over n = 16, 32, 64, 6 trial points" in out and "per x2 in n" in out and "per x4" not in out
+    assert "z_crit = 1.96" in out and "(delta-method SE)" in out
     assert "T7: reduced sampler" in out and "T18: linear attention" in out
     numbers = json.loads((tmp_path / "iw" / "numbers.json").read_text())
     assert {"slope_rb", "kde_resolves", "gauss_ratio_top", "speedup", "bundled_kurtosis"} <= set(numbers)
     with xr.open_dataset(tmp_path / "iw" / "e1_width" / "kl.h5", engine="h5netcdf") as ds:
         assert ds["kl_kde"].dims == ("n", "trial") and np.all(np.isfinite(ds["kl_kde"].values))
-        assert np.all(ds["kl_kde_floor"].values > 0)
+        assert np.all(ds["kl_kde_floor"].values > 0) and ds["kl_kde_floor"].dims == ("pair",)
     for name in ("e1_width", "e3_heads", "t12_hierarchical"):
         with xr.open_dataset(tmp_path / "iw" / name / f"{name}.h5", engine="h5netcdf") as ds:
             assert "method" in ds.dims and "trial" in ds.dims
@@ -549,3 +552,24 @@ def test_brute_force_numpy_cupy_parity():
     b = sample_finite_brute_force(spec, 64, 50, rng(30), full_output=True, backend="cupy")
     for k in a:                                   # same host draws: equal to float64 round-off
         assert np.allclose(a[k], b[k], rtol=1e-9, atol=1e-12), k
+
+
+def test_report_helpers():
+    from rieszflow.studies.infinite_width.study import _ratio_se, _steps, decay_slope
+
+    # decay_slope: exact power law -> slope exact, SE ~ 0; noisy -> SE covers the truth (z = 4)
+    n = np.array([64.0, 256.0, 1024.0])
+    exact = decay_slope(n, 3.0 * n[:, None] ** -1.9 * np.ones((3, 4)))
+    assert exact.slope == pytest.approx(-1.9, abs=1e-12) and exact.slope_se < 1e-10
+    g = np.random.default_rng(0)
+    noisy = decay_slope(n, 3.0 * n[:, None] ** -1.9 * np.exp(0.1 * g.standard_normal((3, 10))))
+    assert 0 < noisy.slope_se < 0.05 and abs(noisy.slope + 1.9) < 4 * noisy.slope_se
+    # width steps
+    assert _steps([16, 64, 256, 1024]) == "per x4 in n" and _steps([8, 16, 32]) == "per x2 in n"
+    assert _steps([16, 64, 128]) == "for n 16 -> 64, 64 -> 128"
+    # ratio of means: the delta-method SE matches the spread of the ratio over repeated experiments
+    reps = [(lambda a, b: _ratio_se(a, b))(2 + 0.2 * g.standard_normal(50), 1 + 0.1 * g.standard_normal(50))
+            for _ in range(400)]
+    r, se = np.array(reps).T
+    assert abs(r.mean() - 2.0) < 4 * r.std() / np.sqrt(r.size)
+    assert se.mean() == pytest.approx(r.std(), rel=0.2)   # sd of the ratio estimate: 0.04; 400 reps: 4 % SE

@@ -668,7 +668,7 @@ def kl_kde_paper(y_emp, y_theo, grid) -> float:
     plus ``1e-12``, each normalised by ``numpy.trapezoid``, then ``scipy.stats.entropy(p, q)``
     (which renormalises to sum 1: a Riemann sum of the continuous KL). Biased upward by the KDE
     smoothing, the ``1e-12`` floor in the tails and the sampling noise of both KDEs: its floor (limit
-    against an independent limit sample of 50,000) is 6.8e-4 for the paper's E1 law, and it
+    against an independent limit sample of 50,000) is 7.9e-4 for the paper's E1 law, and it
     exceeds the Rao-Blackwellised estimate by 40 % at n = 16 (measured, docs/infinite_width.md).
 
     Parameters
@@ -752,8 +752,8 @@ def kl_rao_blackwell(var_p, var_q, *, bins: int | None = 3000, num: int = 4001,
     (:func:`scale_mixture_logpdf`) instead of KDEs of the ``y`` samples, and
     ``KL = int p (log p - log q)`` by the trapezoid rule on ``linspace(-L, L, num)``. By the data
     processing inequality ``KL(y_n || Z) <= KL(tau_n^2 || sigma^2)``. Noise floor (two independent
-    limit sets of 50,000): 2.4e-7 for the paper's E1 law, 4e-9 to 2e-6 over E1-E6 (measured,
-    docs/infinite_width.md), against 3e-4 to 7e-4 for :func:`kl_kde_paper`. ``var_q`` may be a single
+    limit sets of 50,000): 2.7e-7 for the paper's E1 law, 4e-9 to 2e-6 over E1-E6 (measured,
+    docs/infinite_width.md), against 4e-4 to 8e-4 for :func:`kl_kde_paper`. ``var_q`` may be a single
     value (a Gaussian ``N(0, v)``, e.g. the infinite-head Gaussian).
 
     Parameters

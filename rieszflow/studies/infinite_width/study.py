@@ -33,10 +33,13 @@ from rieszflow.studies.sweep import SweepSpec, Task
 
 __all__ = ["InfiniteWidthConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "task_config", "specs",
            "experiment_layer", "width_task", "scaling_task", "hierarchical_task", "timing_task",
-           "bundled_task", "validation_task", "linear_task", "VALIDATION_CASES", "kl_tables", "write_kl_tables", "decay_slope", "format_report", "KL_SWEEPS", "HRON_VARIANCE_SAMPLES"]
+           "bundled_task", "validation_task", "linear_task", "VALIDATION_CASES", "kl_tables", "write_kl_tables", "decay_slope", "format_report", "KL_SWEEPS", "HRON_VARIANCE_SAMPLES", "Z_CRIT"]
 
 #: Sweeps whose tasks are (n, trial) of a finite-width experiment, compared with the limit by KL.
 KL_SWEEPS = ("e1_width", "e3_heads", "e4_lowrank", "e5_tokens", "e6_relu")
+#: Critical z of the report's verdicts: a difference counts when it exceeds Z_CRIT combined standard
+#: errors (one-sided 2.5 % level of a normal approximation).
+Z_CRIT = 1.96
 #: Most samples of the limit used for the infinite-head Gaussian's variance kappa'^2 = E sigma^2(p)
 #: (a task with N samples uses min(8 N, this)).
 HRON_VARIANCE_SAMPLES = 400_000
@@ -587,7 +590,8 @@ def kl_tables(ds, kde_grid_points: int = 500):
 
     The paper's KDE estimator uses one grid over every sample of every trial and width (finite and
     limit), as the authors' ``compute_kl``. The floors compare the limit sets of two different
-    trials (independent by construction): trial t against trial t+1 (cyclically).
+    trials (independent by construction) over disjoint pairs (trial 2k against trial 2k + 1,
+    k < trials // 2), so the floor values are independent and their standard error is meaningful.
 
     Parameters
     ----------
@@ -598,7 +602,8 @@ def kl_tables(ds, kde_grid_points: int = 500):
     Returns
     -------
     xarray.Dataset
-        ``kl_kde``, ``kl_rb`` ([H,] n, trial); ``kl_kde_floor``, ``kl_rb_floor`` ([H,] trial).
+        ``kl_kde``, ``kl_rb`` ([H,] n, trial); ``kl_kde_floor``, ``kl_rb_floor`` ([H,] pair), pair
+        k comparing trials 2k and 2k + 1 (no floor when there is one trial).
     """
     import xarray as xr
 
@@ -612,23 +617,33 @@ def kl_tables(ds, kde_grid_points: int = 500):
         if np.all(np.isfinite(e)):
             th = y_theo.isel({k: v for k, v in sel.items() if k != "n"}).values
             kde[idx] = kl_kde_paper(e, th, grid)
-    floor_dims = [d for d in ds["kl_rb"].dims if d != "n"]
-    kde_floor = xr.full_like(ds["kl_rb"].isel(n=0, drop=True), np.nan)
-    rb_floor = xr.full_like(kde_floor, np.nan)
     T = ds.sizes["trial"]
-    if T >= 2:
+    n_pairs = T // 2
+    template = ds["kl_rb"].isel(n=0, trial=slice(0, n_pairs), drop=True).drop_vars("trial", errors="ignore")
+    kde_floor = xr.DataArray(np.full(template.shape, np.nan), dims=[("pair" if d == "trial" else d) for d in template.dims],
+                             coords={k: v for k, v in template.coords.items() if k != "trial"})
+    kde_floor = kde_floor.assign_coords(pair=np.arange(n_pairs))
+    kde_floor["pair"].attrs = _attrs("index k of the disjoint trial pair (2k, 2k+1)", "1")
+    rb_floor = kde_floor.copy()
+    floor_dims = list(kde_floor.dims)
+    if n_pairs >= 1:
         for idx in np.ndindex(*kde_floor.shape):
             sel = dict(zip(floor_dims, idx))
-            other = {**sel, "trial": (sel["trial"] + 1) % T}
-            a, b = y_theo.isel(sel).values, y_theo.isel(other).values
+            k = sel.pop("pair")
+            a = y_theo.isel({**sel, "trial": 2 * k}).values
+            b = y_theo.isel({**sel, "trial": 2 * k + 1}).values
+            other = {**sel, "trial": 2 * k + 1}
+            sel = {**sel, "trial": 2 * k}
             if np.all(np.isfinite(a)) and np.all(np.isfinite(b)):
                 kde_floor[idx] = kl_kde_paper(a, b, grid)
                 rb_floor[idx] = kl_rao_blackwell(s2.isel(sel).values, s2.isel(other).values)
     kde.attrs = _attrs("paper's KDE estimate of KL(finite || limit) (global grid, 1e-12 floor, "
                        "scipy.stats.entropy)", "nat", grid_points=int(kde_grid_points),
                        grid_min=float(grid[0]), grid_max=float(grid[-1]), bandwidth="scott", floor=1e-12)
-    kde_floor.attrs = _attrs("KDE estimate of KL between two independent limit sets (noise floor)", "nat")
-    rb_floor.attrs = _attrs("Rao-Blackwellised KL between two independent limit sets (noise floor)", "nat")
+    kde_floor.attrs = _attrs("KDE estimate of KL between two independent limit sets (noise floor; pair k: "
+                             "trials 2k, 2k+1)", "nat")
+    rb_floor.attrs = _attrs("Rao-Blackwellised KL between two independent limit sets (noise floor; pair k: "
+                            "trials 2k, 2k+1)", "nat")
     out = xr.Dataset({"kl_kde": kde, "kl_rb": ds["kl_rb"], "kl_kde_floor": kde_floor, "kl_rb_floor": rb_floor})
     return out.drop_vars("method", errors="ignore")
 
@@ -659,20 +674,65 @@ def write_kl_tables(tables, path: Path) -> Path:
     return path
 
 
-def decay_slope(n, kl) -> float:
-    """Least-squares slope of ``ln KL`` against ``ln n`` (the KL decay exponent).
+def decay_slope(n, kl):
+    """OLS slope of ``ln KL`` against ``ln n`` over every trial (the KL decay exponent), with its SE.
+
+    A thin wrapper of :func:`rieszflow.studies.mean_field.analysis.fit_decay` (the project's one
+    log-log fit with a standard error).
 
     Parameters
     ----------
     n : array_like, shape (k,)
-    kl : array_like, shape (k,)
-        Positive KL values (mean over trials).
+        Widths.
+    kl : array_like, shape (k, trials)
+        Positive KL values, one column per trial; NaN entries are ignored.
 
     Returns
     -------
-    float
+    rieszflow.studies.mean_field.analysis.DecayFit
+        ``slope``, ``slope_se`` (OLS standard error from the residual scatter), ``intercept``,
+        ``n_points``.
+
+    Raises
+    ------
+    ValueError
+        From ``fit_decay``: fewer than 3 finite points, fewer than 2 distinct n, a KL <= 0.
     """
-    return float(np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(kl, float)), 1)[0])
+    from rieszflow.studies.mean_field.analysis import fit_decay
+
+    return fit_decay(n, kl)
+
+
+def _ratio_se(num, den):
+    """Ratio of trial means mean(num)/mean(den) with its delta-method SE (paired trials)."""
+    num, den = np.asarray(num, float), np.asarray(den, float)
+    T = num.size
+    mn, md = num.mean(), den.mean()
+    r = mn / md
+    if T < 2:
+        return float(r), float("nan")
+    c = np.cov(num, den, ddof=1)
+    var = r ** 2 * (c[0, 0] / mn ** 2 + c[1, 1] / md ** 2 - 2 * c[0, 1] / (mn * md)) / T
+    return float(r), float(math.sqrt(max(var, 0.0)))
+
+
+def _diff_z(a, b):
+    """Mean of a - b over paired trials divided by its SE (NaN with one trial)."""
+    d = np.asarray(a, float) - np.asarray(b, float)
+    if d.size < 2:
+        return float("nan")
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    return float(d.mean() / se) if se > 0 else float("inf") * np.sign(d.mean())
+
+
+def _steps(ns):
+    """Text for the factor between successive widths: ``x4`` if constant, else the pairs."""
+    ns = [int(v) for v in ns]
+    f = {b / a for a, b in zip(ns[:-1], ns[1:])}
+    if len(f) == 1:
+        (x,) = f
+        return f"per x{x:g} in n"
+    return "for n " + ", ".join(f"{a} -> {b}" for a, b in zip(ns[:-1], ns[1:]))
 
 
 def _ln_stats(kl):
@@ -718,16 +778,31 @@ def format_report(merged: dict, tables: dict) -> tuple[str, dict]:
                 lines.append(f"  {int(n):>6} {kde[0][i]:>12.3f} {kde[1][i]:>6.2f} {kde[2][i]:>12.3f} "
                              f"{rb[0][i]:>11.3f} {rb[1][i]:>6.2f} {rb[2][i]:>11.3f} {math.exp(rb[0][i]):>11.3g} "
                              f"{math.exp(kde[0][i]) - math.exp(rb[0][i]):>10.2e}")
-            kf, rf = float(np.nanmean(tt["kl_kde_floor"])), float(np.nanmean(tt["kl_rb_floor"]))
-            lines.append(f"  floor (two independent limit sets): KDE {kf:.3g} (ln {math.log(kf) if kf > 0 else float('nan'):.2f}), "
-                         f"RB {rf:.3g}")
+            kfv = tt["kl_kde_floor"].values.ravel()
+            kfv = kfv[np.isfinite(kfv)]
+            kf = float(kfv.mean()) if kfv.size else float("nan")
+            kf_se = float(kfv.std(ddof=1) / math.sqrt(kfv.size)) if kfv.size > 1 else float("nan")
+            rf = float(np.nanmean(tt["kl_rb_floor"])) if np.isfinite(tt["kl_rb_floor"].values).any() else float("nan")
+            lines.append(f"  floor (two independent limit sets, {kfv.size} disjoint trial pair{'s' if kfv.size != 1 else ''}): KDE {kf:.3g} "
+                         f"+- {kf_se:.2g} (ln {math.log(kf) if kf > 0 else float('nan'):.2f}), RB {rf:.3g}")
             if name == "e1_width":
                 ns = tt["n"].values
                 rbm = np.exp(rb[0])
-                slope = decay_slope(ns[1:], rbm[1:]) if len(ns) >= 4 else decay_slope(ns, rbm)
+                first = 1 if len(ns) >= 4 else 0
+                rbv = tt["kl_rb"].transpose("n", "trial").values
+                fit = decay_slope(ns[first:], rbv[first:])
                 kde_m = np.exp(kde[0])
-                numbers.update(slope_rb=slope, kde_top=float(kde_m[-1]), kde_floor=kf, rb_floor=rf,
-                               kde_resolves=bool(kde_m[-1] > 2 * kf), n_top=int(ns[-1]),
+                kv = tt["kl_kde"].transpose("n", "trial").values[-1]
+                kv = kv[np.isfinite(kv)]
+                kde_top_se = float(kv.std(ddof=1) / math.sqrt(kv.size)) if kv.size > 1 else float("nan")
+                comb = math.sqrt(kde_top_se ** 2 + kf_se ** 2)
+                z = (float(kde_m[-1]) - kf) / comb if comb > 0 else float("nan")
+                numbers.update(slope_rb=fit.slope, slope_rb_se=fit.slope_se, slope_points=fit.n_points,
+                               slope_widths=[int(v) for v in ns[first:]], z_crit=Z_CRIT,
+                               kde_top=float(kde_m[-1]), kde_top_se=kde_top_se, kde_floor=kf, kde_floor_se=kf_se,
+                               kde_floor_pairs=int(kfv.size), kde_z=z, rb_floor=rf,
+                               kde_resolves=(bool(z > Z_CRIT) if np.isfinite(z) else None), n_top=int(ns[-1]),
+                               ratio_steps=_steps(ns),
                                rb_top=float(rbm[-1]), ratios=[float(r) for r in rbm[:-1] / rbm[1:]],
                                kde_ln=[float(v) for v in kde[0]], rb_ln=[float(v) for v in rb[0]])
     if "e1_width" in merged:
@@ -738,7 +813,14 @@ def format_report(merged: dict, tables: dict) -> tuple[str, dict]:
         lines.append(f"  kappa'^2 = {float(d['kappa2'].values.flat[0]):.5f}")
         for n, a, b in zip(d["n"].values, theo, gauss):
             lines.append(f"  n = {int(n):>5}: KL(emp || Z^y) = {a:.3g}   KL(emp || Gaussian) = {b:.3g}   ratio {b / a:.1f}")
-        numbers.update(gauss_ratio_top=float(gauss[-1] / theo[-1]), theory_beats=bool(np.all(theo < gauss)),
+        th_t = d["kl_rb"].transpose("n", "trial").values
+        ga_t = d["kl_rb_gauss"].transpose("n", "trial").values
+        zs = [_diff_z(g, t) for g, t in zip(ga_t, th_t)]
+        r, r_se = _ratio_se(ga_t[-1], th_t[-1])
+        lines.append(f"  paired over {th_t.shape[1]} trials, z of mean(KL Gaussian - KL theory) in SE: "
+                     + ", ".join(f"{z:.1f}" for z in zs))
+        numbers.update(gauss_ratio_top=r, gauss_ratio_top_se=r_se, gauss_diff_z=zs,
+                       theory_beats=(bool(all(z > Z_CRIT for z in zs)) if all(np.isfinite(zs)) else None),
                        kappa2=float(d["kappa2"].values.flat[0]))
     if "e3_heads" in merged:
         d = merged["e3_heads"].isel(method=0)
@@ -815,18 +897,26 @@ def format_report(merged: dict, tables: dict) -> tuple[str, dict]:
                          f"(limit sample KS p {float(dd['ks_pvalue_limit']):.2f})")
     if numbers.get("slope_rb") is not None:
         lines.append("\nVerdicts")
-        lines.append(f"  KL decay exponent in n (Rao-Blackwellised, LS over the three largest widths): "
-                     f"{numbers['slope_rb']:.2f} (spec: about -1.9); successive ratios per x4 in n: "
+        yn = {True: "yes", False: "no", None: "undetermined (no standard error: too few trials)"}
+        lines.append(f"  KL decay exponent in n (Rao-Blackwellised; OLS of ln KL_RB on ln n over "
+                     f"n = {', '.join(map(str, numbers['slope_widths']))}, {numbers['slope_points']} trial points): "
+                     f"{numbers['slope_rb']:.2f} +- {numbers['slope_rb_se']:.2f} (SE) (spec: about -1.9); "
+                     f"successive ratios of mean KL_RB {numbers['ratio_steps']}: "
                      + ", ".join(f"{r:.1f}" for r in numbers["ratios"]))
-        lines.append(f"  paper's KDE estimator resolves n = {numbers['n_top']}: "
-                     f"{'yes' if numbers['kde_resolves'] else 'no'} (mean KL_KDE {numbers['kde_top']:.3g} against "
-                     f"its floor {numbers['kde_floor']:.3g}, ratio {numbers['kde_top'] / numbers['kde_floor']:.2f}; "
-                     f"resolved means > 2x floor; spec: no). KL_RB there: {numbers['rb_top']:.3g}, floor "
+        lines.append(f"  paper's KDE estimator resolves n = {numbers['n_top']}: {yn[numbers['kde_resolves']]} "
+                     f"(mean KL_KDE {numbers['kde_top']:.3g} +- {numbers['kde_top_se']:.2g} against its floor "
+                     f"{numbers['kde_floor']:.3g} +- {numbers['kde_floor_se']:.2g} ({numbers['kde_floor_pairs']} "
+                     f"disjoint trial pairs): excess {numbers['kde_z']:.2f} combined SE; resolved means > "
+                     f"z_crit = {Z_CRIT} combined SE; spec: no). KL_RB there: {numbers['rb_top']:.3g}, floor "
                      f"{numbers['rb_floor']:.2g}")
     if "gauss_ratio_top" in numbers:
-        lines.append(f"  theory law beats the infinite-head Gaussian at H = 2: "
-                     f"{'yes at every n' if numbers['theory_beats'] else 'NOT at every n'}; KL ratio "
-                     f"Gaussian / theory at the largest n: {numbers['gauss_ratio_top']:.1f}")
+        tb = {True: "yes at every n", False: "NOT at every n",
+              None: "undetermined (no standard error: too few trials)"}[numbers["theory_beats"]]
+        lines.append(f"  theory law beats the infinite-head Gaussian at H = 2 (mean KL difference > z_crit = "
+                     f"{Z_CRIT} SE, paired over trials): {tb} (z = "
+                     + ", ".join(f"{z:.1f}" for z in numbers["gauss_diff_z"])
+                     + f"); KL ratio of means Gaussian / theory at the largest n: {numbers['gauss_ratio_top']:.1f} "
+                     f"+- {numbers['gauss_ratio_top_se']:.1f} (delta-method SE)")
     if "speedup" in numbers:
         lines.append("  reduced sampler speed-up over brute force: "
                      + ", ".join(f"{v:.3g}x at n = {k}" for k, v in numbers["speedup"].items()))
