@@ -1397,14 +1397,15 @@ class KernelizedLinearAttention(_MultiHead):
         if self.learned and self.n_sets == 1:
             phi, c = self.feature_map.forward(x, omega[0], self._theta(params, 0))
             return phi, [c]
-        h, b, l, _ = x.shape
-        phi = xp.empty((h, b, l, self.n_features), dtype=x.dtype)
-        caches = []
-        for i in range(h):
+        phi, caches = None, []
+        for i in range(x.shape[0]):
             if self.learned:
-                phi[i], c = self.feature_map.forward(x[i], omega[i], self._theta(params, i))
+                p_i, c = self.feature_map.forward(x[i], omega[i], self._theta(params, i))
             else:
-                phi[i], c = self.feature_map.forward(x[i], omega[i])
+                p_i, c = self.feature_map.forward(x[i], omega[i])
+            if phi is None:      # the feature count from the map's output (omega may carry any m)
+                phi = xp.empty((x.shape[0], *p_i.shape), dtype=x.dtype)
+            phi[i] = p_i
             caches.append(c)
         return phi, caches
 

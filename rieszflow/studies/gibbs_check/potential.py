@@ -97,7 +97,7 @@ def attention_output_gradient(model, dpooled, layer: int):
     dh = dh + dr2
     dr1, _ = lay.ln1.backward(dh, cl1)
     dy, _ = lay.drop1.backward(dr1, cd1)
-    params = ca[-1]
+    params = ca[12]                                  # the attention params (cache layout of forward)
     dam = dy @ params["w_o"].T                       # through out = concat_h(a) W_O + b_O
     return _split_heads(dam, lay.attn.n_heads), ca
 
