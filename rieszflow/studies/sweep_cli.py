@@ -1,4 +1,5 @@
-"""The command-line side of the studies that run sweeps (``synthetic``, ``nlp``).
+"""The command-line side of the studies that run sweeps (``synthetic``, ``nlp``, ``kgd``,
+``infinite-width``, ``luna``).
 
 One home for what those subcommands share besides the ``--workers`` / ``--scheduler`` options
 (:func:`rieszflow.studies.sweep.add_sweep_arguments`): the output directory rules (a directory, its ``config.json``, ``--overwrite`` clearing every sweep
@@ -16,7 +17,7 @@ from typing import Callable
 
 from rieszflow.studies.sweep import describe_executor
 
-__all__ = ["prepare_sweep_dir", "run_sweeps"]
+__all__ = ["prepare_sweep_dir", "run_sweeps", "start_sweep_study"]
 
 
 def _foreign_dir(out: Path, cfg_cls, all_specs) -> str | None:
@@ -126,6 +127,68 @@ def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config
     if log is not None:
         log(f"{prog}: configuration ({cfg_file}): {json.dumps(cfg.to_dict(), sort_keys=True)}")
     return None
+
+
+def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args, all_specs: Callable,
+                      task_config: Callable, *, given: Callable[[], dict]):
+    """Resolve a sweep study's configuration and output directory from its parsed options.
+
+    One rule for every sweep subcommand: the preset (``--quick`` applies ``quick_overrides``),
+    the default output ``runs/<stem>[-quick]-seed<seed>``, ``--resume`` only of a directory that
+    holds a sweep, the configuration by :func:`rieszflow.studies.base.resolve_config`, then
+    :func:`prepare_sweep_dir`.
+
+    Parameters
+    ----------
+    prog : str
+        Program name for messages (``"rieszflow nlp"``).
+    stem : str
+        Default output directory stem (``"nlp"``).
+    cfg_cls : type
+        The study's configuration dataclass.
+    quick_overrides : dict
+        Field values of the ``--quick`` preset.
+    args : argparse.Namespace
+        Uses ``quick``, ``out``, ``seed``, ``resume``, ``config``, ``set``, ``overwrite``, ``quiet``.
+    all_specs : callable
+        ``specs(cfg) -> list of SweepSpec``.
+    task_config : callable
+        As for :func:`prepare_sweep_dir`.
+    given : callable
+        Returns the options given on the command line as configuration fields
+        (:func:`rieszflow.studies.base.given_options`); called inside the error handling, so it
+        may validate them and raise ``ValueError`` or ``FileNotFoundError``.
+
+    Returns
+    -------
+    status : int or None
+        An exit status to return at once (2 on bad input, or what :func:`prepare_sweep_dir`
+        returned), else ``None``.
+    cfg : dataclass or None
+        The resolved configuration.
+    out : pathlib.Path
+        The output directory.
+    """
+    from rieszflow.studies.base import resolve_config
+
+    preset = cfg_cls().replace(**quick_overrides) if args.quick else cfg_cls()
+    default = args.out is None
+    out = (Path("runs") / f"{stem}{'-quick' if args.quick else ''}-seed{args.seed or 0}" if default
+           else Path(args.out))
+    try:
+        if args.resume and not (out / "config.json").is_file():
+            raise ValueError(f"--resume: {out} holds no sweep (no config.json); there is nothing to "
+                             f"resume (rerunning the command without --resume starts it)")
+        cfg = resolve_config(cfg_cls, preset, config_file=args.config, given=given(), overrides=args.set,
+                             resume_from=out / "config.json" if args.resume else None,
+                             preset_flag="--quick" if args.quick else None)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2, None, out
+    status = prepare_sweep_dir(prog, out, cfg, cfg_cls, all_specs(cfg), task_config,
+                               overwrite=args.overwrite, default=default,
+                               log=None if args.quiet else print)
+    return status, cfg, out
 
 
 def run_sweeps(prog: str, out: Path, chosen, args, log: Callable, before: Callable | None = None) -> tuple:

@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
-from rieszflow.studies.sweep_cli import prepare_sweep_dir, run_sweeps
+from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
 
 __all__ = ["register", "run_from_args", "make_plots", "SWEEPS"]
 
@@ -170,24 +170,9 @@ def run_from_args(args: argparse.Namespace) -> int:
                                                         format_report, kl_tables, specs, task_config,
                                                         write_kl_tables)
     prog = "rieszflow infinite-width"
-    preset = InfiniteWidthConfig().replace(**QUICK_OVERRIDES) if args.quick else InfiniteWidthConfig()
-    default = args.out is None
-    out = Path("runs") / f"infinite-width{'-quick' if args.quick else ''}-seed{args.seed or 0}" if default \
-        else Path(args.out)
-    try:
-        if args.resume and not (out / "config.json").is_file():
-            raise ValueError(f"--resume: {out} holds no sweep (no config.json); there is nothing to "
-                             f"resume (rerunning the command without --resume starts it)")
-        cfg = resolve_config(InfiniteWidthConfig, preset, config_file=args.config,
-                             given=given_options(seed=args.seed, backend=args.backend), overrides=args.set,
-                             resume_from=out / "config.json" if args.resume else None,
-                             preset_flag="--quick" if args.quick else None)
-    except ValueError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    status = prepare_sweep_dir(prog, out, cfg, InfiniteWidthConfig, specs(cfg), task_config,
-                               overwrite=args.overwrite, default=default,
-                               log=None if args.quiet else print)
+    status, cfg, out = start_sweep_study(
+        prog, "infinite-width", InfiniteWidthConfig, QUICK_OVERRIDES, args, specs, task_config,
+        given=lambda: given_options(seed=args.seed, backend=args.backend))
     if status is not None:
         return status
     chosen = [sp for sp in specs(cfg) if sp.name in (args.sweep or SWEEPS)]

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
 
 __all__ = ["register", "run_from_args", "option_conflict", "SWEEPS"]
@@ -173,7 +173,7 @@ def run_from_args(args) -> int:
     """
     from rieszflow.studies.kgd.study import (QUICK_OVERRIDES, KgdConfig, format_tables, format_verdicts,
                                              specs, task_config, verdicts)
-    from rieszflow.studies.sweep_cli import prepare_sweep_dir, run_sweeps
+    from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
 
     prog = "rieszflow kgd"
     conflict = option_conflict(args)
@@ -199,23 +199,9 @@ def run_from_args(args) -> int:
     if args.closed_form:
         _closed_form(args)
         return 0
-    preset = KgdConfig().replace(**QUICK_OVERRIDES) if args.quick else KgdConfig()
-    default = args.out is None
-    out = Path("runs") / f"kgd{'-quick' if args.quick else ''}-seed{args.seed or 0}" if default \
-        else Path(args.out)
-    try:
-        if args.resume and not (out / "config.json").is_file():
-            raise ValueError(f"--resume: {out} holds no sweep (no config.json); there is nothing to resume")
-        cfg = resolve_config(KgdConfig, preset, config_file=args.config,
-                             given=given_options(seed=args.seed, backend=args.backend), overrides=args.set,
-                             resume_from=out / "config.json" if args.resume else None,
-                             preset_flag="--quick" if args.quick else None)
-    except ValueError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    status = prepare_sweep_dir(prog, out, cfg, KgdConfig, specs(cfg), task_config,
-                               overwrite=args.overwrite, default=default,
-                               log=None if args.quiet else print)   # --out checked before any computation
+    status, cfg, out = start_sweep_study(   # --out checked before any computation
+        prog, "kgd", KgdConfig, QUICK_OVERRIDES, args, specs, task_config,
+        given=lambda: given_options(seed=args.seed, backend=args.backend))
     if status is not None:
         return status
     closed = _closed_form(args)

@@ -6,9 +6,9 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
-from rieszflow.studies.sweep_cli import prepare_sweep_dir, run_sweeps
+from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
 
 __all__ = ["register", "run_from_args", "SWEEPS", "QUICK_SWEEPS", "format_report", "make_plots"]
 
@@ -304,22 +304,13 @@ def run_from_args(args: argparse.Namespace) -> int:
     from rieszflow.studies.luna.study import QUICK_OVERRIDES, LunaConfig, specs, task_config
 
     prog = "rieszflow luna"
-    preset = LunaConfig().replace(**QUICK_OVERRIDES) if args.quick else LunaConfig()
-    default = args.out is None
-    out = Path("runs") / f"luna{'-quick' if args.quick else ''}-seed{args.seed or 0}" if default else Path(args.out)
-    try:
-        if args.resume and not (out / "config.json").is_file():
-            raise ValueError(f"--resume: {out} holds no sweep (no config.json); there is nothing to resume")
+    def given():
         if args.backend not in (None, "numpy"):
             raise ValueError(f"--backend {args.backend}: rieszflow luna runs on numpy only")
-        cfg = resolve_config(LunaConfig, preset, config_file=args.config, given=given_options(seed=args.seed),
-                             overrides=args.set, resume_from=out / "config.json" if args.resume else None,
-                             preset_flag="--quick" if args.quick else None)
-    except ValueError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    status = prepare_sweep_dir(prog, out, cfg, LunaConfig, specs(cfg), task_config, overwrite=args.overwrite,
-                               default=default, log=None if args.quiet else print)
+        return given_options(seed=args.seed)
+
+    status, cfg, out = start_sweep_study(prog, "luna", LunaConfig, QUICK_OVERRIDES, args, specs, task_config,
+                                         given=given)
     if status is not None:
         return status
     wanted = args.sweep or (QUICK_SWEEPS if args.quick else SWEEPS)

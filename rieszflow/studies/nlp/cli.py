@@ -6,9 +6,9 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
-from rieszflow.studies.sweep_cli import prepare_sweep_dir, run_sweeps
+from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
 
 __all__ = ["register", "run_from_args", "write_tables"]
 
@@ -106,14 +106,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                                              format_table2, format_verdicts, specs, task_config)
 
     prog = "rieszflow nlp"
-    preset = NLPConfig().replace(**QUICK_OVERRIDES) if args.quick else NLPConfig()
-    default = args.out is None
-    out = Path("runs") / f"nlp{'-quick' if args.quick else ''}-seed{args.seed or 0}" if default \
-        else Path(args.out)
-    try:
-        if args.resume and not (out / "config.json").is_file():
-            raise ValueError(f"--resume: {out} holds no sweep (no config.json); there is nothing to "
-                             f"resume (rerunning the command without --resume starts it)")
+    def given():
         if args.qqp_dir is not None and not Path(args.qqp_dir).is_dir():
             raise ValueError(f"--qqp-dir {args.qqp_dir!r} is not a folder; expected the GLUE QQP "
                              f"folder with train.tsv and dev.tsv")
@@ -123,17 +116,10 @@ def run_from_args(args: argparse.Namespace) -> int:
 
             for split in ("train", "dev"):
                 load_qqp(qqp, split)
-        cfg = resolve_config(NLPConfig, preset, config_file=args.config,
-                             given=given_options(seed=args.seed, backend=args.backend, qqp_dir=qqp,
-                                                 optimizer=args.optimizer),
-                             overrides=args.set, resume_from=out / "config.json" if args.resume else None,
-                             preset_flag="--quick" if args.quick else None)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    status = prepare_sweep_dir(prog, out, cfg, NLPConfig, specs(cfg), task_config,
-                               overwrite=args.overwrite, default=default,
-                               log=None if args.quiet else print)
+        return given_options(seed=args.seed, backend=args.backend, qqp_dir=qqp, optimizer=args.optimizer)
+
+    status, cfg, out = start_sweep_study(prog, "nlp", NLPConfig, QUICK_OVERRIDES, args, specs, task_config,
+                                         given=given)
     if status is not None:
         return status
     log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))
