@@ -316,3 +316,6 @@ def test_split_rhat_and_ess_on_independent_and_stuck_chains(rng):
     for t in range(1, 4000):                                # AR(1), rho = 0.9: ESS ~ n (1-rho)/(1+rho)
         ar[:, t] = 0.9 * ar[:, t - 1] + rng.normal(size=2)
     assert 8000 * 0.053 * 0.6 < effective_sample_size(ar) < 8000 * 0.053 * 1.6
+    for bad in (np.zeros(10), np.zeros((2, 3))):             # not (C, n >= 4)
+        with pytest.raises(ValueError, match="split-R-hat needs"):
+            split_rhat(bad)

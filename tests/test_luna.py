@@ -468,6 +468,10 @@ def test_p0_12_ch_rms_shrinks_frozen_is_causal_live_leaks():
     assert leak > 1e-6
     with pytest.raises(ValueError, match="ch_rms_scale"):
         luna(ch_rms="frozen")
+    # so the causal layer refuses the live statistic (the frozen one is causal)
+    with pytest.raises(ValueError, match="ch_rms='live'"):
+        KernelizedLinearAttention(8, 2, fm, qk="learned", eps=1e-6, causal=True)
+    KernelizedLinearAttention(8, 2, frozen, qk="learned", eps=1e-6, causal=True)
 
 
 # ----------------------------------------------------------------------------- contract

@@ -95,3 +95,20 @@ def test_non_convergence_raises():
         warnings.simplefilter("ignore", UserWarning)
         with pytest.raises(RuntimeError, match="did not converge"):
             wasserstein1(x, y, num_itermax=3)
+
+
+def test_mmd2_weighted_refuses_non_finite_input_and_bad_bandwidth():
+    from rieszflow.engine.measures import mmd2_weighted
+
+    x, w = np.zeros((3, 2)), np.full(3, 1 / 3)
+    bad = x.copy()
+    bad[1, 0] = np.nan
+    with pytest.raises(ValueError, match="x has non-finite"):
+        mmd2_weighted(bad, w, x, w, 1.0)
+    with pytest.raises(ValueError, match="b has non-finite"):
+        mmd2_weighted(x, w, x, np.array([np.nan, 0.5, 0.5]), 1.0)
+    with pytest.raises(TypeError, match="bandwidth"):
+        mmd2_weighted(x, w, x, w, "wide")
+    for bw in (0.0, np.inf):
+        with pytest.raises(ValueError, match="bandwidth"):
+            mmd2_weighted(x, w, x, w, bw)

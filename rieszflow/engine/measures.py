@@ -1030,10 +1030,12 @@ def mmd2_weighted(x, a, y, b, bandwidth: float) -> float:
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or a.shape != (len(x),) or b.shape != (len(y),):
         raise ValueError(f"mmd2_weighted: x {x.shape}, a {a.shape}, y {y.shape}, b {b.shape} do not fit "
                          "(need x (n, d), a (n,), y (m, d), b (m,))")
+    for name, v in (("x", x), ("a", a), ("y", y), ("b", b)):
+        if not np.isfinite(v).all():
+            raise ValueError(f"mmd2_weighted: {name} has non-finite entries")
     if (a < 0).any() or (b < 0).any():
         raise ValueError("mmd2_weighted: weights a and b must be non-negative")
-    if not (np.isfinite(bandwidth) and bandwidth > 0):
-        raise ValueError(f"mmd2_weighted: bandwidth={bandwidth!r} must be a finite positive number")
+    bandwidth = check_real("bandwidth", bandwidth, positive=True)
     g = lambda u, v: np.exp(-cdist(u, v, "sqeuclidean") / (2.0 * bandwidth ** 2))  # noqa: E731
     val = float(a @ g(x, x) @ a - 2.0 * a @ g(x, y) @ b + b @ g(y, y) @ b)
     scale = float(a.sum() ** 2 + b.sum() ** 2)

@@ -1319,6 +1319,10 @@ class KernelizedLinearAttention(_MultiHead):
         self.learned = bool(getattr(feature_map, "learned", False))
         self.n_features = int(getattr(feature_map, "n_features", getattr(feature_map, "m", 0)))
         self.n_sets = 1 if getattr(feature_map, "shared_heads", False) else self.n_heads
+        if self.causal and getattr(feature_map, "ch_rms", "off") == "live":
+            raise ValueError("causal=True with ch_rms='live': the live channel RMS is taken over every "
+                             "token of the sequence, so future tokens would leak into past features; "
+                             "use ch_rms='frozen' (fixed scales) or 'off'")
         if self.causal and getattr(feature_map, "stabilise", "none") == "seq":
             raise ValueError("causal=True with FAVOR stabilise='seq': the per-sequence shift uses future "
                              "keys; use stabilise='none'")

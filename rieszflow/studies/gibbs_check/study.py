@@ -72,6 +72,8 @@ def split_rhat(chains) -> float:
     Gelman et al., Bayesian Data Analysis, 3rd ed. (2013), section 11.4.
     """
     x = np.asarray(chains, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 4:
+        raise ValueError(f"chains has shape {x.shape}; split-R-hat needs (C, n) with C >= 1 and n >= 4")
     n = x.shape[1] // 2
     halves = np.concatenate([x[:, :n], x[:, n:2 * n]])
     w = halves.var(axis=1, ddof=1).mean()

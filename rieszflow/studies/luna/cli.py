@@ -55,11 +55,13 @@ def _mean_sd(v):
     import numpy as np
 
     v = np.asarray(v, dtype=float)
+    total = v.size
     v = v[np.isfinite(v)]
     if v.size == 0:
         return "n/a"
     sd = v.std(ddof=1) if v.size > 1 else float("nan")
-    return f"{100 * v.mean():.1f} +- {100 * sd:.1f}" if v.size > 1 else f"{100 * v.mean():.1f}"
+    text = f"{100 * v.mean():.1f} +- {100 * sd:.1f}" if v.size > 1 else f"{100 * v.mean():.1f}"
+    return text if v.size == total else f"{text} (n={v.size}/{total}, the rest not finite)"
 
 
 def format_report(merged: dict) -> str:

@@ -418,7 +418,8 @@ def _mmd_rows(rows0, rows1, keys, mask):
         vals = []
         for h in range(H):
             kk = keys[h, b, real]
-            bw = float(np.median(pdist(kk))) or 1.0
+            d = pdist(kk)                          # empty for a one-token sequence
+            bw = float(np.median(d)) if d.size and np.median(d) > 0 else 1.0
             for i in real:
                 vals.append(math.sqrt(mmd2_weighted(kk, rows0[h, b, i, real], kk, rows1[h, b, i, real], bw)))
         per_seq.append(np.mean(vals))
