@@ -182,12 +182,6 @@ class _WeightedMap:
         self.base, self.w, self.calls = base, weights_per_head, 0
         self.tau, self.positive, self.stabilise = base.tau, True, "none"
 
-    def init_omega(self, rng, dtype):  # pragma: no cover - never called
-        raise NotImplementedError
-
-    def backward(self, dphi, cache):  # pragma: no cover - never called
-        raise NotImplementedError
-
     def forward(self, x, omega):
         w = self.w[self.calls % len(self.w)]
         self.calls += 1

@@ -295,7 +295,8 @@ def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
         i, j = i[keep], j[keep]
         close = int(i.shape[0])
         if close:
-            r2[i, j] = 1.0                       # placeholder; zeroed below, recomputed exactly
+            r2[i, j] = 1.0                       # finite mask value: g, w of these pairs are zeroed
+            #                                       below and the pairs recomputed from differences
         w = _weight_gemm(xp, r2, s)
         if want_energy:
             if s == 0.0:
