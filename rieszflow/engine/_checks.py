@@ -14,12 +14,16 @@ import numbers
 
 import numpy as np
 
-from rieszflow.engine.backend import namespace
+from rieszflow.engine.backend import namespace, on_host
 
 
 def is_host(x) -> bool:
-    """True when ``x`` is a NumPy array (value checks are cheap and sync-free)."""
-    return isinstance(x, np.ndarray)
+    """True when ``x`` is a NumPy array (value checks are cheap and sync-free).
+
+    False for CuPy arrays and for the counting stand-ins of device arrays
+    (``engine.backend.CountingArray``), which take the device's code paths.
+    """
+    return on_host(x)
 
 
 def check_real(name: str, value, *, positive: bool = False, nonnegative: bool = False,
