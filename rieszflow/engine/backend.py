@@ -400,8 +400,9 @@ class _CountingNamespace:
 
     Every function of NumPy (and of ``numpy.linalg``/``numpy.fft``) is reached through it;
     its array and scalar results become :class:`CountingArray` (``asarray`` of a counting
-    array stays one, like ``cupy.asarray`` of a device array). Types (``float64``...),
-    constants and other objects are NumPy's own.
+    array stays one, like ``cupy.asarray`` of a device array). Ufuncs (with their ``at``,
+    ``reduce``... methods), types (``float64``...), constants and other objects are NumPy's
+    own; ufuncs return counting arrays when an input is one.
     """
 
     _SUBMODULES = ("linalg", "fft", "random")
@@ -414,6 +415,8 @@ class _CountingNamespace:
         attr = getattr(self._module, name)
         if name in self._SUBMODULES:
             return _CountingNamespace(attr)
+        if isinstance(attr, np.ufunc):      # ufuncs dispatch to CountingArray.__array_ufunc__
+            return attr
         if callable(attr) and not isinstance(attr, type):
             @functools.wraps(attr)
             def wrapped(*args, **kwargs):

@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from rieszflow.engine._checks import check_int
+from rieszflow.engine._checks import check_int, is_host
 from rieszflow.engine.backend import namespace
 
 __all__ = [
@@ -133,7 +133,9 @@ def check_mask(mask, shape):
     if tuple(mask.shape) != tuple(shape):
         raise ValueError(f"mask has shape {tuple(mask.shape)}; expected {tuple(shape)} (the shape of ids)")
     xp = namespace(mask)
-    if not bool(xp.all(mask.any(axis=1))):
+    # the contents are checked on the host only: on a device it would be a sync per call
+    # (engine._checks policy); the training loops build masks on the host from the data
+    if is_host(mask) and not bool(xp.all(mask.any(axis=1))):
         raise ValueError("mask has a row with no True entry; every sequence needs at least one real token")
 
 
@@ -328,7 +330,7 @@ class Embedding:
             raise TypeError(f"ids must be an integer array; got dtype {getattr(ids, 'dtype', type(ids))}")
         if ids.ndim != 2:
             raise ValueError(f"ids has shape {tuple(ids.shape)}; expected (B, L)")
-        if ids.size:
+        if ids.size and is_host(ids):          # contents on the host only (engine._checks policy)
             xp = namespace(ids)
             lo, hi = int(xp.min(ids)), int(xp.max(ids))
             if lo < 0 or hi >= self.vocab_size:
@@ -403,11 +405,36 @@ class Embedding:
         grads : dict
             ``"weight"`` (vocab_size, d): zero except on the batch's ids.
         """
-        uid, rows = self.backward_rows(dy, cache)
         xp = namespace(dy)
+        if not is_host(dy):
+            return None, {"weight": self._backward_dense_device(xp, dy, cache)}
+        uid, rows = self.backward_rows(dy, cache)
         dense = xp.zeros((self.vocab_size, self.d), dtype=rows.dtype)
         dense[uid] = rows
         return None, {"weight": dense}
+
+    def _backward_dense_device(self, xp, dy, cache):
+        """:meth:`backward`'s table gradient with no data-dependent shape (no host sync).
+
+        The same segment sums as :meth:`backward_rows` (float64 cumulative sums, end minus
+        the previous run's end), scattered with ``add.at``: every position adds its run's sum
+        at the run's last position and 0 elsewhere, so each row gets exactly that sum.
+        """
+        ids, dtype = cache
+        flat = ids.reshape(-1)
+        rows = dy.reshape(-1, self.d)
+        order = xp.argsort(flat)
+        sid = flat[order]
+        csum = xp.cumsum(rows[order].astype(xp.float64), axis=0)
+        is_last = xp.empty(sid.shape, dtype=bool)
+        is_last[:-1] = sid[1:] != sid[:-1]
+        is_last[-1] = True
+        start = xp.searchsorted(sid, sid, side="left")            # first position of each run
+        prev = xp.where((start > 0)[:, None], csum[xp.maximum(start - 1, 0)], 0.0)
+        seg = xp.where(is_last[:, None], csum - prev, 0.0).astype(dtype)
+        dense = xp.zeros((self.vocab_size, self.d), dtype=dtype)
+        xp.add.at(dense, sid, seg)
+        return dense
 
 
 class PositionEmbedding:
@@ -2134,10 +2161,11 @@ def softmax_cross_entropy(logits, labels):
         raise ValueError(f"labels has shape {tuple(labels.shape)}; expected ({b},)")
     if b == 0:
         raise ValueError("logits has an empty batch (B=0)")
-    lo, hi = int(labels.min()), int(labels.max())
-    if lo < 0 or hi >= c:
-        raise ValueError(f"labels contains {lo if lo < 0 else hi}, outside [0, {c})")
-    if not bool(xp.isfinite(logits).all()):
+    if is_host(labels):                        # contents on the host only (engine._checks policy)
+        lo, hi = int(labels.min()), int(labels.max())
+        if lo < 0 or hi >= c:
+            raise ValueError(f"labels contains {lo if lo < 0 else hi}, outside [0, {c})")
+    if is_host(logits) and not bool(xp.isfinite(logits).all()):
         raise ValueError("logits contains NaN or inf")
     shifted = logits - logits.max(axis=1, keepdims=True)
     e = xp.exp(shifted)

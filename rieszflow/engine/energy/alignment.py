@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rieszflow.engine._checks import check_int, check_points, check_vector
+from rieszflow.engine._checks import check_int, check_points, check_vector, is_host
 from rieszflow.engine.backend import namespace
 from rieszflow.engine.energy.base import Energy
 from rieszflow.engine.energy.riesz import RieszEnergy
@@ -193,7 +193,7 @@ def _check_pooled(P, y):
         raise ValueError(f"labels must have shape ({P.shape[0]},); got {y.shape}")
     if P.shape[0] < 2:
         raise ValueError(f"alignment needs at least 2 sequences; got n={P.shape[0]}")
-    if not bool(xp.all(xp.isfinite(P))):
+    if is_host(P) and not bool(xp.all(xp.isfinite(P))):   # value checks on the host only (no sync)
         raise ValueError("pooled representations contain NaN or inf")
     return xp
 
@@ -221,7 +221,7 @@ def onehot_alignment(P, y, n_classes: int = 2):
 
     Returns
     -------
-    value : float
+    value : float64 scalar (0-d array on CuPy)
         V (dimensionless; the paper's normalisation 1/(n(n-1)) over pairs i<j).
     grad : array, shape (n, d)
         dV/dP, row i equal to (S_{y_i} - P_i) / (n(n-1)).
@@ -238,13 +238,14 @@ def onehot_alignment(P, y, n_classes: int = 2):
     xp = _check_pooled(P, y)
     n = P.shape[0]
     onehot = xp.zeros((n, n_classes), dtype=P.dtype)
-    if int(y.min()) < 0 or int(y.max()) >= n_classes:
+    if is_host(y) and (int(y.min()) < 0 or int(y.max()) >= n_classes):
         raise ValueError(f"labels must lie in [0, {n_classes}); got range [{int(y.min())}, {int(y.max())}]")
     onehot[xp.arange(n), y] = 1
     S = onehot.T @ P                      # (C, d) class sums
     norm = n * (n - 1)
     # energies accumulate in float64 even when P is float32
-    value = 0.5 * (float(xp.sum(S * S, dtype=xp.float64)) - float(xp.sum(P * P, dtype=xp.float64))) / norm
+    # (float64 scalars, on the device for CuPy: no host sync)
+    value = 0.5 * (xp.sum(S * S, dtype=xp.float64) - xp.sum(P * P, dtype=xp.float64)) / norm
     grad = (onehot @ S - P) / norm
     return value, grad
 
@@ -269,7 +270,7 @@ def kernel_target_alignment(P, y, n_classes: int = 2, eps: float = 1e-12):
 
     Returns
     -------
-    value : float
+    value : float64 scalar (0-d array on CuPy)
         A.
     grad : array, shape (n, d)
         dA/dP = 2 G P with G = Y_c / (|K_c| |Y_c|) - A K_c / |K_c|^2.
@@ -286,10 +287,13 @@ def kernel_target_alignment(P, y, n_classes: int = 2, eps: float = 1e-12):
     Y = (y[:, None] == y[None, :]).astype(P.dtype)
     Yc = Y - Y.mean(axis=0, keepdims=True)
     Yc = Yc - Yc.mean(axis=1, keepdims=True)
-    nk = float(xp.sqrt(xp.sum(Kc * Kc, dtype=xp.float64))) + eps
-    ny = float(xp.sqrt(xp.sum(Yc * Yc, dtype=xp.float64))) + eps
-    A = float(xp.sum(Kc * Yc, dtype=xp.float64)) / (nk * ny)
-    G = Yc / (nk * ny) - A * Kc / (nk * nk)
+    # float64 scalars kept on the device (no host sync); cast to P's dtype where they scale
+    # arrays, as Python floats would be
+    nk = xp.sqrt(xp.sum(Kc * Kc, dtype=xp.float64)) + eps
+    ny = xp.sqrt(xp.sum(Yc * Yc, dtype=xp.float64)) + eps
+    A = xp.sum(Kc * Yc, dtype=xp.float64) / (nk * ny)
+    dt = P.dtype
+    G = Yc / (nk * ny).astype(dt) - A.astype(dt) * Kc / (nk * nk).astype(dt)
     # dA/dP = 2 H G H P; G is already doubly centred, so H G H = G.
     grad = 2.0 * (G @ P)
     return A, grad

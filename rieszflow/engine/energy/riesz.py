@@ -69,8 +69,19 @@ up to 1.6x at d = 4, the two are even at d = 8 and N = 256, and GEMM is
 1.7x faster at d = 8 and N = 2000, 1.5-3.3x at d = 16 and 4-6.4x at d = 64
 (N = 256 and 2000; faster still for s = 0 and 0.7). Numba stays the choice for
 small d. Below N ~ 100 the GEMM path's fixed cost per call (~50 us) exceeds
-Numba's, a negligible amount either way. On CuPy the same rule picks GEMM or
-the array-API reference (the GPU crossover is not measured).
+Numba's, a negligible amount either way.
+
+On CuPy, ``method="auto"`` takes ``method="fused"``: one CUDA kernel
+(``cupy.RawKernel``, compiled through :func:`engine.backend.raw_kernel`) computes
+energy and gradient in one pass, one thread per row k, the columns staged in
+shared memory in tiles of :func:`fused_tile` rows, every difference and sum in
+float64 and nothing copied to the host. Its logic is mirrored by a NumPy path
+(the same column tiles in the same order), which ``method="fused"`` runs on host
+arrays and the CPU tests compare with the reference; ``tests/test_riesz_fused.py``
+compares the kernel itself with the reference when a GPU is present
+(``benchmarks/gpu.py`` times it against GEMM and torch). The GEMM path on device
+arrays finds close pairs with masks over the tile instead of ``nonzero`` (no
+host synchronisation; the d extra elementwise passes per tile are the price).
 """
 from __future__ import annotations
 
@@ -79,7 +90,7 @@ import dataclasses
 import numpy as np
 
 from rieszflow.engine._checks import as_float_array, check_choice, check_int, check_points, check_real, is_host
-from rieszflow.engine.backend import namespace
+from rieszflow.engine.backend import namespace, raw_kernel
 from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
 from rieszflow.engine.energy.interaction import check_s, check_softening
 
@@ -91,9 +102,11 @@ __all__ = [
     "riesz_pair",
     "riesz_potential",
     "gemm_close_threshold",
+    "fused_kernel_source",
+    "fused_tile",
 ]
 
-METHODS = ("auto", "numpy", "numba", "gemm")
+METHODS = ("auto", "numpy", "numba", "gemm", "fused")
 _CHUNK_ELEMENTS = 2 ** 21  # elements of the (chunk, N, d) difference block (16 MiB in float64)
 _GEMM_TILE_ROWS = 64           # rows of a GEMM-path tile: (64, N) blocks stay in cache (bench: 32-128 best)
 _GEMM_TILE_ELEMENTS = 2 ** 22  # ... and at most this many elements (32 MiB in float64) for huge N
@@ -105,6 +118,11 @@ GEMM_MIN_D = 8
 
 #: Target relative error of one pair's squared distance in the GEMM path (see :func:`gemm_close_threshold`).
 GEMM_R2_RTOL = 2.0 ** -36
+
+#: Threads per block of the fused CUDA kernel (one thread per row k).
+FUSED_THREADS = 128
+#: Shared memory of one column tile of the fused kernel, in float64 entries (48 KiB).
+_FUSED_SHARED = 6144
 
 
 def _coef(s: float) -> float:
@@ -268,6 +286,7 @@ def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
     O(tile_rows * N) besides the (N, d) inputs; see the module docstring for the threshold.
     """
     xp = namespace(omega)
+    host = is_host(omega)
     n, d = omega.shape
     x = xp.asarray(omega, dtype=xp.float64)
     y = x - xp.mean(x, axis=0)[None, :]  # differences are translation invariant
@@ -289,6 +308,9 @@ def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
         if eps2:
             r2 += eps2
         r2[diag] = 1.0                           # mask the self pair BEFORE the kernel
+        if not host:                             # device: no data-dependent shapes (no sync)
+            _gemm_tile_masked(xp, x, y, sq, r2, rows, force, a, b, theta, eps2, s, want_energy, diag)
+            continue
         # close pairs: a cheap tile-wide screen, then the exact per-pair test on the candidates
         i, j = xp.nonzero(r2 <= theta * (xp.max(sq[a:b]) + sq_max))
         keep = (r2[i, j] <= theta * (sq[a + i] + sq[a + j])) & (i != j)
@@ -331,25 +353,222 @@ def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
     return rows, (-_coef(s)) * force
 
 
+def _gemm_tile_masked(xp, x, y, sq, r2, rows, force, a, b, theta, eps2, s, want_energy, diag):
+    """One GEMM tile with the close pairs handled by masks over the tile (device arrays).
+
+    The same pairs as the host path (``r2 <= theta (|y_k|^2 + |y_l|^2)``) are taken out of
+    the BLAS sums and recomputed from their difference vectors, coordinate by coordinate over
+    the whole tile (d elementwise passes), with ``where`` instead of ``nonzero``: no output
+    shape depends on the data, so nothing synchronises with the host.
+    """
+    n, d = x.shape
+    m = b - a
+    close = r2 <= theta * (sq[a:b, None] + sq[None, a:])
+    close[diag] = False
+    r2 = xp.where(close, 1.0, r2)                # finite mask value; these pairs are recomputed below
+    w = _weight_gemm(xp, r2, s)
+    if want_energy:
+        if s == 0.0:
+            g = -0.5 * xp.log(r2)
+        else:
+            g = w * r2
+            if s < 0:
+                g = -g
+        g[diag] = 0.0
+        g = xp.where(close, 0.0, g)
+        rows[a:b] += xp.sum(g, axis=1)
+        rows[b:] += xp.sum(g[:, m:], axis=0)
+    w[diag] = 0.0
+    w = xp.where(close, 0.0, w)
+    force[a:b] += xp.sum(w, axis=1)[:, None] * y[a:b] - w @ y[a:]
+    w_beyond = w[:, m:]
+    force[b:] += xp.sum(w_beyond, axis=0)[:, None] * y[b:] - w_beyond.T @ y[a:b]
+    # exact recomputation of the close pairs (the reference's formula), masked over the tile
+    r2x = xp.zeros(r2.shape, dtype=xp.float64)
+    for c in range(d):
+        dc = x[a:b, c, None] - x[None, a:, c]
+        r2x += dc * dc
+    r2x = xp.where(close, r2x + eps2, 1.0)
+    gx, wx = _kernel_and_weight(xp, r2x, s)
+    wx = xp.where(close, wx, 0.0)
+    if want_energy:
+        gx = xp.where(close, gx, 0.0)
+        rows[a:b] += xp.sum(gx, axis=1)
+        rows[b:] += xp.sum(gx[:, m:], axis=0)
+    for c in range(d):
+        fc = wx * (x[a:b, c, None] - x[None, a:, c])
+        force[a:b, c] += xp.sum(fc, axis=1)
+        force[b:, c] -= xp.sum(fc[:, m:], axis=0)
+
+
+def fused_tile(d):
+    """Columns per shared-memory tile of the fused kernel (and of its NumPy mirror).
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the particles.
+
+    Returns
+    -------
+    int
+        ``min(128, 6144 // d)`` (at least 1): one tile of float64 coordinates fits in 48 KiB.
+    """
+    return max(1, min(FUSED_THREADS, _FUSED_SHARED // max(1, int(d))))
+
+
+_FUSED_SOURCE = r"""
+#define D __D__
+#define TILE __TILE__
+typedef __T__ real_t;
+extern "C" __global__ void riesz_fused(const real_t* __restrict__ x, const int n, const double s,
+                                       const double eps2, const int want_energy,
+                                       double* __restrict__ rows, double* __restrict__ acc_out)
+{
+    // one thread per row k; columns l in tiles of TILE rows of x staged in shared memory;
+    // every sum in float64, columns in increasing order (the NumPy mirror's order)
+    __shared__ double tile[TILE * D];
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    double xk[D];
+    double acc[D];
+    double e = 0.0;
+    for (int c = 0; c < D; ++c) {
+        xk[c] = (k < n) ? (double)x[(size_t)k * D + c] : 0.0;
+        acc[c] = 0.0;
+    }
+    for (int c0 = 0; c0 < n; c0 += TILE) {
+        const int cnt = min(TILE, n - c0);
+        for (int idx = threadIdx.x; idx < cnt * D; idx += blockDim.x)
+            tile[idx] = (double)x[(size_t)c0 * D + idx];
+        __syncthreads();
+        if (k < n) {
+            for (int j = 0; j < cnt; ++j) {
+                if (c0 + j == k) continue;                 // the self pair is never evaluated
+                double r2 = 0.0;
+                for (int c = 0; c < D; ++c) {
+                    const double dc = xk[c] - tile[j * D + c];
+                    r2 += dc * dc;
+                }
+                r2 += eps2;
+                double wgt;
+                if (s == 0.0) {
+                    wgt = 1.0 / r2;
+                    if (want_energy) e += -0.5 * log(r2);
+                } else {
+                    wgt = pow(r2, -0.5 * (s + 2.0));
+                    if (want_energy) e += (s > 0.0) ? pow(r2, -0.5 * s) : -pow(r2, -0.5 * s);
+                }
+                for (int c = 0; c < D; ++c)
+                    acc[c] += wgt * (xk[c] - tile[j * D + c]);
+            }
+        }
+        __syncthreads();
+    }
+    if (k < n) {
+        if (want_energy) rows[k] = e;
+        for (int c = 0; c < D; ++c) acc_out[(size_t)k * D + c] = acc[c];
+    }
+}
+"""
+
+
+def fused_kernel_source(d, dtype):
+    """CUDA C++ source of the fused Riesz kernel for dimension ``d`` and input ``dtype``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the particles (a compile-time constant of the kernel).
+    dtype : numpy.dtype
+        float32 or float64 (the positions; every sum is float64).
+
+    Returns
+    -------
+    str
+        Source of ``extern "C" __global__ void riesz_fused(x, n, s, eps2, want_energy, rows,
+        acc)``: thread k writes ``rows[k] = sum_{l != k} g_s`` and
+        ``acc[k] = sum_{l != k} |w|^{-(s+2)} (x_k - x_l)``.
+    """
+    t = "float" if np.dtype(dtype) == np.float32 else "double"
+    return (_FUSED_SOURCE.replace("__D__", str(int(d))).replace("__TILE__", str(fused_tile(d)))
+            .replace("__T__", t))
+
+
+def _pair_sums_fused(omega, s, eps, want_energy):
+    """Fused row sums: the CUDA kernel on CuPy arrays, its NumPy mirror otherwise.
+
+    The mirror follows the kernel's order (column tiles of :func:`fused_tile` rows, in
+    increasing order, differences and float64 sums per pair); CPU tests run it against the
+    reference, so the kernel's logic is tested where no GPU is.
+    """
+    xp = namespace(omega)
+    n, d = omega.shape
+    if type(omega).__module__.startswith("cupy"):
+        x = xp.ascontiguousarray(omega)
+        rows = xp.empty(n, dtype=xp.float64)
+        acc = xp.empty((n, d), dtype=xp.float64)
+        kern = raw_kernel(fused_kernel_source(d, x.dtype), "riesz_fused")
+        blocks = (n + FUSED_THREADS - 1) // FUSED_THREADS
+        kern((blocks,), (FUSED_THREADS,), (x, np.int32(n), np.float64(s), np.float64(eps * eps),
+                                            np.int32(bool(want_energy)), rows, acc))
+    else:
+        rows, acc = _fused_mirror(xp, omega, s, eps, want_energy)
+    return (rows if want_energy else None), (-_coef(s)) * acc
+
+
+def _fused_mirror(xp, omega, s, eps, want_energy):
+    """NumPy (array-API) mirror of the fused kernel: same column tiles, float64 sums."""
+    n, d = omega.shape
+    x = xp.asarray(omega, dtype=xp.float64)
+    tile = fused_tile(d)
+    rows = xp.zeros(n, dtype=xp.float64)
+    acc = xp.zeros((n, d), dtype=xp.float64)
+    ridx = xp.arange(n)
+    block = max(1, min(n, _CHUNK_ELEMENTS // max(1, tile * d)))   # threads evaluated together
+    for c0 in range(0, n, tile):
+        c1 = min(c0 + tile, n)
+        cols = x[c0:c1]
+        for r0 in range(0, n, block):
+            r1 = min(r0 + block, n)
+            diff = x[r0:r1, None, :] - cols[None, :, :]                    # (R, T, d)
+            off = ridx[r0:r1, None] != ridx[None, c0:c1]
+            r2 = xp.where(off, xp.sum(diff * diff, axis=-1) + eps * eps, 1.0)
+            g, wgt = _kernel_and_weight(xp, r2, s)
+            acc[r0:r1] += xp.sum(xp.where(off, wgt, 0.0)[..., None] * diff, axis=1)
+            if want_energy:
+                rows[r0:r1] += xp.sum(xp.where(off, g, 0.0), axis=1)
+    return rows, acc
+
+
 def _pair_sums(omega, s, softening, method, want_energy, chunk_size):
     """Validate and dispatch; returns float64 (rows or None, grads)."""
     s = check_s(s)
     eps = check_softening(softening)
     check_choice("method", method, METHODS)
     omega = check_points("omega", omega)
-    host = is_host(omega)
-    if method == "numba" and not host:
+    if method == "numba" and not is_host(omega):
         raise TypeError("method='numba' needs a NumPy (CPU) array, got a "
                         f"{type(omega).__module__}.{type(omega).__name__}; use method='auto' or 'numpy'")
     if chunk_size is not None:
         check_int("chunk_size", chunk_size, minimum=1)
+    return omega, _dispatch(omega, s, eps, method, want_energy, chunk_size)
+
+
+def _dispatch(omega, s, eps, method, want_energy, chunk_size):
+    """Row sums of validated input by ``method`` (no checks, no host synchronisation)."""
+    host = is_host(omega)
     if method == "auto":
-        method = "gemm" if omega.shape[1] >= GEMM_MIN_D else ("numba" if host else "numpy")
+        if not host:                 # a device array: the fused kernel (exact, sync-free)
+            method = "fused"
+        else:
+            method = "gemm" if omega.shape[1] >= GEMM_MIN_D else "numba"
+    if method == "fused":
+        return _pair_sums_fused(omega, s, eps, want_energy)
     if method == "numba":
-        return omega, _pair_sums_numba(omega, s, eps, want_energy)
+        return _pair_sums_numba(omega, s, eps, want_energy)
     if method == "gemm":
-        return omega, _pair_sums_gemm(omega, s, eps, want_energy, chunk_size)
-    return omega, _pair_sums_xp(omega, s, eps, want_energy, chunk_size)
+        return _pair_sums_gemm(omega, s, eps, want_energy, chunk_size)
+    return _pair_sums_xp(omega, s, eps, want_energy, chunk_size)
 
 
 def _pair_sums_chains(omega, s, softening):
@@ -394,11 +613,13 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
-    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
         ``"gemm"``: BLAS Gram blocks with exact recomputation of close pairs
-        (NumPy or CuPy; see the module docstring). ``"auto"`` uses ``"gemm"`` for
-        ``d >= GEMM_MIN_D`` and otherwise the Numba kernel for NumPy arrays and the
-        array-API reference (``"numpy"``, which also runs on CuPy) for CuPy arrays.
+        (NumPy or CuPy; see the module docstring). ``"fused"``: energy and gradient in
+        one pass of a CUDA kernel on CuPy arrays (one thread per row, column tiles in
+        shared memory, float64 sums), its NumPy mirror on host arrays. ``"auto"``: for
+        NumPy arrays ``"gemm"`` if ``d >= GEMM_MIN_D``, else the Numba kernel; for CuPy
+        arrays ``"fused"`` (no host synchronisation).
     chunk_size : int, optional
         Rows per block of the reference implementation (memory
         O(chunk_size * N * d)) or of the GEMM path (memory O(chunk_size * N));
@@ -431,6 +652,20 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
     return energy, xp.asarray(grads / (n * (n - 1.0)), dtype=omega.dtype)
 
 
+def _riesz_energy_and_grad_unchecked(omega, s, softening=0.0, method="auto"):
+    """:func:`riesz_energy_and_grad` without input validation, for loops over checked input.
+
+    No host synchronisation on device arrays (no finiteness check); ``omega`` must be an
+    (N, d) float array with N >= 2, ``s`` and ``softening`` valid: the loops that call it
+    (Phase A of the main job) validated them once and check the particles at every record.
+    """
+    rows, grads = _dispatch(omega, float(s), float(softening), method, True, None)
+    xp = namespace(omega)
+    n = omega.shape[0]
+    energy = xp.sum(rows) / (2.0 * n * (n - 1))
+    return energy, xp.asarray(grads / (n * (n - 1.0)), dtype=omega.dtype)
+
+
 def riesz_energy(omega, s, softening=0.0, method="auto", chunk_size=None):
     """Riesz energy :math:`\\mathcal{W}_{N,s} = \\frac{1}{2N(N-1)} \\sum_{k \\ne l} g_s(\\omega_k - \\omega_l)`.
 
@@ -442,7 +677,7 @@ def riesz_energy(omega, s, softening=0.0, method="auto", chunk_size=None):
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
-    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
         See :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation.
@@ -480,7 +715,7 @@ def riesz_energy_grad(omega, s, softening=0.0, method="auto", chunk_size=None):
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`.
-    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
         See :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation.
@@ -522,7 +757,7 @@ def riesz_potential(omega, s, softening=0.0, method="auto", chunk_size=None):
         Riesz exponent, ``-2 < s < inf``, as :func:`riesz_energy_and_grad`.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`, as :func:`riesz_energy_and_grad`.
-    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
         Backend of the pair sums, as :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation, as :func:`riesz_energy_and_grad`.
@@ -564,7 +799,7 @@ class RieszEnergy(Energy):
         (particles_pde_reference.md; use ``grad_scale = 1``).
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0` (see :func:`riesz_kernel`).
-    method : {"auto", "numpy", "numba", "gemm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
         Backend of the pair sums (see :func:`riesz_energy_and_grad`).
     chunk_size : int, optional
         Rows per block of the reference implementation.

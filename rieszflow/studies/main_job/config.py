@@ -375,7 +375,9 @@ class MainJobConfig(StudyConfig):
         -------
         dict
             ``tau``, ``floor``, ``omega_scale``, and ``init`` / ``stabilise`` when they
-            differ from the map's default; empty for softmax and Linformer attention.
+            differ from the map's default; ``check_finite=False`` on CuPy (the check would
+            synchronise with the device at every call; Phase A checks the particles at every
+            record); empty for softmax and Linformer attention.
         """
         if self.attention != "linear":
             return {}
@@ -386,6 +388,8 @@ class MainJobConfig(StudyConfig):
             opts["init"] = self.feature_init
         if self.stabilise != "none":
             opts["stabilise"] = self.stabilise
+        if self.backend == "cupy":
+            opts["check_finite"] = False
         if self.feature_map == "luna":
             opts.update(channels=self.luna_channels, hidden=self.luna_hidden, envelope=self.luna_envelope)
         return opts

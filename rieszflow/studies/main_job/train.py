@@ -394,7 +394,7 @@ class MainJob:
         resumed epoch redraws the same order, skips the batches done and continues the noise
         stream exactly (bit-identical to an uninterrupted run).
         """
-        from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+        from rieszflow.engine.energy.riesz import _riesz_energy_and_grad_unchecked as _riesz_energy_and_grad
         from rieszflow.engine.simulate import LangevinState
 
         cfg, xp, model = self.cfg, self.backend.xp, self.model
@@ -415,11 +415,48 @@ class MainJob:
             done = partial["batches_done"]
             self.rng_a.bit_generator.state = now_state
         last_ckpt = t_start = time.perf_counter()
+        # Host-light loop: a step queues its diagnostics on the device; they reach the host in
+        # one transfer per block (at each omega record, checkpoint and the epoch's end), where the
+        # non-finite check and the delta rule are applied step by step, in order. A step after the
+        # one where the delta rule fires leaves the particles unchanged (device-side freeze), and
+        # its diagnostics are dropped, so the stopping step and every output are those of a
+        # per-step check.
+        freeze = cfg.delta > 0
+        active = xp.ones((), dtype=bool)              # False from the step after the delta rule fired
+        pending = []                                  # (step, stacked device diagnostics) of the block
+
+        def flush():
+            """Pull the block's diagnostics (one transfer), check and record them; True on a stop."""
+            if not pending:
+                return False
+            steps = [k for k, _ in pending]
+            vals = to_numpy(xp.stack([v for _, v in pending])).astype(np.float64)
+            pending.clear()
+            for k, (value, repulsion, max_disp, drift) in zip(steps, vals):
+                value, repulsion, max_disp, drift = float(value), float(repulsion), float(max_disp), float(drift)
+                if not math.isfinite(repulsion + max_disp + drift):
+                    raise FloatingPointError(f"Phase A step {k}: non-finite particles or drift "
+                                             f"(repulsion {repulsion}, max move {max_disp}); reduce eta or "
+                                             f"set a smaller clip_norm")
+                self.step_a = k
+                H = -value + cfg.lam * repulsion
+                w.append("step", {"alignment_energy": -value, "repulsion_energy": repulsion,
+                                  "hamiltonian": H, "max_displacement": max_disp, "drift_norm": drift},
+                         coord=k)
+                if max_disp < cfg.delta:
+                    if k % cfg.record_every == 0:
+                        self._record_omega(w)
+                    return True
+            if self.step_a % cfg.record_every == 0:
+                self._record_omega(w)
+            return False
+
+        step = self.step_a
         for ids, mask, labels, _ in _progress(it, n_batches - done, f"Phase A epoch {epoch}", self.quiet):
             value, grads = alignment_gradients(
                 model, self.backend.asarray(ids, dtype=np.int64), self.backend.asarray(mask, dtype=bool),
                 self.backend.asarray(labels, dtype=np.int64), align, self.omega_names)
-            # per-step diagnostics stay on the device: one transfer per step (below), not 3 per head
+            # per-step diagnostics stay on the device
             repulsion = xp.zeros((), dtype=xp.float64)
             max_disp = xp.zeros((), dtype=xp.float64)
             drift = xp.zeros((), dtype=xp.float64)
@@ -429,7 +466,7 @@ class MainJob:
                 new = xp.empty_like(om_all)
                 for h in range(om_all.shape[0]):
                     om = om_all[h]
-                    w_val, w_grad = riesz_energy_and_grad(om, cfg.s)
+                    w_val, w_grad = _riesz_energy_and_grad(om, cfg.s)
                     repulsion = repulsion + w_val
                     g = g_all[h] + cfg.lam * w_grad
                     self._drift[(name, h)] = g
@@ -439,31 +476,25 @@ class MainJob:
                     new[h] = st.omega
                     max_disp = xp.maximum(max_disp, st.max_displacement)
                     drift = xp.maximum(drift, xp.linalg.norm(om.shape[0] * g))
-                model.params[name] = new
-            repulsion, max_disp, drift = (float(v) for v in to_numpy(xp.stack([repulsion, max_disp,
-                                                                                   drift])))
-            if not math.isfinite(repulsion + max_disp + drift):
-                raise FloatingPointError(f"Phase A step {self.step_a + 1}: non-finite particles or drift "
-                                         f"(repulsion {repulsion}, max move {max_disp}); reduce eta or "
-                                         f"set a smaller clip_norm")
-            self.step_a += 1
-            H = -value + cfg.lam * repulsion
-            w.append("step", {"alignment_energy": -value, "repulsion_energy": repulsion,
-                              "hamiltonian": H, "max_displacement": max_disp, "drift_norm": drift},
-                     coord=self.step_a)
-            if self.step_a % cfg.record_every == 0:
-                self._record_omega(w)
+                model.params[name] = xp.where(active, new, om_all) if freeze else new
+            if freeze:
+                active = active & ~(max_disp < cfg.delta)
+            step += 1
+            pending.append((step, xp.stack([xp.asarray(value, dtype=xp.float64), repulsion, max_disp,
+                                            drift])))
             done += 1
-            if max_disp < cfg.delta:
+            if step % cfg.record_every == 0 and flush():
                 return True
             if time.perf_counter() - last_ckpt >= cfg.checkpoint_seconds and done < n_batches:
+                if flush():
+                    return True
                 self._save_ckpt(w, "A", epoch, *best, opt,
                                 partial={"batches_done": done, "rng_epoch_start": epoch_start},
                                 # the epoch's time so far, so a resumed run's phase_a_seconds counts it
                                 elapsed={**self.elapsed, "phase_a": self.elapsed["phase_a"]
                                          + time.perf_counter() - t_start})
                 last_ckpt = time.perf_counter()
-        return False
+        return flush()
 
     def _record_omega(self, w):
         om = np.stack([to_numpy(self.model.params[n]) for n in self.omega_names]).astype(np.float32)
@@ -491,8 +522,12 @@ class MainJob:
         from rieszflow.engine.attention.layers import softmax_cross_entropy
 
         cfg, model = self.cfg, self.model
+        xp = self.backend.xp
         n_batches = -(-len(self.train) // cfg.batch_size)
-        tot_loss, tot_hit, n = 0.0, 0, 0
+        # Host-light loop: each batch's loss and number of correct predictions stay on the device;
+        # they reach the host in one transfer at the end of the epoch (Phase B checkpoints per
+        # epoch, so a kill loses nothing more), then are recorded and summed in batch order.
+        losses, hits, sizes = [], [], []
         it = batches(self.train, cfg.batch_size, rng=self.rng_b, pad_id=self.tok.pad_id)
         for ids, mask, labels, _ in _progress(it, n_batches, f"Phase B epoch {epoch}", self.quiet):
             y = self.backend.asarray(labels, dtype=np.int64)
@@ -503,11 +538,19 @@ class MainJob:
             opt.step(grads)
             if cfg.redraw_every and opt.t % cfg.redraw_every == 0:
                 self._redraw_features()
+            losses.append(xp.asarray(loss, dtype=xp.float64))
+            hits.append(xp.sum(p.argmax(1) == y).astype(xp.float64))   # exact: counts <= batch size
+            sizes.append(len(labels))
+        if not sizes:
+            raise ValueError("Phase B: the training split gave no batch")
+        host = to_numpy(xp.stack([xp.stack(losses), xp.stack(hits)]))   # one transfer per epoch
+        tot_loss, tot_hit, n = 0.0, 0, 0
+        for loss, hit, size in zip(host[0], host[1], sizes):
             loss = float(loss)
             w.append("batch", {"batch_loss": loss})
-            tot_loss += loss * len(labels)
-            tot_hit += int(np.sum(to_numpy(p).argmax(1) == labels))
-            n += len(labels)
+            tot_loss += loss * size
+            tot_hit += int(hit)
+            n += size
         return tot_loss / n, tot_hit / n
 
     # -- driver ------------------------------------------------------------------------------
