@@ -32,7 +32,7 @@ import scipy.special
 from tqdm.auto import tqdm
 
 from rieszflow.engine._checks import check_choice, check_int, check_points, check_real, check_vector
-from rieszflow.engine.backend import get_backend, namespace, to_numpy
+from rieszflow.engine.backend import backend_of, get_backend, namespace, to_numpy
 from rieszflow.engine.space import Space
 
 __all__ = [
@@ -52,6 +52,11 @@ __all__ = [
 ]
 
 BOUNDARIES = ("project", "reflect")
+
+#: Steps between two host reads of :func:`run_langevin`'s ``delta`` rule when nothing is
+#: recorded (with ``record_every`` it is read at every record): the rule itself is evaluated on
+#: the device at every step, and a run that stops computes (frozen) at most this many steps more.
+DELTA_BLOCK = 64
 
 
 # --------------------------------------------------------------------------- states
@@ -737,8 +742,12 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
         (an upper bound of the :math:`W_\\infty` distance): the run stops after the
         first step whose largest move is below ``delta``. At finite ``beta`` the
         noise alone moves particles by about :math:`\\sqrt{2\\eta/\\beta}\\,\\sqrt{2\\log N}`, so
-        choose ``delta`` above that, or use it with ``beta = inf``. Checking it
-        costs one device synchronisation per step.
+        choose ``delta`` above that, or use it with ``beta = inf``. The rule is
+        evaluated on the device at every step and read on the host once per block
+        (every ``record_every`` steps, else every :data:`DELTA_BLOCK` steps): steps
+        after the stopping step leave the state unchanged and are not recorded, so
+        the stopping step, the records and the final state are those of a per-step
+        check (a passed-in Generator has then drawn the noise of the rest of the block).
     record_every : int, optional
         Call ``callback(state)`` whenever ``state.step`` is a multiple of this.
     callback : callable, optional
@@ -786,7 +795,11 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
     rng = np.random.default_rng(seed)
     xp = namespace(state.omega)
     if backend is None:
-        backend = get_backend("numpy" if xp is np else "cupy", dtype=state.omega.dtype)
+        backend = backend_of(state.omega)
+    block = record_every if record_every is not None else DELTA_BLOCK
+    # delta rule on the device: `active` turns False after the stopping step, `hit` holds it
+    flags = {"active": xp.ones((), dtype=bool), "hit": xp.full((), -1, dtype=xp.int64),
+             "pulled": (None, -1), "last": None}
 
     if stall_steps is not None:
         stall_steps = check_int("stall_steps", stall_steps, minimum=1)
@@ -807,7 +820,29 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
                           f"{st.step - streak + 1}-{st.step}; acceptance rate so far {rate:.3g}): it "
                           f"has stopped sampling; reduce eta", RuntimeWarning, stacklevel=3)
 
+    def stopped_at(st):
+        """Step where the delta rule fired (-1: not yet), read once per step count."""
+        if flags["pulled"][0] != st.step:
+            flags["pulled"] = (st.step, int(flags["hit"]))
+        return flags["pulled"][1]
+
+    def frozen_step(st, noise):
+        new = step_fn(st, noise)
+        now = new.max_displacement < delta
+        keep = flags["active"]
+        flags["hit"] = xp.where(keep & now, new.step, flags["hit"])
+        flags["active"] = keep & ~now
+        changes = {}
+        for f in dataclasses.fields(new):           # after the stop, every array field stays
+            a, b = getattr(new, f.name), getattr(st, f.name)
+            if hasattr(a, "shape") and hasattr(b, "shape") and tuple(a.shape) == tuple(b.shape):
+                changes[f.name] = xp.where(keep, a, b)
+        return dataclasses.replace(new, **changes)
+
     def record(st):
+        if delta is not None and st.step and 0 <= stopped_at(st) < st.step:
+            return                                  # after the stop: a per-step check never got here
+        flags["last"] = st.step
         if not bool(xp.all(xp.isfinite(st.omega))):
             raise FloatingPointError(f"non-finite particle positions at step {st.step}; reduce eta, "
                                      "add softening or set clip_norm")
@@ -816,11 +851,18 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
             callback(st)
 
     def stop(st):
-        return delta is not None and float(st.max_displacement) < delta
+        return delta is not None and st.step % block == 0 and stopped_at(st) >= 0
 
-    final = run(step_fn, state, n_steps, rng=rng, backend=backend, record=record,
-                record_every=record_every, record_initial=callback is not None and record_initial,
+    final = run(step_fn if delta is None else frozen_step, state, n_steps, rng=rng, backend=backend,
+                record=record, record_every=record_every,
+                record_initial=callback is not None and record_initial, record_final=False,
                 stop=stop, progress=progress, desc="langevin")
+    if delta is not None and final.step != state.step:
+        hit = stopped_at(final)
+        if hit >= 0:                                # the state is frozen at the stopping step
+            final = dataclasses.replace(final, step=hit)
+    if flags["last"] != final.step:                 # the final state, unless just recorded
+        record(final)
     check_stall(final)          # also when the last state was recorded before the final step
     return final
 
