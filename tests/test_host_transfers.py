@@ -156,7 +156,7 @@ def test_phase_b_transfers_once_per_epoch(tmp_path):
 
 
 def test_phase_a_delta_rule_per_block_equals_per_step(tmp_path):
-    """The delta rule fires inside an epoch (step 3 of 4): the records and the
+    """The delta rule fires inside a block (step 2 of a 4-step block): the records and the
     particles are those of a loop that checks after every step (record_every=1, checkpoint
     after every step), and the particles stay frozen after the stopping step."""
     over = dict(beta=1e12, delta=1e-300, phase_a_epochs=1)
@@ -165,21 +165,21 @@ def test_phase_a_delta_rule_per_block_equals_per_step(tmp_path):
     probe._phase_a_epoch(w, 1)
     moves = [v["max_displacement"] for d, v, _ in w.calls if d == "step"]
     k = next(j for j in range(1, len(moves)) if moves[j] < min(moves[:j])) + 1   # first new minimum
-    assert k == 3                         # inside a block of record_every=2 (steps 3-4), mid-epoch
+    assert k == 2                         # inside the one block of record_every=4, mid-epoch
     delta = float(np.nextafter(moves[k - 1], np.inf))             # fires at step k exactly
     results = []
-    for record_every in (2, 1):
+    for record_every in (4, 1):
         job, _ = _job(tmp_path, counting=False, **{**over, "delta": delta, "record_every": record_every})
         w = StubWriter()
         assert job._phase_a_epoch(w, 1) is True
         assert job.step_a == k
         steps = [(v, c) for d, v, c in _as_host(w.calls) if d == "step"]
         results.append((steps, {k: np.array(v) for k, v in job.model.params.items()}))
-    (steps2, params2), (steps1, params1) = results
-    assert [c for _, c in steps2] == list(range(1, k + 1)) == [c for _, c in steps1]
-    for (a, _), (b, _) in zip(steps2, steps1):
-        assert all(np.array_equal(a[k], b[k]) for k in a)
-    assert all(np.array_equal(params2[k], params1[k]) for k in params1)
+    (steps4, params4), (steps1, params1) = results
+    assert [c for _, c in steps4] == list(range(1, k + 1)) == [c for _, c in steps1]
+    for (a, _), (b, _) in zip(steps4, steps1):
+        assert all(np.array_equal(a[name], b[name]) for name in a)
+    assert all(np.array_equal(params4[name], params1[name]) for name in params1)
 
 
 def test_phase_a_nonfinite_is_reported_at_its_step(tmp_path):
