@@ -198,11 +198,23 @@ class TransferCounter:
         return len(self.events)
 
     def by_kind(self) -> Counter:
-        """Conversions per kind, a :class:`collections.Counter`."""
+        """Conversions per kind.
+
+        Returns
+        -------
+        collections.Counter
+            Kind -> number of conversions.
+        """
         return Counter(k for k, _ in self.events)
 
     def by_site(self) -> Counter:
-        """Conversions per calling line (``"path:line"``), a :class:`collections.Counter`."""
+        """Conversions per calling line.
+
+        Returns
+        -------
+        collections.Counter
+            ``"path:line"`` -> number of conversions.
+        """
         return Counter(site for _, site in self.events)
 
     def reset(self) -> None:
@@ -306,6 +318,22 @@ class CountingArray(np.ndarray):
     (``nonzero``, ``flatnonzero``, ``argwhere``, ``unique``, ``extract``, ``compress``,
     boolean-mask indexing), for which CuPy synchronises to size the result. ``len`` and
     shape/dtype queries are free (metadata, no sync).
+
+    Parameters
+    ----------
+    shape : tuple of int
+        As :class:`numpy.ndarray` (make counting arrays with
+        ``get_backend("numpy", count_transfers=True).asarray(x)`` or ``x.view(CountingArray)``).
+    dtype : numpy.dtype, optional
+        As :class:`numpy.ndarray`.
+    buffer : buffer, optional
+        As :class:`numpy.ndarray`.
+    offset : int, optional
+        As :class:`numpy.ndarray`.
+    strides : tuple of int, optional
+        As :class:`numpy.ndarray`.
+    order : {"C", "F"}, optional
+        As :class:`numpy.ndarray`.
     """
 
     __array_priority__ = 20.0
@@ -338,7 +366,13 @@ class CountingArray(np.ndarray):
         super().__setitem__(_plain(key), _plain(value))
 
     def nonzero(self):
-        """Indices of the nonzero entries (one counted transfer: the output size depends on them)."""
+        """Indices of the nonzero entries (one counted transfer: the output size depends on them).
+
+        Returns
+        -------
+        tuple of CountingArray
+            As :meth:`numpy.ndarray.nonzero`.
+        """
         _note_transfer("nonzero")
         return _wrap(self.view(np.ndarray).nonzero())
 
@@ -371,27 +405,88 @@ class CountingArray(np.ndarray):
         return format(self.view(np.ndarray), spec)
 
     def item(self, *args):
-        """Python scalar (one counted transfer)."""
+        """Python scalar (one counted transfer).
+
+        Parameters
+        ----------
+        *args : int
+            As :meth:`numpy.ndarray.item`.
+
+        Returns
+        -------
+        int, float, bool or complex
+            The element.
+        """
         _note_transfer("item")
         return self.view(np.ndarray).item(*args)
 
     def tolist(self):
-        """Nested Python list (one counted transfer)."""
+        """Nested Python list (one counted transfer).
+
+        Returns
+        -------
+        list or scalar
+            As :meth:`numpy.ndarray.tolist`.
+        """
         _note_transfer("tolist")
         return self.view(np.ndarray).tolist()
 
     def get(self):
-        """Host copy as a plain ``numpy.ndarray`` (one counted transfer), like ``cupy.ndarray.get``."""
+        """Host copy as a plain ``numpy.ndarray`` (one counted transfer), like ``cupy.ndarray.get``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The values.
+        """
         return to_numpy(self)
 
     # methods that NumPy implements in C and that would return host scalars
     def argmax(self, *args, **kwargs):
+        """As :meth:`numpy.ndarray.argmax`, a (0-d) counting array even without an axis.
+
+        Parameters
+        ----------
+        *args, **kwargs
+            As :meth:`numpy.ndarray.argmax`.
+
+        Returns
+        -------
+        CountingArray
+            The indices.
+        """
         return _wrap(self.view(np.ndarray).argmax(*_plain(args), **kwargs))
 
     def argmin(self, *args, **kwargs):
+        """As :meth:`numpy.ndarray.argmin`, a (0-d) counting array even without an axis.
+
+        Parameters
+        ----------
+        *args, **kwargs
+            As :meth:`numpy.ndarray.argmin`.
+
+        Returns
+        -------
+        CountingArray
+            The indices.
+        """
         return _wrap(self.view(np.ndarray).argmin(*_plain(args), **kwargs))
 
     def dot(self, other, *args):
+        """As :meth:`numpy.ndarray.dot`, a (0-d) counting array for two vectors.
+
+        Parameters
+        ----------
+        other : array
+            The second factor.
+        *args
+            As :meth:`numpy.ndarray.dot` (``out``).
+
+        Returns
+        -------
+        CountingArray
+            The product.
+        """
         return _wrap(self.view(np.ndarray).dot(_plain(other), *_plain(args)))
 
 
