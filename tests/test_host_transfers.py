@@ -12,11 +12,18 @@ records against a run of the same loop on plain NumPy arrays, which must be bit-
 """
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from rieszflow.engine.backend import (CountingArray, count_host_transfers, get_backend, namespace,
-                                      to_numpy)
+from rieszflow.engine.backend import (CountingArray, count_host_transfers, cupy_available, get_backend,
+                                      namespace, to_numpy)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 # ----------------------------------------------------------------------------- the counter itself
@@ -280,3 +287,20 @@ def test_token_flow_transfers_only_at_records():
     ref = run_flow(field, x0, dt=0.05, t_end=1.0, record_every=5)
     assert np.array_equal(np.asarray(res.x), np.asarray(ref.x))
 
+
+
+# ----------------------------------------------------------------------------- benchmarks/gpu.py
+
+@pytest.mark.skipif(cupy_available(), reason="a CUDA device is present: benchmarks/gpu.py would measure")
+def test_gpu_benchmark_fails_gracefully_without_a_device(tmp_path):
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--quick", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("benchmarks/gpu.py: no CUDA device (CuPy is not installed or no GPU "
+                                   "answers); nothing was measured")
+    assert proc.stdout == "" and not out.exists()
+    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "benchmarks" / "gpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.suite_rows(k=1, quick=True) == []
