@@ -163,11 +163,11 @@ def test_phase_b_transfers_once_per_epoch(tmp_path):
 
 
 def test_phase_a_delta_rule_per_block_equals_per_step(tmp_path):
-    """The delta rule fires inside a block (step 2 of a 4-step block): the records and the
-    particles are those of a loop that checks after every step (record_every=1, checkpoint
-    after every step), and the particles stay frozen after the stopping step."""
+    """The delta rule fires inside a block (step 2 of a 4-step block, device arrays): the records
+    and the particles are those of a loop that reads after every step (record_every=1), so the
+    particles stayed frozen after the stopping step."""
     over = dict(beta=1e12, delta=1e-300, phase_a_epochs=1)
-    probe, _ = _job(tmp_path, counting=False, **over)
+    probe, _ = _job(tmp_path, counting=True, **over)
     w = StubWriter()
     probe._phase_a_epoch(w, 1)
     moves = [v["max_displacement"] for d, v, _ in w.calls if d == "step"]
@@ -176,12 +176,13 @@ def test_phase_a_delta_rule_per_block_equals_per_step(tmp_path):
     delta = float(np.nextafter(moves[k - 1], np.inf))             # fires at step k exactly
     results = []
     for record_every in (4, 1):
-        job, _ = _job(tmp_path, counting=False, **{**over, "delta": delta, "record_every": record_every})
+        # device arrays (counting stand-ins): read per block of record_every steps
+        job, _ = _job(tmp_path, counting=True, **{**over, "delta": delta, "record_every": record_every})
         w = StubWriter()
         assert job._phase_a_epoch(w, 1) is True
         assert job.step_a == k
         steps = [(v, c) for d, v, c in _as_host(w.calls) if d == "step"]
-        results.append((steps, {k: np.array(v) for k, v in job.model.params.items()}))
+        results.append((steps, {k: np.array(to_numpy(v)) for k, v in job.model.params.items()}))
     (steps4, params4), (steps1, params1) = results
     assert [c for _, c in steps4] == list(range(1, k + 1)) == [c for _, c in steps1]
     for (a, _), (b, _) in zip(steps4, steps1):

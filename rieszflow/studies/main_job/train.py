@@ -395,6 +395,7 @@ class MainJob:
         stream exactly (bit-identical to an uninterrupted run).
         """
         from rieszflow.engine.energy.riesz import _riesz_energy_and_grad_unchecked as _riesz_energy_and_grad
+        from rieszflow.engine._checks import is_host
         from rieszflow.engine.simulate import LangevinState
 
         cfg, xp, model = self.cfg, self.backend.xp, self.model
@@ -420,7 +421,9 @@ class MainJob:
         # non-finite check and the delta rule are applied step by step, in order. A step after the
         # one where the delta rule fires leaves the particles unchanged (device-side freeze), and
         # its diagnostics are dropped, so the stopping step and every output are those of a
-        # per-step check.
+        # per-step check. Host (NumPy) arrays are read after every step (it costs nothing there,
+        # and a non-finite step is reported before the next step's input checks see it).
+        per_step = is_host(next(iter(model.params.values())))
         freeze = cfg.delta > 0
         active = xp.ones((), dtype=bool)              # False from the step after the delta rule fired
         pending = []                                  # (step, stacked device diagnostics) of the block
@@ -483,7 +486,7 @@ class MainJob:
             pending.append((step, xp.stack([xp.asarray(value, dtype=xp.float64), repulsion, max_disp,
                                             drift])))
             done += 1
-            if step % cfg.record_every == 0 and flush():
+            if (per_step or step % cfg.record_every == 0) and flush():
                 return True
             if time.perf_counter() - last_ckpt >= cfg.checkpoint_seconds and done < n_batches:
                 if flush():
