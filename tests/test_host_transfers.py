@@ -136,6 +136,24 @@ def test_phase_a_transfers_once_per_record_block(tmp_path):
     _assert_same_calls(_as_host(w.calls), _as_host(w_ref.calls))
 
 
+
+@pytest.mark.parametrize("variant", [
+    dict(attention="softmax", kernel=False, feature_map=None),          # the softmax baseline
+    dict(feature_map="luna", kernel=False),                             # a learned map (paper 001)
+    dict(alignment="kta", feature_map="favor"),
+    dict(dwc_kernel=3),
+], ids=["softmax", "luna", "kta-favor", "dwc"])
+def test_main_job_variants_transfer_once_per_block(tmp_path, variant):
+    job, opt = _job(tmp_path, counting=True, **variant)
+    w = StubWriter()
+    if job.cfg.kernel:
+        with count_host_transfers() as c:
+            job._phase_a_epoch(w, 1)
+        assert c.total == 2 * (1 + len(job.omega_names)), c.by_site()
+    with count_host_transfers() as c:
+        job._phase_b_epoch(w, opt, 1)
+    assert c.total == 1, c.by_site()
+
 def test_phase_a_checkpoint_is_a_block_boundary(tmp_path, monkeypatch):
     """checkpoint_seconds=0 saves after every step: one diagnostics read per step, no more."""
     job, _ = _job(tmp_path, counting=True, checkpoint_seconds=0.0)

@@ -47,7 +47,7 @@ import math
 
 import numpy as np
 
-from rieszflow.engine._checks import check_int, check_real
+from rieszflow.engine._checks import check_int, check_real, is_host
 from rieszflow.engine.backend import namespace, to_numpy
 
 __all__ = [
@@ -1040,7 +1040,9 @@ class LunaFeatureMap(FeatureMap):
             Evaluate psi exactly as a piecewise-linear function (``searchsorted`` over the
             sorted breakpoints ``-c1_j / a1_j`` and per-segment slope/intercept tables),
             or densely through the hidden layer (the reference). Both give the same
-            values and gradients up to rounding; "pwl" is several times faster.
+            values and gradients up to rounding; "pwl" is several times faster on the
+            CPU. On device (CuPy) arrays "dense" is always used: sizing the pwl tables
+            would synchronise with the host at every call.
         shared_heads : bool, default True
             One map per attention layer shared by its heads (the listing); False gives
             one map per head (the paper's post-hoc conversions).
@@ -1288,6 +1290,10 @@ class LunaFeatureMap(FeatureMap):
             return f * coef, {"impl": "bank", "u": u, "f": f, "df": df, "coef": coef, "gamma": theta["gamma"]}
         if impl not in self._PSI:
             raise ValueError(f"luna: impl={impl!r} is not allowed; allowed: {', '.join(self._PSI)}")
+        if impl == "pwl" and not is_host(u):
+            # the pwl tables have a data-dependent number of breakpoints (a host sync to size
+            # them); on a device the dense form of the same function is used instead
+            impl = "dense"
         a1, c1, A2, c2 = self._big(xp, theta)
         if impl == "dense":
             z = u[:, None] * a1[None, :] + c1[None, :]
