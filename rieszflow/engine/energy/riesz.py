@@ -104,6 +104,7 @@ __all__ = [
     "gemm_close_threshold",
     "fused_kernel_source",
     "fused_tile",
+    "FUSED_MAX_D",
 ]
 
 METHODS = ("auto", "numpy", "numba", "gemm", "fused")
@@ -123,6 +124,9 @@ GEMM_R2_RTOL = 2.0 ** -36
 FUSED_THREADS = 128
 #: Shared memory of one column tile of the fused kernel, in float64 entries (48 KiB).
 _FUSED_SHARED = 6144
+#: Largest d of the fused CUDA kernel (one particle's coordinates fill the 48 KiB tile);
+#: ``method="auto"`` takes the GEMM path above it on CuPy.
+FUSED_MAX_D = _FUSED_SHARED
 
 
 def _coef(s: float) -> float:
@@ -504,6 +508,9 @@ def _pair_sums_fused(omega, s, eps, want_energy):
     xp = namespace(omega)
     n, d = omega.shape
     if type(omega).__module__.startswith("cupy"):
+        if d > FUSED_MAX_D:
+            raise ValueError(f"method='fused' on CuPy supports d <= {FUSED_MAX_D} (one particle per "
+                             f"48 KiB tile), got d={d}; use method='gemm' or 'auto'")
         x = xp.ascontiguousarray(omega)
         rows = xp.empty(n, dtype=xp.float64)
         acc = xp.empty((n, d), dtype=xp.float64)
@@ -559,7 +566,7 @@ def _dispatch(omega, s, eps, method, want_energy, chunk_size):
     host = is_host(omega)
     if method == "auto":
         if not host:                 # a device array: the fused kernel (exact, sync-free)
-            method = "fused"
+            method = "fused" if omega.shape[1] <= FUSED_MAX_D else "gemm"
         else:
             method = "gemm" if omega.shape[1] >= GEMM_MIN_D else "numba"
     if method == "fused":
@@ -619,7 +626,8 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         one pass of a CUDA kernel on CuPy arrays (one thread per row, column tiles in
         shared memory, float64 sums), its NumPy mirror on host arrays. ``"auto"``: for
         NumPy arrays ``"gemm"`` if ``d >= GEMM_MIN_D``, else the Numba kernel; for CuPy
-        arrays ``"fused"`` (no host synchronisation).
+        arrays ``"fused"`` (no host synchronisation) up to ``d = FUSED_MAX_D``, ``"gemm"``
+        above.
     chunk_size : int, optional
         Rows per block of the reference implementation (memory
         O(chunk_size * N * d)) or of the GEMM path (memory O(chunk_size * N));
@@ -636,7 +644,8 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
     ------
     ValueError
         If ``s`` or ``softening`` is out of range, ``omega`` is not (N, d) with
-        N >= 2 and finite entries, or ``method`` is unknown.
+        N >= 2 and finite entries (checked for host arrays), ``method`` is unknown, or
+        ``method="fused"`` is asked for a CuPy array with ``d > FUSED_MAX_D``.
     TypeError
         If ``method="numba"`` is asked for a CuPy array.
 
