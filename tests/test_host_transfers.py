@@ -154,6 +154,21 @@ def test_main_job_variants_transfer_once_per_block(tmp_path, variant):
         job._phase_b_epoch(w, opt, 1)
     assert c.total == 1, c.by_site()
 
+
+def test_phase_a_with_the_real_writer_costs_no_more(tmp_path):
+    """With the HDF5 TrajectoryWriter instead of the stub the count is the same: the loop hands
+    it host numbers read in the block's one transfer, so the writer never touches the device."""
+    job, _ = _job(tmp_path, counting=True)
+    job.run_id = None
+    w = job._open_writer()
+    try:
+        with count_host_transfers() as c:
+            job._phase_a_epoch(w, 1)
+        assert c.total == 2 * (1 + len(job.omega_names)), c.by_site()
+        assert w.length("step") == 4 and w.length("time") == 2
+    finally:
+        w.close("complete")
+
 def test_phase_a_checkpoint_is_a_block_boundary(tmp_path, monkeypatch):
     """checkpoint_seconds=0 saves after every step: one diagnostics read per step, no more."""
     job, _ = _job(tmp_path, counting=True, checkpoint_seconds=0.0)
