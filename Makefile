@@ -4,8 +4,10 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-# Pin BLAS and Numba threads so results and timings are not at the mercy of a noisy shared machine.
-THREADS := OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 NUMBA_NUM_THREADS=2
+# Threads: the rieszflow command applies its thread policy itself (rieszflow/engine/threads.py:
+# one BLAS thread, Numba threads only for large kernel calls; measured by benchmarks/bench_threads.py).
+# THREADS caps it at the 2 cores this project is measured on.
+THREADS := RIESZFLOW_THREADS=2 NUMBA_NUM_THREADS=2
 
 .PHONY: run test venv clean results
 

@@ -53,6 +53,20 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def positive_int(text: str) -> int:
+    """``argparse`` type for counts that must be >= 1 (e.g. ``--threads``).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        Naming the value when it is not an integer or is below 1.
+    """
+    value = non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return value
+
+
 def parse_overrides(items, cfg_cls, special=None, defaults=None) -> dict:
     """Typed config overrides from ``--set KEY=VALUE`` strings.
 
@@ -139,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"rieszflow {__version__}")
+    parser.add_argument("--threads", dest="thread_cap", type=positive_int, default=None, metavar="N",
+                        help="most threads any operation may use (default: $RIESZFLOW_THREADS, else "
+                             "the cores this process may use); BLAS runs one thread and Numba "
+                             "kernels use N only for large calls: docs/performance.md")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parser.subcommand_parsers = {}
     for name, target in SUBCOMMANDS:
@@ -201,6 +219,13 @@ def main(argv=None) -> int:
     if writes_hdf5 and (out is None or (out and Path(out).parent == Path("runs"))):
         Path("runs").mkdir(exist_ok=True)        # the documented default output directory
     debug = bool(os.environ.get("RIESZFLOW_DEBUG"))
+    from rieszflow.engine.threads import configure_threads
+
+    try:            # the thread policy (engine/threads.py) before any study computes
+        configure_threads(args.thread_cap)
+    except ValueError as e:
+        print(f"rieszflow {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         with interruptible():
             return int(args.func(args) or 0)

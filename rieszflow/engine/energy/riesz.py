@@ -215,11 +215,21 @@ def _pair_sums_xp(omega, s, eps, want_energy, chunk_size):
 
 def _pair_sums_numba(omega, s, eps, want_energy):
     """Numba row sums on a float64 copy of ``omega`` (see ``_numba_kernels``)."""
+    import numba as nb
+
     from rieszflow.engine.energy import _numba_kernels as nk
+    from rieszflow.engine.threads import numba_threads
 
     x = np.ascontiguousarray(omega, dtype=np.float64)
     mode, power = nk.exponent_mode(s)
-    rows, grads = nk.riesz_pair_sums(x, s, eps * eps, mode, power, bool(want_energy))
+    # threads only for calls long enough to gain on a shared machine (engine/threads.py); the
+    # rows are summed one per thread, so the result does not depend on the count
+    before = nb.get_num_threads()
+    nb.set_num_threads(numba_threads("riesz", x.shape[0] * (x.shape[0] - 1.0)))
+    try:
+        rows, grads = nk.riesz_pair_sums(x, s, eps * eps, mode, power, bool(want_energy))
+    finally:
+        nb.set_num_threads(before)
     return (rows if want_energy else None), grads
 
 
