@@ -262,6 +262,23 @@ def test_langevin_run_transfers_only_at_records():
     assert c.total == 2 * len(seen) - 1, c.by_site()
 
 
+
+def test_mala_run_transfers_only_at_records():
+    """MALA: the finiteness check and the stall check (acceptance streaks) at each record."""
+    from rieszflow.engine.energy.riesz import RieszEnergy
+    from rieszflow.engine.simulate import mala, run_langevin
+    from rieszflow.engine.space import Ball
+
+    init_fn, step_fn = mala(RieszEnergy(s=1.0).value_and_grad, Ball(1.0), eta=1e-4, beta=10.0)
+    x0 = 0.3 * np.random.default_rng(0).uniform(-1, 1, size=(20, 3))
+    state = init_fn(get_backend("numpy", count_transfers=True).asarray(x0))
+    seen = []
+    with count_host_transfers() as c:
+        run_langevin(step_fn, state, 40, seed=0, record_every=10, progress=False,
+                     callback=lambda st: seen.append(st.step))
+    assert seen == [0, 10, 20, 30, 40]
+    assert c.total == 2 * len(seen) + 1, c.by_site()     # + the stall check after the run
+
 def test_langevin_delta_per_block_equals_per_step_at_zero_temperature():
     """beta = inf, delta fires mid-block: same stopping step, records and final state as a
     loop that reads the rule after every step (record_every=1)."""
