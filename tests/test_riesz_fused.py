@@ -2,10 +2,16 @@
 
 ``method="fused"`` runs a CUDA kernel on CuPy arrays and, on host arrays, the NumPy mirror of
 its tiling (column tiles of ``fused_tile(d)`` rows, one row per thread, float64 sums): the
-mirror is what proves the kernel's logic where no GPU is. The GPU test compares the kernel
-itself with the reference and skips cleanly without CuPy.
+mirror is what proves the kernel's logic where no GPU is. The CUDA source itself is also
+executed on the CPU (compiled with g++, each block's threads as std::threads meeting at a barrier
+for ``__syncthreads``; skipped without g++). The GPU test compares the kernel on the device with
+the reference and skips cleanly without CuPy.
 """
 from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -60,6 +66,66 @@ def test_fused_closed_form_two_particles():
     w = x[0] - x[1]
     np.testing.assert_allclose(g[0], -w / 0.5 ** 3 / 2.0, rtol=1e-15)
     np.testing.assert_allclose(g[1], w / 0.5 ** 3 / 2.0, rtol=1e-15)
+
+
+# The CUDA source itself, executed on the CPU: each block's threads are std::threads meeting at a
+# std::barrier for __syncthreads, the tile is one static array per block (blocks run in turn).
+_EMULATION = r"""
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstddef>
+#include <thread>
+#include <vector>
+using std::log; using std::min; using std::pow;
+struct dim_ { int x; };
+static thread_local dim_ threadIdx;
+static dim_ blockIdx, blockDim;
+static std::barrier<>* block_barrier;
+static void __syncthreads() { block_barrier->arrive_and_wait(); }
+#define __global__
+#define __restrict__
+#define __shared__ static
+"""
+
+_LAUNCH = r"""
+extern "C" void launch(const real_t* x, int n, double s, double eps2, int want, double* rows,
+                       double* acc, int threads) {
+    blockDim.x = threads;
+    for (int b = 0; b < (n + threads - 1) / threads; ++b) {
+        blockIdx.x = b;
+        std::barrier<> bar(threads);
+        block_barrier = &bar;
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; ++t)
+            ts.emplace_back([=] { threadIdx.x = t; riesz_fused(x, n, s, eps2, want, rows, acc); });
+        for (auto& th : ts) th.join();
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++20 compiler (g++) to run the CUDA source on the CPU")
+@pytest.mark.parametrize("d, dtype, s", [(3, np.float64, 0.0), (64, np.float32, 1.0), (5, np.float64, -1.0)])
+def test_cuda_source_executed_on_cpu_threads_matches_reference(tmp_path, d, dtype, s):
+    from rieszflow.engine.energy.riesz import FUSED_THREADS
+
+    src = tmp_path / "kernel.cpp"
+    lib = tmp_path / "kernel.so"
+    src.write_text(_EMULATION + fused_kernel_source(d, dtype) + _LAUNCH)
+    subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", str(src), "-o", str(lib)],
+                   check=True, capture_output=True, timeout=300)
+    fn = ctypes.CDLL(str(lib)).launch
+    n = 300                                             # 3 blocks, several column tiles
+    x = np.ascontiguousarray(np.random.default_rng(d).normal(size=(n, d)).astype(dtype))
+    rows, acc = np.empty(n), np.empty((n, d))
+    ptr = ctypes.c_void_p
+    fn(ptr(x.ctypes.data), ctypes.c_int(n), ctypes.c_double(s), ctypes.c_double(0.01 ** 2), ctypes.c_int(1),
+       ptr(rows.ctypes.data), ptr(acc.ctypes.data), ctypes.c_int(FUSED_THREADS))
+    e_ref, g_ref = riesz_energy_and_grad(x.astype(np.float64), s, 0.01, method="numpy")
+    coef = 1.0 if s == 0.0 else abs(s)
+    assert rows.sum() / (2.0 * n * (n - 1)) == pytest.approx(float(e_ref), rel=1e-12)
+    assert _rel(-coef * acc / (n * (n - 1.0)), g_ref) <= 1e-12
 
 
 def test_fused_tile_and_source():

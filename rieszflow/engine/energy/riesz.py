@@ -78,7 +78,8 @@ shared memory in tiles of :func:`fused_tile` rows, every difference and sum in
 float64 and nothing copied to the host. Its logic is mirrored by a NumPy path
 (the same column tiles in the same order), which ``method="fused"`` runs on host
 arrays and the CPU tests compare with the reference; ``tests/test_riesz_fused.py``
-compares the kernel itself with the reference when a GPU is present
+also runs the CUDA source on CPU threads (g++, a barrier for ``__syncthreads``) and
+compares the kernel on the device with the reference when a GPU is present
 (``benchmarks/gpu.py`` times it against GEMM and torch). The GEMM path on device
 arrays finds close pairs with masks over the tile instead of ``nonzero`` (no
 host synchronisation; the d extra elementwise passes per tile are the price).
