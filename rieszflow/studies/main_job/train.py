@@ -394,8 +394,8 @@ class MainJob:
         resumed epoch redraws the same order, skips the batches done and continues the noise
         stream exactly (bit-identical to an uninterrupted run).
         """
-        from rieszflow.engine.energy.riesz import _riesz_energy_and_grad_unchecked as _riesz_energy_and_grad
         from rieszflow.engine._checks import is_host
+        from rieszflow.engine.energy.riesz import _riesz_energy_and_grad_unchecked
         from rieszflow.engine.simulate import LangevinState
 
         cfg, xp, model = self.cfg, self.backend.xp, self.model
@@ -436,7 +436,7 @@ class MainJob:
             vals = to_numpy(xp.stack([v for _, v in pending])).astype(np.float64)
             pending.clear()
             for k, (value, repulsion, max_disp, drift) in zip(steps, vals):
-                value, repulsion, max_disp, drift = float(value), float(repulsion), float(max_disp), float(drift)
+                value, repulsion, max_disp, drift = (float(v) for v in (value, repulsion, max_disp, drift))
                 if not math.isfinite(repulsion + max_disp + drift):
                     raise FloatingPointError(f"Phase A step {k}: non-finite particles or drift "
                                              f"(repulsion {repulsion}, max move {max_disp}); reduce eta or "
@@ -469,7 +469,7 @@ class MainJob:
                 new = xp.empty_like(om_all)
                 for h in range(om_all.shape[0]):
                     om = om_all[h]
-                    w_val, w_grad = _riesz_energy_and_grad(om, cfg.s)
+                    w_val, w_grad = _riesz_energy_and_grad_unchecked(om, cfg.s)   # checked per block
                     repulsion = repulsion + w_val
                     g = g_all[h] + cfg.lam * w_grad
                     self._drift[(name, h)] = g
