@@ -124,10 +124,9 @@ def test_phase_a_transfers_once_per_record_block(tmp_path):
         stopped = job._phase_a_epoch(w, 1)
     assert not stopped and job.step_a == 4
     sites = c.by_site()
-    # 2 blocks x (1 diagnostics read + 1 to_numpy per particle set of the omega record)
-    n_sets = len(job.omega_names)
-    assert c.total == 2 * (1 + n_sets), sites
-    assert c.by_kind() == {"to_numpy": 2 * (1 + n_sets)}
+    # 2 blocks x (1 diagnostics read + 1 read of the particles of every layer for the record)
+    assert c.total == 2 * 2, sites
+    assert c.by_kind() == {"to_numpy": 4}
     assert all("main_job/train.py" in s for s in sites)
     # the same records as the loop on plain NumPy arrays, bit for bit
     ref_job, _ = _job(tmp_path, counting=False)
@@ -149,7 +148,7 @@ def test_main_job_variants_transfer_once_per_block(tmp_path, variant):
     if job.cfg.kernel:
         with count_host_transfers() as c:
             job._phase_a_epoch(w, 1)
-        assert c.total == 2 * (1 + len(job.omega_names)), c.by_site()
+        assert c.total == 2 * 2, c.by_site()
     with count_host_transfers() as c:
         job._phase_b_epoch(w, opt, 1)
     assert c.total == 1, c.by_site()
@@ -164,7 +163,7 @@ def test_phase_a_with_the_real_writer_costs_no_more(tmp_path):
     try:
         with count_host_transfers() as c:
             job._phase_a_epoch(w, 1)
-        assert c.total == 2 * (1 + len(job.omega_names)), c.by_site()
+        assert c.total == 2 * 2, c.by_site()
         assert w.length("step") == 4 and w.length("time") == 2
     finally:
         w.close("complete")
@@ -178,8 +177,7 @@ def test_phase_a_checkpoint_is_a_block_boundary(tmp_path, monkeypatch):
     with count_host_transfers() as c:
         job._phase_a_epoch(w, 1)
     assert saved == [1, 2, 3]                                   # not after the epoch's last batch
-    n_sets = len(job.omega_names)
-    assert c.total == 4 + 2 * n_sets, c.by_site()
+    assert c.total == 4 + 2, c.by_site()                        # 4 diagnostics reads, 2 records
 
 
 def test_phase_b_transfers_once_per_epoch(tmp_path):

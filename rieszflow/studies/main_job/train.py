@@ -500,7 +500,8 @@ class MainJob:
         return flush()
 
     def _record_omega(self, w):
-        om = np.stack([to_numpy(self.model.params[n]) for n in self.omega_names]).astype(np.float32)
+        xp = self.backend.xp                     # one device-to-host copy for every particle set
+        om = to_numpy(xp.stack([self.model.params[n] for n in self.omega_names])).astype(np.float32)
         w.append("time", {"omega": om}, coord=self.step_a)
 
     # -- Phase B -----------------------------------------------------------------------------
