@@ -7,8 +7,9 @@ run their production code on such arrays, exactly as they would on CuPy, and the
 how many transfers happen per step: none between records, a constant number per record or
 flush block. The per-step records of Phase A / Phase B are read with the block's one transfer,
 so what the loops hand to the writer are host numbers; the tests use a writer stub that records
-its calls (the real writer's own copies belong to the recording buffer, item 5) and check the
-records against a run of the same loop on plain NumPy arrays, which must be bit-identical.
+its calls (and once the real HDF5 writer, which then costs no transfer) and check the records
+against a run of the same loop on plain NumPy arrays: identical for Phase B and the token flows,
+equal to float64 round-off for Phase A (the device takes the fused Riesz sums, the host GEMM).
 """
 from __future__ import annotations
 
@@ -109,11 +110,17 @@ def _as_host(calls):
     return [(d, {k: np.asarray(to_numpy(v)) for k, v in data.items()}, c) for d, data, c in calls]
 
 
-def _assert_same_calls(a, b):
+def _assert_same_calls(a, b, rtol=0.0):
+    """Same appends in the same order; values equal (bit for bit when ``rtol`` is 0)."""
     assert [(d, sorted(v), c) for d, v, c in a] == [(d, sorted(v), c) for d, v, c in b]
     for (_, va, _), (_, vb, _) in zip(a, b):
         for k in va:
-            assert np.array_equal(va[k], vb[k]), k
+            if rtol:
+                # float32 particle snapshots: one rounding of values equal to ~1e-15
+                np.testing.assert_allclose(va[k], vb[k], rtol=max(rtol, 1e-6 if va[k].dtype == np.float32 else 0),
+                                           atol=0, err_msg=k)
+            else:
+                assert np.array_equal(va[k], vb[k]), k
 
 
 def test_phase_a_transfers_once_per_record_block(tmp_path):
@@ -128,11 +135,13 @@ def test_phase_a_transfers_once_per_record_block(tmp_path):
     assert c.total == 2 * 2, sites
     assert c.by_kind() == {"to_numpy": 4}
     assert all("main_job/train.py" in s for s in sites)
-    # the same records as the loop on plain NumPy arrays, bit for bit
+    # the same records as the loop on plain NumPy arrays (which reads after every step); the
+    # Riesz sums take the device's fused path here and the host's GEMM path there: float64
+    # round-off apart
     ref_job, _ = _job(tmp_path, counting=False)
     w_ref = StubWriter()
     ref_job._phase_a_epoch(w_ref, 1)
-    _assert_same_calls(_as_host(w.calls), _as_host(w_ref.calls))
+    _assert_same_calls(_as_host(w.calls), _as_host(w_ref.calls), rtol=1e-12)
 
 
 
