@@ -84,15 +84,15 @@ def _rel_diff(a, b):
 
 # --------------------------------------------------------------------------- sections
 
-def riesz_correctness(quick):
-    """Fused CuPy kernel vs the NumPy reference."""
+def riesz_correctness(quick, n=None):
+    """Fused CuPy kernel vs the NumPy reference (``n`` particles; default by ``quick``)."""
     import numpy as np
 
     from rieszflow.engine.backend import get_backend, to_numpy
     from rieszflow.engine.energy.riesz import riesz_energy_and_grad
 
     out = []
-    n = 300 if quick else 1500
+    n = n or (300 if quick else 1000)
     for dtype in ("float64", "float32"):
         be = get_backend("cupy", dtype)
         for d in (3, 64):
@@ -106,8 +106,8 @@ def riesz_correctness(quick):
     return out
 
 
-def riesz_rows(k, quick, threads):
-    """Fused vs GEMM (CuPy), vs torch CUDA dense, vs the CPU."""
+def riesz_rows(k, quick, threads, sizes=None):
+    """Fused vs GEMM (CuPy), vs torch CUDA dense, vs the CPU; ``sizes``: (d, N) pairs."""
     import numpy as np
 
     from _interleave import interleaved
@@ -122,7 +122,8 @@ def riesz_rows(k, quick, threads):
     except ImportError:
         torch_cuda = None
     rows = []
-    sizes = [(64, 2000), (3, 2000)] if quick else [(64, 4000), (64, 20000), (3, 20000)]
+    if sizes is None:
+        sizes = [(64, 2000), (3, 2000)] if quick else [(64, 4000), (64, 20000), (3, 20000)]
     for d, n in sizes:
         for s in (0.0, 1.0):
             x = np.random.default_rng(n + d).normal(size=(n, d))

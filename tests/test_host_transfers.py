@@ -372,3 +372,39 @@ def test_gpu_benchmark_fails_gracefully_without_a_device(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.suite_rows(k=1, quick=True) == []
+
+
+def test_gpu_benchmark_sections_run_with_numpy_standing_in_for_cupy(monkeypatch):
+    """The script's sections, at tiny sizes, with the NumPy backend in place of CuPy: every
+    code path of benchmarks/gpu.py but the kernel itself and the subprocess runs."""
+    import rieszflow.engine.backend as backend
+    import rieszflow.studies.main_job.train as train
+
+    real = backend.get_backend
+
+    def fake(name="numpy", dtype="float64", count_transfers=False):
+        return real("numpy", dtype, count_transfers=count_transfers)
+
+    monkeypatch.setattr(backend, "get_backend", fake)
+    monkeypatch.setattr(train, "get_backend", fake)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("gpu_bench_numpy", ROOT / "benchmarks" / "gpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    real_job = mod._main_job
+    monkeypatch.setattr(mod, "_main_job", lambda backend, quick, counting=False, steps=8:
+                        real_job("numpy", quick, counting, steps))
+    corr = mod.riesz_correctness(True, n=40)
+    assert len(corr) == 16 and all(c["ok"] for c in corr)
+    rows = mod.riesz_rows(1, True, 1, sizes=[(8, 60)]) + mod.phase_rows(1, True, 1)
+    keys = {"measure", "project", "peer", "project_min_s", "project_median_s", "peer_min_s",
+            "peer_median_s", "ratio_min", "ratio_median", "target", "agreement", "threads", "notes"}
+    assert len(rows) == 2 * 2 + 2 and all(set(r) == keys for r in rows)
+    assert all(np.isfinite(r["ratio_min"]) and r["ratio_min"] > 0 for r in rows)
+    assert all(r["agreement"] <= 1e-12 for r in rows[:4])
+    syncs = mod.host_syncs(True)
+    assert syncs["phase_a"]["transfers"] == 4 and syncs["phase_b"]["transfers"] == 1
+    md = mod._markdown({"gpu": "none", "riesz_correctness": corr, "riesz_rows": rows[:4],
+                        "phase_rows": rows[4:], "host_syncs": syncs},
+                       {"measured": "now", "commit": "x", "cores": 1, "threads": 1}, 1.0, "cmd")
+    assert "## 4. Host synchronisations" in md and "| cupy fused | cupy gemm |" in md
