@@ -82,7 +82,7 @@ also runs the CUDA source on CPU threads (g++, a barrier for ``__syncthreads``) 
 compares the kernel on the device with the reference when a GPU is present
 (``benchmarks/gpu.py`` times it against GEMM and torch). The GEMM path on device
 arrays finds close pairs with masks over the tile instead of ``nonzero`` (no
-host synchronisation; the d extra elementwise passes per tile are the price).
+host synchronisation; 2d extra elementwise passes over each tile are the price).
 """
 from __future__ import annotations
 
@@ -373,7 +373,7 @@ def _gemm_tile_masked(xp, x, y, sq, r2, rows, force, a, b, theta, eps2, s, want_
 
     The same pairs as the host path (``r2 <= theta (|y_k|^2 + |y_l|^2)``) are taken out of
     the BLAS sums and recomputed from their difference vectors, coordinate by coordinate over
-    the whole tile (d elementwise passes), with ``where`` instead of ``nonzero``: no output
+    the whole tile (2d elementwise passes: distances, then forces), with ``where`` instead of ``nonzero``: no output
     shape depends on the data, so nothing synchronises with the host.
     """
     n, d = x.shape
