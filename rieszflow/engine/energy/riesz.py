@@ -373,8 +373,8 @@ def _gemm_tile_masked(xp, x, y, sq, r2, rows, force, a, b, theta, eps2, s, want_
 
     The same pairs as the host path (``r2 <= theta (|y_k|^2 + |y_l|^2)``) are taken out of
     the BLAS sums and recomputed from their difference vectors, coordinate by coordinate over
-    the whole tile (2d elementwise passes: distances, then forces), with ``where`` instead of ``nonzero``: no output
-    shape depends on the data, so nothing synchronises with the host.
+    the whole tile (2d elementwise passes: distances, then forces), with ``where`` instead of
+    ``nonzero``: no output shape depends on the data, so nothing synchronises with the host.
     """
     n, d = x.shape
     m = b - a
