@@ -181,12 +181,14 @@ class TransferCounter:
     Attributes
     ----------
     events : list of (str, str)
-        One ``(kind, site)`` per conversion: ``kind`` names it (``"float"``,
-        ``"int"``, ``"index"``, ``"bool"``, ``"item"``, ``"tolist"``,
-        ``"format"``, ``"to_numpy"``, ``"compare"``), ``site`` is
-        ``"path:line"`` of the first caller outside this module and NumPy.
-        ``"nonzero"``, ``"mask_index"`` (and the other data-dependent-shape
-        functions, by name) count operations whose output size needs the contents.
+        One ``(kind, site)`` per transfer; ``site`` is ``"path:line"`` of the first
+        caller outside this module and NumPy. ``kind`` names a conversion (``"float"``,
+        ``"int"``, ``"index"``, ``"bool"``, ``"complex"``, ``"format"``, ``"item"``,
+        ``"tolist"``, ``"to_numpy"``), an operation whose output size needs the
+        contents (``"nonzero"``, ``"mask_index"``, or the function's name:
+        ``"flatnonzero"``, ``"argwhere"``, ``"unique"``, ``"extract"``,
+        ``"compress"``), or a function returning a Python value (``"allclose"``,
+        ``"array_equal"``, ``"array_equiv"``).
     """
 
     def __init__(self):
