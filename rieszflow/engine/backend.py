@@ -285,8 +285,9 @@ def _wrap(obj):
         return obj.view(CountingArray)
     if isinstance(obj, np.generic):
         return np.asarray(obj).view(CountingArray)
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(_wrap(o) for o in obj)
+    if isinstance(obj, tuple):
+        items = [_wrap(o) for o in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)   # named results too
     if isinstance(obj, list):
         return [_wrap(o) for o in obj]
     return obj
