@@ -106,22 +106,21 @@ extern "C" void launch(const real_t* x, int n, double s, double eps2, int want, 
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++20 compiler (g++) to run the CUDA source on the CPU")
-@pytest.mark.parametrize("d, dtype, s", [(3, np.float64, 0.0), (64, np.float32, 1.0), (5, np.float64, -1.0)])
-def test_cuda_source_executed_on_cpu_threads_matches_reference(tmp_path, d, dtype, s):
-    from rieszflow.engine.energy.riesz import FUSED_THREADS
-
+@pytest.mark.parametrize("d, dtype, s, threads", [(3, np.float64, 0.0, 128), (64, np.float32, 1.0, 32),
+                                                   (5, np.float64, -1.0, 32)])
+def test_cuda_source_executed_on_cpu_threads_matches_reference(tmp_path, d, dtype, s, threads):
     src = tmp_path / "kernel.cpp"
     lib = tmp_path / "kernel.so"
     src.write_text(_EMULATION + fused_kernel_source(d, dtype) + _LAUNCH)
     subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", str(src), "-o", str(lib)],
                    check=True, capture_output=True, timeout=300)
     fn = ctypes.CDLL(str(lib)).launch
-    n = 300                                             # 3 blocks, several column tiles
+    n = 300                                 # 3 or 10 blocks (the last one partial), several column tiles
     x = np.ascontiguousarray(np.random.default_rng(d).normal(size=(n, d)).astype(dtype))
     rows, acc = np.empty(n), np.empty((n, d))
     ptr = ctypes.c_void_p
     fn(ptr(x.ctypes.data), ctypes.c_int(n), ctypes.c_double(s), ctypes.c_double(0.01 ** 2), ctypes.c_int(1),
-       ptr(rows.ctypes.data), ptr(acc.ctypes.data), ctypes.c_int(FUSED_THREADS))
+       ptr(rows.ctypes.data), ptr(acc.ctypes.data), ctypes.c_int(threads))
     e_ref, g_ref = riesz_energy_and_grad(x.astype(np.float64), s, 0.01, method="numpy")
     coef = 1.0 if s == 0.0 else abs(s)
     assert rows.sum() / (2.0 * n * (n - 1)) == pytest.approx(float(e_ref), rel=1e-12)

@@ -121,7 +121,9 @@ GEMM_MIN_D = 8
 #: Target relative error of one pair's squared distance in the GEMM path (see :func:`gemm_close_threshold`).
 GEMM_R2_RTOL = 2.0 ** -36
 
-#: Threads per block of the fused CUDA kernel (one thread per row k).
+#: Threads per block of the fused CUDA kernel (one thread per row k) for N >= 16384; smaller N
+#: use blocks of 32 so that the rows spread over more multiprocessors (not measured on a GPU
+#: yet: ``benchmarks/gpu.py`` times N = 4000 and 20000). The result does not depend on it.
 FUSED_THREADS = 128
 #: Shared memory of one column tile of the fused kernel, in float64 entries (48 KiB).
 _FUSED_SHARED = 6144
@@ -526,9 +528,9 @@ def _pair_sums_fused(omega, s, eps, want_energy):
         rows = xp.empty(n, dtype=xp.float64)
         acc = xp.empty((n, d), dtype=xp.float64)
         kern = raw_kernel(fused_kernel_source(d, x.dtype), "riesz_fused")
-        blocks = (n + FUSED_THREADS - 1) // FUSED_THREADS
-        kern((blocks,), (FUSED_THREADS,), (x, np.int32(n), np.float64(s), np.float64(eps * eps),
-                                            np.int32(bool(want_energy)), rows, acc))
+        threads = FUSED_THREADS if n >= 16384 else 32
+        kern(((n + threads - 1) // threads,), (threads,),
+             (x, np.int32(n), np.float64(s), np.float64(eps * eps), np.int32(bool(want_energy)), rows, acc))
     else:
         rows, acc = _fused_mirror(xp, omega, s, eps, want_energy)
     return (rows if want_energy else None), (-_coef(s)) * acc
