@@ -82,7 +82,9 @@ def measure(n, N, d, k, threads, seed=0):
     from rieszflow.engine.simulate import projected_langevin
     from rieszflow.engine.space import Ball
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
     from _interleave import interleaved, ratio
 
     rng = np.random.default_rng(seed)
