@@ -171,6 +171,21 @@ def test_thread_count_does_not_change_results(rng):
     np.testing.assert_array_equal(one[1], two[1])
 
 
+def test_serial_and_parallel_kernels_are_the_same_pass(rng):
+    """rff_tile (prange) and rff_tile_serial compile one function: bitwise equal outputs."""
+    omega, X, y, b = _problem(rng, n=45, M=6)
+    U = np.ascontiguousarray(omega @ X.T)
+    c = -1.0 / (45 * 44.0)
+    for phased in (False, True):
+        outs = []
+        for kernel in (ak.rff_tile, ak.rff_tile_serial):
+            u = U.copy()
+            V = kernel(u, np.empty_like(u), y, b, phased, False, c, float(y @ y))
+            outs.append((V, u))
+        np.testing.assert_array_equal(outs[0][0], outs[1][0])
+        np.testing.assert_array_equal(outs[0][1], outs[1][1])
+
+
 # --------------------------------------------------------------------------- gradients
 
 

@@ -15,6 +15,11 @@ length n stays in the core's cache) that
 3. gives the potential ``V_j`` of paper 000, eq. (4.1)/(B.6) and overwrites the row with
    ``dV_j/dU_ji``, so that the caller's second BLAS call ``dU @ X`` is the gradient.
 
+Each particle's pass is the same sequence of operations whichever thread runs it, so the
+results do not depend on the thread count. ``rff_tile`` runs the particles as ``prange``
+tasks; ``rff_tile_serial`` is the same function compiled without a thread pool, taken by the
+caller when ``numba.get_num_threads() == 1``.
+
 The formulas are those of the reference loop in :mod:`.alignment` (the one home of
 the mathematics); the tests check the two against each other.
 
@@ -83,7 +88,7 @@ def sincos(x):
     return s1, c1
 
 
-@nb.njit(parallel=True, fastmath=False, cache=True)
+@nb.njit(fastmath=False, cache=True)
 def sincos_array(x):
     """Element-wise :func:`sincos` of a float64 array, shape (n,) (for the tests).
 
@@ -98,13 +103,12 @@ def sincos_array(x):
     n = x.shape[0]
     s = np.empty(n)
     c = np.empty(n)
-    for i in nb.prange(n):
+    for i in range(n):
         s[i], c[i] = sincos(x[i])
     return s, c
 
 
-@nb.njit(parallel=True, fastmath=False, cache=True)
-def rff_tile(ut, ct, y, b, phased, exact, coef, sum_y2):
+def _rff_tile(ut, ct, y, b, phased, exact, coef, sum_y2):
     """One fused pass over a tile of particles (see the module docstring).
 
     Parameters
@@ -189,3 +193,11 @@ def rff_tile(ut, ct, y, b, phased, exact, coef, sum_y2):
             for i in range(n):
                 u[i] = k2 * y[i] * (zs * np.float64(cr[i]) - zc * np.float64(u[i]))
     return V
+
+
+#: :func:`_rff_tile` with one ``prange`` task per particle (used when Numba has more than one thread)
+rff_tile = nb.njit(parallel=True, fastmath=False, cache=True)(_rff_tile)
+#: the same pass compiled without a thread pool (``prange`` is ``range``): used with one Numba
+#: thread, so a single-threaded step never wakes the threading layer (OpenMP workers that spin
+#: after a parallel region compete with BLAS threads on a busy machine)
+rff_tile_serial = nb.njit(parallel=False, fastmath=False, cache=True)(_rff_tile)

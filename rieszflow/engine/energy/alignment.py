@@ -404,6 +404,7 @@ def _potential_and_grad_fused(omega, X, y, b, block, tile_dtype):
     formulas of :func:`_potential_and_grad_numpy` per particle row; nothing of size
     (n, M) is allocated beyond the two (block, n) tile buffers.
     """
+    import numba
     import numpy as np
 
     from rieszflow.engine.energy import _alignment_kernels as ak
@@ -427,11 +428,12 @@ def _potential_and_grad_fused(omega, X, y, b, block, tile_dtype):
     grad = np.empty((M, d), dtype=np.float64)
     rows = min(block, M)
     ut, ct = _tile_buffers(rows, n, tdt)
+    kernel = ak.rff_tile if numba.get_num_threads() > 1 else ak.rff_tile_serial
     for a in range(0, M, rows):
         m = min(rows, M - a)
         u = ut[:m]
         np.matmul(W[a:a + m], Xt.T, out=u)  # (m, n) phases
-        V[a:a + m] = ak.rff_tile(u, ct[:m], y, bb[a:a + m], phased, exact, c, sum_y2)
+        V[a:a + m] = kernel(u, ct[:m], y, bb[a:a + m], phased, exact, c, sum_y2)
         if tdt == np.float64:
             np.matmul(u, Xt, out=grad[a:a + m])
         else:  # float32 GEMMs over blocks of data points, summed in float64
