@@ -205,7 +205,7 @@ def main(argv=None) -> int:
         md.append(f"| {case} | {r['project']} | {r['peer']} | {r['project_min_s']:.4f} | {r['peer_min_s']:.4f} "
                   f"| {r['ratio_min']:.2f} | {r['ratio_median']:.2f} | {tgt} | {agr} |")
     wall = time.perf_counter() - t_start
-    command = ("python benchmarks/bench_alignment.py --md docs/results/bench_alignment.md "
+    command = ("python benchmarks/bench_alignment.py --threads 1 --md docs/results/bench_alignment.md "
                "--json docs/results/bench_alignment.json")
     write_outputs(args, "Results: benchmarks/bench_alignment.py", command, prov, wall, "\n".join(md) + "\n",
                   {"rows": rows, "n": n, "N": N, "d": d})
