@@ -106,6 +106,16 @@ def test_chunks_give_identical_results(rng):
         np.testing.assert_allclose(g, g0, rtol=0, atol=1e-15 * np.max(np.abs(g0)))
 
 
+def test_strided_and_fortran_inputs(rng):
+    omega, X, y, b = _problem(rng, n=40, M=9, d=6)
+    big = np.zeros((9, 12))
+    big[:, ::2] = omega                                  # a strided view
+    V_ref, g_ref = alignment_potential_and_grad(omega, X, y, b, method="numpy")
+    V, g = alignment_potential_and_grad(big[:, ::2], np.asfortranarray(X), y[::1], b, chunk_size=4, method="fused")
+    assert _rel(V, V_ref) < F64_TOL
+    assert _rel(g, g_ref) < F64_TOL
+
+
 def test_auto_is_fused_on_numpy_arrays(rng):
     omega, X, y, b = _problem(rng)
     for bb in (None, b):
