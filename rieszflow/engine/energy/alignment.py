@@ -53,9 +53,9 @@ Implementations of the RFF functions
 default through ``"auto"``) computes the same formulas per block with one BLAS call
 for the phases, one Numba pass per particle that evaluates sin and cos together and
 reduces over the data, and one BLAS call for the gradient
-(:mod:`engine.energy._alignment_kernels`); it agrees with the reference to ~1e-14
-relative in float64 and, with ``tile_dtype="float32"``, to ~1e-6
-(``tests/test_alignment_fused.py``, ``benchmarks/bench_alignment.py``).
+(:mod:`engine.energy._alignment_kernels`); it agrees with the reference to ~5e-15
+relative in float64 and, with ``tile_dtype="float32"``, to ~2e-7
+(``tests/test_alignment_fused.py``, ``docs/results/bench_alignment.md``).
 """
 from __future__ import annotations
 
@@ -479,7 +479,7 @@ def alignment_potential_and_grad(omega, X, y, b=None, chunk_size=None, method="a
         block of points, one BLAS call for the phases, one Numba pass per point that
         evaluates sin and cos together (a vectorised polynomial, absolute error below
         2.5e-16) and the reductions over the data, and one BLAS call for the
-        gradient (:mod:`engine.energy._alignment_kernels`); 3-5 x faster than
+        gradient (:mod:`engine.energy._alignment_kernels`); 3-6 x faster than
         ``"numpy"`` at n = 1e4, M = 1e3, d = 64, about 1.5 x its two GEMMs, and equal
         to the reference to ~1e-14 relative in float64
         (``docs/results/bench_alignment.md``). ``"auto"``: ``"fused"`` for NumPy
@@ -489,9 +489,9 @@ def alignment_potential_and_grad(omega, X, y, b=None, chunk_size=None, method="a
         :math:`\\partial V/\\partial U` and the gradient GEMMs); the reductions
         that give ``V`` and the gradient's sums over blocks of ``F32_GRAD_ROWS`` data
         points are accumulated in float64. ``"float32"`` rounds the phases to float32
-        (relative error ~6e-8 of each phase), so ``V`` and the gradient differ from the
-        float64 reference by ~1e-6 relative to their largest entry (measured in
-        ``tests/test_alignment_fused.py`` and the benchmark).
+        (relative error ~6e-8 of each phase), so ``V`` and the Langevin step differ from
+        the float64 reference by ~2e-7 relative to their largest entry at n = 1e4,
+        M = 1e3, d = 64 (``docs/results/bench_alignment.md``); the tests require 2e-5.
 
     Returns
     -------
