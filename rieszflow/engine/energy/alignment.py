@@ -481,7 +481,7 @@ def alignment_potential_and_grad(omega, X, y, b=None, chunk_size=None, method="a
         2.5e-16) and the reductions over the data, and one BLAS call for the
         gradient (:mod:`engine.energy._alignment_kernels`); 3-6 x faster than
         ``"numpy"`` at n = 1e4, M = 1e3, d = 64, about 1.5 x its two GEMMs, and equal
-        to the reference to ~1e-14 relative in float64
+        to the reference to ~5e-15 relative in float64
         (``docs/results/bench_alignment.md``). ``"auto"``: ``"fused"`` for NumPy
         arrays, ``"numpy"`` for CuPy arrays.
     tile_dtype : {"float64", "float32"}, default "float64"
