@@ -80,6 +80,23 @@ def test_sincos_matches_libm():
     assert np.max(np.abs(c - np.cos(x))) < 2.5e-16
 
 
+def test_sincos32_matches_libm():
+    rng = np.random.default_rng(6)
+    x = np.concatenate([
+        rng.uniform(-10.0, 10.0, 20000),
+        rng.uniform(-ak.PHASE_LIMIT_F32, ak.PHASE_LIMIT_F32, 20000),
+        np.arange(-2000, 2000) * (np.pi / 2),
+        np.arange(-2000, 2000) * (np.pi / 4),
+        [0.0, ak.PHASE_LIMIT_F32, -ak.PHASE_LIMIT_F32],
+    ]).astype(np.float32)
+    s, c = ak.sincos_array(x)
+    assert s.dtype == np.float32 and c.dtype == np.float32
+    x64 = x.astype(np.float64)                       # the float32 value, exactly
+    # a few float32 ulp of 1 (2**-24 ~ 6e-8)
+    assert np.max(np.abs(s - np.sin(x64))) < 2.5e-7
+    assert np.max(np.abs(c - np.cos(x64))) < 2.5e-7
+
+
 # --------------------------------------------------------------------------- agreement with the reference
 
 
@@ -137,7 +154,10 @@ def test_libm_branch_for_large_phases(rng):
 
 
 @pytest.mark.parametrize("phased", [False, True])
-def test_fused_float32_tiles(rng, phased):
+@pytest.mark.parametrize("f32_limit", [None, 1e-3])   # float32 sincos; float64 sincos of float32 phases
+def test_fused_float32_tiles(rng, monkeypatch, phased, f32_limit):
+    if f32_limit is not None:          # phases "beyond" the float32 polynomial's range
+        monkeypatch.setattr(ak, "PHASE_LIMIT_F32", f32_limit)
     omega, X, y, b = _problem(rng, n=300, M=17, d=8)
     bb = b if phased else None
     V_ref, g_ref = alignment_potential_and_grad(omega, X, y, bb, method="numpy")
@@ -190,7 +210,8 @@ def test_serial_and_parallel_kernels_are_the_same_pass(rng):
         outs = []
         for kernel in (ak.rff_tile, ak.rff_tile_serial):
             u = U.copy()
-            V = kernel(u, np.empty_like(u), y, b, phased, False, c, float(y @ y))
+            V = kernel(u, np.empty_like(u), y, b if phased else np.zeros(6), phased, ak.MODE_NATIVE, c,
+                       float(y @ y))
             outs.append((V, u))
         np.testing.assert_array_equal(outs[0][0], outs[1][0])
         np.testing.assert_array_equal(outs[0][1], outs[1][1])

@@ -29,8 +29,13 @@ the mathematics); the tests check the two against each other.
 on ``[-pi/4, pi/4]`` (without the low word of the reduced argument). Element-wise, no
 calls and no branches (quadrant by selects), so LLVM vectorises it; ``fastmath`` stays
 off. Absolute error below ``2.5e-16`` for ``|x| <= PHASE_LIMIT`` (the tests compare it
-with ``np.sin``/``np.cos``); the caller passes ``exact=True`` (libm per element) when
-its bound on ``|U + b|`` exceeds ``PHASE_LIMIT``.
+with ``np.sin``/``np.cos``); the caller passes ``mode=MODE_LIBM`` (libm per element)
+when its bound on ``|U + b|`` exceeds ``PHASE_LIMIT``.
+
+Float32 tiles (``tile_dtype="float32"``) evaluate ``sincos32`` (cephes' ``sinf``/``cosf``,
+16 lanes per AVX-512 vector, absolute error below 2.5e-7, phases up to
+``PHASE_LIMIT_F32``; beyond it the float64 ``sincos`` of the float32 phase); the sums
+over the data and ``V`` are float64 whatever the tile's precision.
 """
 from __future__ import annotations
 
@@ -38,9 +43,14 @@ import math
 
 import numba as nb
 import numpy as np
+from numba.extending import overload
 
 #: largest phase |omega . x + b| evaluated by the polynomial sincos (k = round(2x/pi) < 2**19)
 PHASE_LIMIT = 2.0 ** 19
+#: largest phase evaluated by the float32 polynomial (cephes' bound for its three-part pi/2)
+PHASE_LIMIT_F32 = 8192.0
+#: ``mode`` of :func:`rff_tile`: sin/cos in the tile's precision, in float64, or by libm
+MODE_NATIVE, MODE_F64, MODE_LIBM = 0, 1, 2
 #: lane count of the partial sums over the data
 LANES = 8
 
@@ -88,27 +98,81 @@ def sincos(x):
     return s1, c1
 
 
-@nb.njit(fastmath=False, cache=True)
-def sincos_array(x):
-    """Element-wise :func:`sincos` of a float64 array, shape (n,) (for the tests).
+_F32_TWO_OVER_PI = np.float32(6.36619772367581382433e-01)
+_F32_ROUND = np.float32(12582912.0)  # 1.5 * 2**23
+_F32_DP1 = np.float32(1.5703125)  # pi/2 in three parts (cephes' sinf split, doubled)
+_F32_DP2 = np.float32(4.837512969970703125e-4)
+_F32_DP3 = np.float32(7.54978995489188216e-8)
+_F32_S1, _F32_S2, _F32_S3 = np.float32(-1.6666654611e-1), np.float32(8.3321608736e-3), np.float32(-1.9515295891e-4)
+_F32_C1, _F32_C2, _F32_C3 = np.float32(4.166664568298827e-2), np.float32(-1.388731625493765e-3), \
+    np.float32(2.443315711809948e-5)
+_F32_HALF = np.float32(0.5)
+_F32_ONE = np.float32(1.0)
+
+
+@nb.njit(inline="always", fastmath=False)
+def sincos32(x):
+    """``(sin(x), cos(x))`` in float32 for ``|x| <= PHASE_LIMIT_F32``: cephes' ``sinf``/``cosf``.
+
+    Reduction by pi/2 with a three-part constant, polynomials of degree 7 and 8 on
+    ``[-pi/4, pi/4]``; absolute error below 2.5e-7 (the tests compare it with ``np.sin`` of
+    the float64 value), a few float32 ulp of 1.
 
     Parameters
     ----------
-    x : float64 array, shape (n,)
+    x : float32
 
     Returns
     -------
-    s, c : float64 arrays, shape (n,)
+    s, c : float32
+    """
+    k = (x * _F32_TWO_OVER_PI + _F32_ROUND) - _F32_ROUND
+    r = ((x - k * _F32_DP1) - k * _F32_DP2) - k * _F32_DP3
+    z = r * r
+    s = ((_F32_S3 * z + _F32_S2) * z + _F32_S1) * z * r + r
+    c = ((_F32_C3 * z + _F32_C2) * z + _F32_C1) * z * z - _F32_HALF * z + _F32_ONE
+    q = np.int32(k) & 3
+    swap = (q & 1) == 1
+    s1 = c if swap else s
+    c1 = s if swap else c
+    s1 = -s1 if (q & 2) == 2 else s1
+    c1 = -c1 if ((q + 1) & 2) == 2 else c1
+    return s1, c1
+
+
+def sincos_native(x):
+    """``sincos`` in the precision of ``x``: :func:`sincos32` for float32, :func:`sincos` otherwise."""
+    raise NotImplementedError("sincos_native is compiled by Numba only")
+
+
+@overload(sincos_native, inline="always")
+def _sincos_native_impl(x):
+    if isinstance(x, nb.types.Float) and x.bitwidth == 32:
+        return lambda x: sincos32(x)
+    return lambda x: sincos(x)
+
+
+@nb.njit(fastmath=False, cache=True)
+def sincos_array(x):
+    """Element-wise :func:`sincos` (float64) or :func:`sincos32` (float32) of an array (for the tests).
+
+    Parameters
+    ----------
+    x : float64 or float32 array, shape (n,)
+
+    Returns
+    -------
+    s, c : arrays, shape (n,), dtype of ``x``
     """
     n = x.shape[0]
-    s = np.empty(n)
-    c = np.empty(n)
+    s = np.empty_like(x)
+    c = np.empty_like(x)
     for i in range(n):
-        s[i], c[i] = sincos(x[i])
+        s[i], c[i] = sincos_native(x[i])
     return s, c
 
 
-def _rff_tile(ut, ct, y, b, phased, exact, coef, sum_y2):
+def _rff_tile(ut, ct, y, b, phased, mode, coef, sum_y2):
     """One fused pass over a tile of particles (see the module docstring).
 
     Parameters
@@ -119,12 +183,15 @@ def _rff_tile(ut, ct, y, b, phased, exact, coef, sum_y2):
         Scratch.
     y : float64 array, shape (n,)
         Targets.
-    b : float64 array, shape (B,)
-        Phases of the tile's particles (ignored unless ``phased``).
+    b : array, shape (B,), dtype of ``ut``
+        Phases of the tile's particles (zeros unless ``phased``), added to the phases.
     phased : bool
         Given phases (exact (B.6)) rather than the phase average (eq. (4.1)).
-    exact : bool
-        Evaluate sin/cos by libm (for phases beyond ``PHASE_LIMIT``).
+    mode : int
+        ``MODE_NATIVE``: :func:`sincos` or :func:`sincos32` in the tile's precision
+        (phases up to ``PHASE_LIMIT`` resp. ``PHASE_LIMIT_F32``); ``MODE_F64``: float64
+        :func:`sincos` of the phases (float32 tiles with phases beyond
+        ``PHASE_LIMIT_F32``); ``MODE_LIBM``: libm, for phases beyond ``PHASE_LIMIT``.
     coef : float
         ``-1 / (n (n - 1))``.
     sum_y2 : float
@@ -143,17 +210,22 @@ def _rff_tile(ut, ct, y, b, phased, exact, coef, sum_y2):
     for j in nb.prange(m):
         u = ut[j]
         cr = ct[j]
-        bj = b[j] if phased else 0.0
-        if exact:
+        bj = b[j]
+        if mode == MODE_NATIVE:
             for i in range(n):
-                a = np.float64(u[i]) + bj
-                u[i] = math.sin(a)
-                cr[i] = math.cos(a)
-        else:
-            for i in range(n):
-                s, c = sincos(np.float64(u[i]) + bj)
+                s, c = sincos_native(u[i] + bj)
                 u[i] = s
                 cr[i] = c
+        elif mode == MODE_F64:
+            for i in range(n):
+                s, c = sincos(np.float64(u[i]) + np.float64(bj))
+                u[i] = s
+                cr[i] = c
+        else:
+            for i in range(n):
+                a = np.float64(u[i]) + np.float64(bj)
+                u[i] = math.sin(a)
+                cr[i] = math.cos(a)
         acc1 = np.zeros(LANES)
         acc2 = np.zeros(LANES)
         if phased:

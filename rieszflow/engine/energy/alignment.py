@@ -418,12 +418,17 @@ def _potential_and_grad_fused(omega, X, y, b, block, tile_dtype):
     c = -1.0 / (n * (n - 1.0))
     sum_y2 = float(y @ y)
     phased = b is not None
-    bb = np.ascontiguousarray(b, dtype=np.float64) if phased else np.zeros(M)
-    # Cauchy-Schwarz bound on |omega . x + b| decides polynomial or libm sin/cos
+    bb = np.ascontiguousarray(b, dtype=tdt) if phased else np.zeros(M, dtype=tdt)
+    # a Cauchy-Schwarz bound on |omega . x + b| picks the sin/cos evaluation
     bound = (float(np.sqrt(np.max(np.einsum("ij,ij->i", X, X, dtype=np.float64))))
              * float(np.sqrt(np.max(np.einsum("ij,ij->i", omega, omega, dtype=np.float64))))
-             + (float(np.max(np.abs(bb))) if phased else 0.0))
-    exact = not bound <= ak.PHASE_LIMIT
+             + (float(np.max(np.abs(b))) if phased else 0.0))
+    if not bound <= ak.PHASE_LIMIT:
+        mode = ak.MODE_LIBM
+    elif tdt == np.float32 and not bound <= ak.PHASE_LIMIT_F32:
+        mode = ak.MODE_F64
+    else:
+        mode = ak.MODE_NATIVE
     V = np.empty(M, dtype=np.float64)
     grad = np.empty((M, d), dtype=np.float64)
     rows = min(block, M)
@@ -433,7 +438,7 @@ def _potential_and_grad_fused(omega, X, y, b, block, tile_dtype):
         m = min(rows, M - a)
         u = ut[:m]
         np.matmul(W[a:a + m], Xt.T, out=u)  # (m, n) phases
-        V[a:a + m] = kernel(u, ct[:m], y, bb[a:a + m], phased, exact, c, sum_y2)
+        V[a:a + m] = kernel(u, ct[:m], y, bb[a:a + m], phased, mode, c, sum_y2)
         if tdt == np.float64:
             np.matmul(u, Xt, out=grad[a:a + m])
         else:  # float32 GEMMs over blocks of data points, summed in float64
