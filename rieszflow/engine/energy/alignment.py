@@ -408,6 +408,7 @@ def _potential_and_grad_fused(omega, X, y, b, block, tile_dtype):
     import numpy as np
 
     from rieszflow.engine.energy import _alignment_kernels as ak
+    from rieszflow.engine.threads import numba_threads
 
     n, d = X.shape
     M = omega.shape[0]
@@ -433,7 +434,10 @@ def _potential_and_grad_fused(omega, X, y, b, block, tile_dtype):
     grad = np.empty((M, d), dtype=np.float64)
     rows = min(block, M)
     ut, ct = _tile_buffers(rows, n, tdt)
-    kernel = ak.rff_tile if numba.get_num_threads() > 1 else ak.rff_tile_serial
+    # Numba threads by the thread policy (engine/threads.py; one thread: the serial build, whose
+    # result is bitwise equal to the parallel build's)
+    threads = min(numba_threads("alignment", float(M) * n), numba.get_num_threads())
+    kernel = ak.rff_tile if threads > 1 else ak.rff_tile_serial
     for a in range(0, M, rows):
         m = min(rows, M - a)
         u = ut[:m]
