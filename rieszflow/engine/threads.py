@@ -82,7 +82,8 @@ THREAD_RULES: dict[str, ThreadRule] = {
         evidence="GEMM path d=64 N=1000-4000 2/1: 0.91-0.97 quiet, 2.1 loaded; Numba kernel d=3: "
                  "N=1000 0.55 quiet, 5.8-10 loaded; N=20000 0.53 quiet, 0.95 loaded"),
     "alignment": ThreadRule(
-        blas=1, evidence="RFF alignment potential n=1e4 N=1e3 d=64 2/1: 1.09 quiet, 2.16 loaded"),
+        blas=1, evidence="RFF alignment potential n=1e4 N=1e3 d=64, reference path 2/1: 1.09 quiet, "
+                         "2.16 loaded; fused path (Numba) with 2 threads at load 3.4: 149 ms vs 77 ms"),
 }
 
 _state = {"cap": None, "blas": None}

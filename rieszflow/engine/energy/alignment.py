@@ -45,12 +45,24 @@ Corrections to Lemma 3 (paper 000, App. B and A.2)
 
 All sums are accumulated in float64; gradients are returned in the dtype of
 the differentiated argument.
+
+Implementations of the RFF functions
+------------------------------------
+``method="numpy"`` is the reference (NumPy or CuPy): per block of particles the
+(n, block) phase, sine and cosine arrays. ``method="fused"`` (NumPy arrays; the
+default through ``"auto"``) computes the same formulas per block with one BLAS call
+for the phases, one Numba pass per particle that evaluates sin and cos together and
+reduces over the data, and one BLAS call for the gradient
+(:mod:`engine.energy._alignment_kernels`); it agrees with the reference to ~5e-15
+relative in float64 and, with ``tile_dtype="float32"``, to 2e-7 to 4e-7
+(``tests/test_alignment_fused.py``, ``docs/results/bench_alignment.md``).
 """
 from __future__ import annotations
 
 import dataclasses
+import threading
 
-from rieszflow.engine._checks import check_int, check_points, check_vector, is_host
+from rieszflow.engine._checks import check_choice, check_int, check_points, check_vector, is_host
 from rieszflow.engine.backend import namespace
 from rieszflow.engine.energy.base import Energy
 from rieszflow.engine.energy.riesz import RieszEnergy
@@ -74,6 +86,14 @@ __all__ = [
 ]
 
 _CHUNK_ELEMENTS = 2 ** 21  # elements of one (n, chunk) phase block
+_FUSED_TILE_ELEMENTS = 2 ** 19  # elements of one (chunk, n) tile buffer of the fused path (4 MiB in float64)
+
+#: methods of the RFF functions: the NumPy/CuPy reference and the fused Numba path
+METHODS = ("auto", "numpy", "fused")
+#: precisions of the fused path's tile arithmetic
+TILE_DTYPES = ("float64", "float32")
+#: data points per float32 gradient GEMM whose partial sums are added in float64
+F32_GRAD_ROWS = 4096
 
 
 # --------------------------------------------------------------------------- general feature map
@@ -310,53 +330,28 @@ def _check_rff(omega, X, y, b):
     return omega, X, y, b
 
 
-def _chunk(n, chunk_size):
+def _chunk(n, chunk_size, elements=_CHUNK_ELEMENTS):
     if chunk_size is None:
-        return max(1, _CHUNK_ELEMENTS // n)
+        return max(1, elements // n)
     return check_int("chunk_size", chunk_size, minimum=1)
 
 
-def alignment_potential_and_grad(omega, X, y, b=None, chunk_size=None):
-    """Single-particle alignment potential :math:`V_{\\mathcal{D}}` of RFF and its gradient.
+def _check_method(method, tile_dtype, host):
+    """Resolve ``method``/``tile_dtype`` of the RFF functions to ``"numpy"`` or ``"fused"``."""
+    check_choice("method", method, METHODS)
+    check_choice("tile_dtype", tile_dtype, TILE_DTYPES)
+    if method == "fused" and not host:
+        raise TypeError("method='fused' needs NumPy (CPU) arrays; use method='auto' or 'numpy' for CuPy arrays")
+    if method == "auto":
+        method = "fused" if host else "numpy"
+    if tile_dtype != "float64" and method != "fused":
+        raise ValueError(f"tile_dtype={tile_dtype!r} is a precision of method='fused' (NumPy arrays); "
+                         f"method={method!r} computes in float64: use tile_dtype='float64'")
+    return method
 
-    For each point (row of ``omega``),
 
-    * ``b is None`` (phase average, the mean-field potential of eq. (4.1)):
-      :math:`V(\\omega) = -\\frac{1}{n(n-1)}[(y^\\top\\cos X\\omega)^2 + (y^\\top\\sin X\\omega)^2 - \\sum_i y_i^2]
-      = -\\frac{1}{n(n-1)}\\sum_{i\\ne j} y_i y_j\\cos(\\omega^\\top(x_i - x_j))`;
-    * ``b`` given (phase :math:`b_k` attached to row k):
-      :math:`V(\\omega_k) = -\\frac{1}{n(n-1)}\\sum_{i \\ne j} y_i y_j \\phi_{\\omega_k,b_k}(x_i)\\phi_{\\omega_k,b_k}(x_j)`
-      with :math:`\\phi_{\\omega,b}(x) = \\sqrt2\\cos(\\omega^\\top x + b)`.
-
-    Parameters
-    ----------
-    omega : array, shape (M, d)
-        Evaluation points (particles or a grid).
-    X : array, shape (n, d), n >= 2
-        Training inputs.
-    y : array, shape (n,)
-        Targets.
-    b : array, shape (M,), optional
-        Phases in radians; ``None`` for the phase average.
-    chunk_size : int, optional
-        Points per block (memory O(n * chunk_size)); automatic by default.
-
-    Returns
-    -------
-    V : float64 array, shape (M,)
-    grad : array, shape (M, d), dtype of ``omega``
-        :math:`\\nabla_\\omega V` at each point.
-
-    Raises
-    ------
-    ValueError
-        On inconsistent shapes or non-finite inputs.
-
-    References
-    ----------
-    paper 000, eq. (4.1), (A.31), (B.8)-(B.9); App. A.2.
-    """
-    omega, X, y, b = _check_rff(omega, X, y, b)
+def _potential_and_grad_numpy(omega, X, y, b, block):
+    """The reference: blocks of particles, NumPy/CuPy element-wise (the one home of the formulas)."""
     xp = namespace(omega, X, y, b)
     n = X.shape[0]
     M = omega.shape[0]
@@ -366,7 +361,6 @@ def alignment_potential_and_grad(omega, X, y, b=None, chunk_size=None):
     sum_y2 = xp.sum(y * y)
     V = xp.empty(M, dtype=xp.float64)
     grad = xp.empty(omega.shape, dtype=xp.float64)
-    block = _chunk(n, chunk_size)
     for a in range(0, M, block):
         w = xp.asarray(omega[a:a + block], dtype=xp.float64)
         U = X @ w.T  # (n, B) phases omega^T x_i
@@ -386,7 +380,161 @@ def alignment_potential_and_grad(omega, X, y, b=None, chunk_size=None):
     return V, xp.asarray(grad, dtype=omega.dtype)
 
 
-def alignment_potential(omega, X, y, b=None, chunk_size=None):
+_TILES = threading.local()
+
+
+def _tile_buffers(rows, n, dtype):
+    """The fused path's two (rows, n) tile buffers, kept per thread between calls.
+
+    A Langevin run calls the fused path with the same shapes every step; fresh buffers of
+    several MiB would be fresh pages every step (page faults cost as much as the kernel).
+    One pair per thread (the last shape and dtype used) is kept, so concurrent callers in
+    different threads never share a buffer.
+    """
+    import numpy as np
+
+    key = (rows, n, np.dtype(dtype).str)
+    cached = getattr(_TILES, "buffers", None)
+    if cached is None or cached[0] != key:
+        cached = (key, np.empty((rows, n), dtype=dtype), np.empty((rows, n), dtype=dtype))
+        _TILES.buffers = cached
+    return cached[1], cached[2]
+
+
+def _potential_and_grad_fused(omega, X, y, b, block, tile_dtype):
+    """Fused path: per tile of particles, BLAS phases, one Numba pass, BLAS gradient.
+
+    The Numba pass (:func:`engine.energy._alignment_kernels.rff_tile`) evaluates the
+    formulas of :func:`_potential_and_grad_numpy` per particle row; nothing of size
+    (n, M) is allocated beyond the two (block, n) tile buffers.
+    """
+    import numba
+    import numpy as np
+
+    from rieszflow.engine.energy import _alignment_kernels as ak
+    from rieszflow.engine.threads import numba_threads
+
+    n, d = X.shape
+    M = omega.shape[0]
+    tdt = np.dtype(tile_dtype)
+    Xt = np.ascontiguousarray(X, dtype=tdt)
+    W = np.asarray(omega, dtype=tdt)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    c = -1.0 / (n * (n - 1.0))
+    sum_y2 = float(y @ y)
+    phased = b is not None
+    bb = np.ascontiguousarray(b, dtype=tdt) if phased else np.zeros(M, dtype=tdt)
+    # a Cauchy-Schwarz bound on |omega . x + b| picks the sin/cos evaluation
+    bound = (float(np.sqrt(np.max(np.einsum("ij,ij->i", X, X, dtype=np.float64))))
+             * float(np.sqrt(np.max(np.einsum("ij,ij->i", omega, omega, dtype=np.float64))))
+             + (float(np.max(np.abs(b))) if phased else 0.0))
+    if not bound <= ak.PHASE_LIMIT:
+        mode = ak.MODE_LIBM
+    elif tdt == np.float32 and not bound <= ak.PHASE_LIMIT_F32:
+        mode = ak.MODE_F64
+    else:
+        mode = ak.MODE_NATIVE
+    V = np.empty(M, dtype=np.float64)
+    grad = np.empty((M, d), dtype=np.float64)
+    rows = min(block, M)
+    ut, ct = _tile_buffers(rows, n, tdt)
+    # Numba threads by the thread policy (engine/threads.py; one thread: the serial build, whose
+    # result is bitwise equal to the parallel build's)
+    threads = min(numba_threads("alignment", float(M) * n), numba.get_num_threads())
+    kernel = ak.rff_tile if threads > 1 else ak.rff_tile_serial
+    for a in range(0, M, rows):
+        m = min(rows, M - a)
+        u = ut[:m]
+        np.matmul(W[a:a + m], Xt.T, out=u)  # (m, n) phases
+        V[a:a + m] = kernel(u, ct[:m], y, bb[a:a + m], phased, mode, c, sum_y2)
+        if tdt == np.float64:
+            np.matmul(u, Xt, out=grad[a:a + m])
+        else:  # float32 GEMMs over blocks of data points, summed in float64
+            g = grad[a:a + m]
+            g[...] = 0.0
+            for i in range(0, n, F32_GRAD_ROWS):
+                g += u[:, i:i + F32_GRAD_ROWS] @ Xt[i:i + F32_GRAD_ROWS]
+    return V, np.asarray(grad, dtype=omega.dtype)
+
+
+def alignment_potential_and_grad(omega, X, y, b=None, chunk_size=None, method="auto", tile_dtype="float64"):
+    """Single-particle alignment potential :math:`V_{\\mathcal{D}}` of RFF and its gradient.
+
+    For each point (row of ``omega``),
+
+    * ``b is None`` (phase average, the mean-field potential of eq. (4.1)):
+      :math:`V(\\omega) = -\\frac{1}{n(n-1)}[(y^\\top\\cos X\\omega)^2 + (y^\\top\\sin X\\omega)^2 - \\sum_i y_i^2]
+      = -\\frac{1}{n(n-1)}\\sum_{i\\ne j} y_i y_j\\cos(\\omega^\\top(x_i - x_j))`;
+    * ``b`` given (phase :math:`b_k` attached to row k):
+      :math:`V(\\omega_k) = -\\frac{1}{n(n-1)}\\sum_{i \\ne j} y_i y_j \\phi_{\\omega_k,b_k}(x_i)\\phi_{\\omega_k,b_k}(x_j)`
+      with :math:`\\phi_{\\omega,b}(x) = \\sqrt2\\cos(\\omega^\\top x + b)`.
+
+    The gradient is :math:`\\nabla_\\omega V = \\sum_i (\\partial V/\\partial U_i)\\, x_i`
+    with the phases :math:`U_i = \\omega^\\top x_i`.
+
+    Parameters
+    ----------
+    omega : array, shape (M, d)
+        Evaluation points (particles or a grid).
+    X : array, shape (n, d), n >= 2
+        Training inputs.
+    y : array, shape (n,)
+        Targets.
+    b : array, shape (M,), optional
+        Phases in radians; ``None`` for the phase average.
+    chunk_size : int, optional
+        Points per block (memory O(n * chunk_size)); automatic by default
+        (``2**21 // n`` points for ``"numpy"``, ``2**19 // n`` for ``"fused"``, whose
+        two tile buffers are kept per thread between calls).
+    method : {"auto", "numpy", "fused"}, default "auto"
+        ``"numpy"``: the reference (NumPy or CuPy; the phases, sines and cosines of a
+        block of points as (n, block) arrays). ``"fused"``: NumPy arrays only; per
+        block of points, one BLAS call for the phases, one Numba pass per point that
+        evaluates sin and cos together (a vectorised polynomial, absolute error below
+        2.5e-16) and the reductions over the data, and one BLAS call for the
+        gradient (:mod:`engine.energy._alignment_kernels`); 3-6 x faster than
+        ``"numpy"`` at n = 1e4, M = 1e3, d = 64, about 1.5 x its two GEMMs, and equal
+        to the reference to ~5e-15 relative in float64
+        (``docs/results/bench_alignment.md``). ``"auto"``: ``"fused"`` for NumPy
+        arrays, ``"numpy"`` for CuPy arrays.
+    tile_dtype : {"float64", "float32"}, default "float64"
+        Precision of the fused path's tile arithmetic (phases, sin/cos inputs,
+        :math:`\\partial V/\\partial U` and the gradient GEMMs); the reductions
+        that give ``V`` and the gradient's sums over blocks of ``F32_GRAD_ROWS`` data
+        points are accumulated in float64. ``"float32"`` rounds the phases to float32
+        (relative error ~6e-8 of each phase), so ``V`` and the Langevin step differ from
+        the float64 reference by 2e-7 to 4e-7 relative to their largest entry at n = 1e4,
+        M = 1e3, d = 64 (``docs/results/bench_alignment.md``); the tests require 2e-5.
+
+    Returns
+    -------
+    V : float64 array, shape (M,)
+    grad : array, shape (M, d), dtype of ``omega``
+        :math:`\\nabla_\\omega V` at each point.
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes or non-finite inputs, an unknown ``method`` or
+        ``tile_dtype``, or ``tile_dtype="float32"`` with a method other than the
+        fused one.
+    TypeError
+        If ``method="fused"`` is asked for CuPy arrays.
+
+    References
+    ----------
+    paper 000, eq. (4.1), (A.31), (B.8)-(B.9); App. A.2.
+    """
+    omega, X, y, b = _check_rff(omega, X, y, b)
+    _chunk(X.shape[0], chunk_size)
+    method = _check_method(method, tile_dtype, all(is_host(a) for a in (omega, X, y, b) if a is not None))
+    if method == "fused":
+        return _potential_and_grad_fused(omega, X, y, b, _chunk(X.shape[0], chunk_size, _FUSED_TILE_ELEMENTS),
+                                         tile_dtype)
+    return _potential_and_grad_numpy(omega, X, y, b, _chunk(X.shape[0], chunk_size))
+
+
+def alignment_potential(omega, X, y, b=None, chunk_size=None, method="auto", tile_dtype="float64"):
     """Single-particle alignment potential :math:`V_{\\mathcal{D}}` at each row of ``omega``.
 
     See :func:`alignment_potential_and_grad` for the formulas.
@@ -404,6 +552,12 @@ def alignment_potential(omega, X, y, b=None, chunk_size=None):
     chunk_size : int, optional
         Points per block.
 
+    method : {"auto", "numpy", "fused"}, default "auto"
+        Implementation; see :func:`alignment_potential_and_grad`.
+    tile_dtype : {"float64", "float32"}, default "float64"
+        Precision of the fused path's tile arithmetic; see
+        :func:`alignment_potential_and_grad`.
+
     Returns
     -------
     float64 array, shape (M,)
@@ -411,16 +565,19 @@ def alignment_potential(omega, X, y, b=None, chunk_size=None):
     Raises
     ------
     ValueError
-        On inconsistent shapes or non-finite inputs.
+        On inconsistent shapes or non-finite inputs, an unknown ``method`` or
+        ``tile_dtype``, or ``tile_dtype="float32"`` with a method other than the fused one.
+    TypeError
+        If ``method="fused"`` is asked for CuPy arrays.
 
     References
     ----------
     paper 000, eq. (4.1).
     """
-    return alignment_potential_and_grad(omega, X, y, b, chunk_size)[0]
+    return alignment_potential_and_grad(omega, X, y, b, chunk_size, method, tile_dtype)[0]
 
 
-def alignment_potential_grad(omega, X, y, b=None, chunk_size=None):
+def alignment_potential_grad(omega, X, y, b=None, chunk_size=None, method="auto", tile_dtype="float64"):
     """Gradient of :math:`V_{\\mathcal{D}}` at each row of ``omega``.
 
     See :func:`alignment_potential_and_grad` for the formulas.
@@ -438,6 +595,12 @@ def alignment_potential_grad(omega, X, y, b=None, chunk_size=None):
     chunk_size : int, optional
         Points per block.
 
+    method : {"auto", "numpy", "fused"}, default "auto"
+        Implementation; see :func:`alignment_potential_and_grad`.
+    tile_dtype : {"float64", "float32"}, default "float64"
+        Precision of the fused path's tile arithmetic; see
+        :func:`alignment_potential_and_grad`.
+
     Returns
     -------
     array, shape (M, d), dtype of ``omega``
@@ -445,16 +608,19 @@ def alignment_potential_grad(omega, X, y, b=None, chunk_size=None):
     Raises
     ------
     ValueError
-        On inconsistent shapes or non-finite inputs.
+        On inconsistent shapes or non-finite inputs, an unknown ``method`` or
+        ``tile_dtype``, or ``tile_dtype="float32"`` with a method other than the fused one.
+    TypeError
+        If ``method="fused"`` is asked for CuPy arrays.
 
     References
     ----------
     paper 000, eq. (4.1).
     """
-    return alignment_potential_and_grad(omega, X, y, b, chunk_size)[1]
+    return alignment_potential_and_grad(omega, X, y, b, chunk_size, method, tile_dtype)[1]
 
 
-def rff_alignment_energy_and_grad(omega, X, y, b=None, chunk_size=None):
+def rff_alignment_energy_and_grad(omega, X, y, b=None, chunk_size=None, method="auto", tile_dtype="float64"):
     """Alignment energy of random Fourier features and its gradient in ``omega``.
 
     :math:`\\mathcal{E}_N = \\frac1N\\sum_k V(\\omega_k)` with :math:`V` of
@@ -475,6 +641,12 @@ def rff_alignment_energy_and_grad(omega, X, y, b=None, chunk_size=None):
     chunk_size : int, optional
         Particles per block.
 
+    method : {"auto", "numpy", "fused"}, default "auto"
+        Implementation; see :func:`alignment_potential_and_grad`.
+    tile_dtype : {"float64", "float32"}, default "float64"
+        Precision of the fused path's tile arithmetic; see
+        :func:`alignment_potential_and_grad`.
+
     Returns
     -------
     energy : float64 scalar
@@ -484,19 +656,22 @@ def rff_alignment_energy_and_grad(omega, X, y, b=None, chunk_size=None):
     Raises
     ------
     ValueError
-        On inconsistent shapes or non-finite inputs.
+        On inconsistent shapes or non-finite inputs, an unknown ``method`` or
+        ``tile_dtype``, or ``tile_dtype="float32"`` with a method other than the fused one.
+    TypeError
+        If ``method="fused"`` is asked for CuPy arrays.
 
     References
     ----------
     paper 000, eq. (B.6), (B.8), (B.9), (A.32); App. A.2.
     """
-    V, grad = alignment_potential_and_grad(omega, X, y, b, chunk_size)
+    V, grad = alignment_potential_and_grad(omega, X, y, b, chunk_size, method, tile_dtype)
     xp = namespace(V)
     N = V.shape[0]
     return xp.mean(V), grad / N
 
 
-def rff_alignment_energy(omega, X, y, b=None, chunk_size=None):
+def rff_alignment_energy(omega, X, y, b=None, chunk_size=None, method="auto", tile_dtype="float64"):
     """Alignment energy of random Fourier features; see :func:`rff_alignment_energy_and_grad`.
 
     Parameters
@@ -512,6 +687,12 @@ def rff_alignment_energy(omega, X, y, b=None, chunk_size=None):
     chunk_size : int, optional
         Particles per block.
 
+    method : {"auto", "numpy", "fused"}, default "auto"
+        Implementation; see :func:`alignment_potential_and_grad`.
+    tile_dtype : {"float64", "float32"}, default "float64"
+        Precision of the fused path's tile arithmetic; see
+        :func:`alignment_potential_and_grad`.
+
     Returns
     -------
     float64 scalar
@@ -520,16 +701,19 @@ def rff_alignment_energy(omega, X, y, b=None, chunk_size=None):
     Raises
     ------
     ValueError
-        On inconsistent shapes or non-finite inputs.
+        On inconsistent shapes or non-finite inputs, an unknown ``method`` or
+        ``tile_dtype``, or ``tile_dtype="float32"`` with a method other than the fused one.
+    TypeError
+        If ``method="fused"`` is asked for CuPy arrays.
 
     References
     ----------
     paper 000, eq. (B.6) and (B.8).
     """
-    return rff_alignment_energy_and_grad(omega, X, y, b, chunk_size)[0]
+    return rff_alignment_energy_and_grad(omega, X, y, b, chunk_size, method, tile_dtype)[0]
 
 
-def rff_alignment_energy_grad(omega, X, y, b=None, chunk_size=None):
+def rff_alignment_energy_grad(omega, X, y, b=None, chunk_size=None, method="auto", tile_dtype="float64"):
     """Gradient in ``omega`` of the RFF alignment energy; see :func:`rff_alignment_energy_and_grad`.
 
     Parameters
@@ -545,6 +729,12 @@ def rff_alignment_energy_grad(omega, X, y, b=None, chunk_size=None):
     chunk_size : int, optional
         Particles per block.
 
+    method : {"auto", "numpy", "fused"}, default "auto"
+        Implementation; see :func:`alignment_potential_and_grad`.
+    tile_dtype : {"float64", "float32"}, default "float64"
+        Precision of the fused path's tile arithmetic; see
+        :func:`alignment_potential_and_grad`.
+
     Returns
     -------
     array, shape (N, d), dtype of ``omega``
@@ -552,13 +742,16 @@ def rff_alignment_energy_grad(omega, X, y, b=None, chunk_size=None):
     Raises
     ------
     ValueError
-        On inconsistent shapes or non-finite inputs.
+        On inconsistent shapes or non-finite inputs, an unknown ``method`` or
+        ``tile_dtype``, or ``tile_dtype="float32"`` with a method other than the fused one.
+    TypeError
+        If ``method="fused"`` is asked for CuPy arrays.
 
     References
     ----------
     paper 000, eq. (B.6) and (B.8).
     """
-    return rff_alignment_energy_and_grad(omega, X, y, b, chunk_size)[1]
+    return rff_alignment_energy_and_grad(omega, X, y, b, chunk_size, method, tile_dtype)[1]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -575,6 +768,11 @@ class RFFAlignmentEnergy(Energy):
         Fixed phases (exact (B.6)); ``None`` for the phase average (B.8).
     chunk_size : int, optional
         Particles per block.
+    method : {"auto", "numpy", "fused"}, default "auto"
+        Implementation; see :func:`alignment_potential_and_grad`.
+    tile_dtype : {"float64", "float32"}, default "float64"
+        Precision of the fused path's tile arithmetic; see
+        :func:`alignment_potential_and_grad`.
 
     Notes
     -----
@@ -590,6 +788,8 @@ class RFFAlignmentEnergy(Energy):
     y: object
     b: object = None
     chunk_size: int | None = None
+    method: str = "auto"
+    tile_dtype: str = "float64"
     normalization: str = dataclasses.field(default="paper", init=False)
 
     def __post_init__(self):
@@ -600,6 +800,8 @@ class RFFAlignmentEnergy(Energy):
             object.__setattr__(self, "b", check_vector("b", self.b))
         if self.chunk_size is not None:
             check_int("chunk_size", self.chunk_size, minimum=1)
+        check_choice("method", self.method, METHODS)
+        check_choice("tile_dtype", self.tile_dtype, TILE_DTYPES)
 
     def value_and_grad(self, omega):
         """Energy (float64) and gradient, shape (N, d).
@@ -616,7 +818,8 @@ class RFFAlignmentEnergy(Energy):
         grad : array, shape (N, d), dtype of ``omega``
             Its gradient.
         """
-        return rff_alignment_energy_and_grad(omega, self.X, self.y, self.b, self.chunk_size)
+        return rff_alignment_energy_and_grad(omega, self.X, self.y, self.b, self.chunk_size, self.method,
+                                             self.tile_dtype)
 
     def __call__(self, omega):
         """Energy value (float64).
@@ -661,12 +864,12 @@ class RFFAlignmentEnergy(Energy):
         array, shape (N,), float64
             :math:`V(\\omega_k)` (phase-averaged when ``b is None``).
         """
-        return alignment_potential(omega, self.X, self.y, self.b, self.chunk_size)
+        return alignment_potential(omega, self.X, self.y, self.b, self.chunk_size, self.method, self.tile_dtype)
 
 
 # --------------------------------------------------------------------------- Hamiltonian
 
-def rff_hamiltonian(X, y, s, lam, b=None, softening=0.0, method="auto"):
+def rff_hamiltonian(X, y, s, lam, b=None, softening=0.0, method="auto", alignment_method="auto"):
     """Build the Hamiltonian :math:`H_N = \\mathcal{E}_N + \\lambda\\mathcal{W}_{N,s}` of eq. (2.2) for RFF.
 
     Parameters
@@ -683,6 +886,8 @@ def rff_hamiltonian(X, y, s, lam, b=None, softening=0.0, method="auto"):
         Riesz softening length.
     method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         Backend of the Riesz pair sums.
+    alignment_method : {"auto", "numpy", "fused"}, default "auto"
+        Implementation of the alignment term; see :func:`alignment_potential_and_grad`.
 
     Returns
     -------
@@ -692,16 +897,18 @@ def rff_hamiltonian(X, y, s, lam, b=None, softening=0.0, method="auto"):
     Raises
     ------
     ValueError
-        On invalid ``X``, ``y``, ``b``, ``s``, ``lam``, ``softening`` or ``method``.
+        On invalid ``X``, ``y``, ``b``, ``s``, ``lam``, ``softening``, ``method`` or
+        ``alignment_method``.
 
     References
     ----------
     paper 000, eq. (2.2), (2.3), (B.3).
     """
-    return RFFAlignmentEnergy(X, y, b) + RieszEnergy(s, lam, "paper", softening, method)
+    return (RFFAlignmentEnergy(X, y, b, method=alignment_method)
+            + RieszEnergy(s, lam, "paper", softening, method))
 
 
-def hamiltonian_and_grad(omega, X, y, s, lam, b=None, softening=0.0, method="auto"):
+def hamiltonian_and_grad(omega, X, y, s, lam, b=None, softening=0.0, method="auto", alignment_method="auto"):
     """Value and gradient of :math:`H_N = \\mathcal{E}_N + \\lambda\\mathcal{W}_{N,s}` (eq. (2.2)) for RFF.
 
     Parameters
@@ -722,6 +929,8 @@ def hamiltonian_and_grad(omega, X, y, s, lam, b=None, softening=0.0, method="aut
         Riesz softening length.
     method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         Backend of the Riesz pair sums.
+    alignment_method : {"auto", "numpy", "fused"}, default "auto"
+        Implementation of the alignment term; see :func:`alignment_potential_and_grad`.
 
     Returns
     -------
@@ -740,10 +949,10 @@ def hamiltonian_and_grad(omega, X, y, s, lam, b=None, softening=0.0, method="aut
     ----------
     paper 000, eq. (2.2).
     """
-    return rff_hamiltonian(X, y, s, lam, b, softening, method).value_and_grad(omega)
+    return rff_hamiltonian(X, y, s, lam, b, softening, method, alignment_method).value_and_grad(omega)
 
 
-def hamiltonian(omega, X, y, s, lam, b=None, softening=0.0, method="auto"):
+def hamiltonian(omega, X, y, s, lam, b=None, softening=0.0, method="auto", alignment_method="auto"):
     """Value of :math:`H_N = \\mathcal{E}_N + \\lambda\\mathcal{W}_{N,s}` (eq. (2.2)) for RFF.
 
     Parameters
@@ -764,6 +973,8 @@ def hamiltonian(omega, X, y, s, lam, b=None, softening=0.0, method="auto"):
         Riesz softening length.
     method : {"auto", "numpy", "numba", "gemm"}, default "auto"
         Backend of the Riesz pair sums.
+    alignment_method : {"auto", "numpy", "fused"}, default "auto"
+        Implementation of the alignment term; see :func:`alignment_potential_and_grad`.
 
     Returns
     -------
@@ -779,4 +990,4 @@ def hamiltonian(omega, X, y, s, lam, b=None, softening=0.0, method="auto"):
     ----------
     paper 000, eq. (2.2).
     """
-    return rff_hamiltonian(X, y, s, lam, b, softening, method)(omega)
+    return rff_hamiltonian(X, y, s, lam, b, softening, method, alignment_method)(omega)
