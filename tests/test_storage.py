@@ -103,14 +103,18 @@ def test_append_checks_shapes(tmp_path):
             w.variable("z", ("nope",))
 
 
-def test_killed_writer_leaves_readable_file(tmp_path):
-    """A process killed with SIGKILL between records leaves every flushed record readable."""
+@pytest.mark.parametrize("flush_records, kept", [(1, 10), (4, 8), (256, 0)])
+def test_killed_writer_leaves_readable_file(tmp_path, flush_records, kept):
+    """A process killed with SIGKILL between records leaves every flushed record readable: with
+    blocks of ``flush_records`` records, 10 appends leave the full blocks (the last, partial block
+    is lost), and the variables exist even when no block was written."""
     p = tmp_path / "killed.h5"
     code = textwrap.dedent(f"""
         import sys, time, numpy as np
         sys.path.insert(0, {os.getcwd()!r})
         from rieszflow.engine.storage import TrajectoryWriter
-        w = TrajectoryWriter({str(p)!r}, "demo")
+        w = TrajectoryWriter({str(p)!r}, "demo", flush_records={flush_records},
+                             flush_seconds=float("inf"))
         w.dimension("time", None); w.dimension("particle", 8)
         w.variable("x", ("time", "particle"))
         for t in range(10):
@@ -129,7 +133,7 @@ def test_killed_writer_leaves_readable_file(tmp_path):
             proc.kill()
     ds = open_run(p)
     assert ds.attrs["status"] == "running"
-    np.testing.assert_array_equal(ds.x.values[:, 0], np.arange(10.0))
+    np.testing.assert_array_equal(ds.x.values[:, 0], np.arange(float(kept)))
 
 
 def test_bad_record_leaves_file_unchanged_and_redeclaration_is_checked(tmp_path):

@@ -14,11 +14,30 @@ that the file is a rieszflow file.
 Crash safety and resumption
 ---------------------------
 Growing dimensions (``time``, ``epoch``, ...) are unlimited and chunked along
-themselves; :meth:`TrajectoryWriter.append` writes one record and flushes the
-file, so a run killed between two records leaves a readable file holding every
-record written so far. The root attribute ``status`` is ``"running"`` until
-:meth:`TrajectoryWriter.close` sets it to ``"complete"``; a file left
-``"running"`` was interrupted and can be reopened with ``resume=True``.
+themselves. :meth:`TrajectoryWriter.append` keeps each record in memory (a copy, on the
+array's own device: CuPy records stay on the GPU) and writes the records of every
+unlimited dimension in *blocks*: one host copy and one HDF5 write per variable per block,
+then one flush of the file. A block is written when one dimension holds ``flush_records``
+unwritten records (default :data:`FLUSH_RECORDS` = 256), when the unwritten records hold
+``flush_bytes`` bytes (default :data:`FLUSH_BYTES` = 16 MiB), or at the first append
+``flush_seconds`` seconds after the last flush (default :data:`FLUSH_SECONDS` = 10 s);
+:meth:`TrajectoryWriter.flush`, :meth:`~TrajectoryWriter.set`,
+:meth:`~TrajectoryWriter.set_attrs`, :meth:`~TrajectoryWriter.read`,
+:meth:`~TrajectoryWriter.truncate` and :meth:`~TrajectoryWriter.close` write it at once.
+``flush_records=1`` writes and flushes every record as it is appended.
+
+What a kill loses: SIGINT and SIGTERM inside :func:`interruptible` (every ``rieszflow``
+command) raise :class:`RunInterrupted`; the writer's ``close("interrupted")`` writes the
+buffered block first, so nothing is lost (a signal that arrives while a block is being
+written is held until the block is complete). SIGKILL (or a crash of the interpreter) loses
+the records appended since the last flush and nothing else: per unlimited dimension at most
+``flush_records - 1`` records, together less than ``flush_bytes`` bytes, all appended less
+than ``flush_seconds`` before the last append. The file stays valid and holds every record
+of the earlier blocks. The root attribute ``status`` is ``"running"`` until
+:meth:`TrajectoryWriter.close` sets it to ``"complete"``; a file left ``"running"`` was
+interrupted and can be reopened with ``resume=True``. Checkpointing callers call
+:meth:`TrajectoryWriter.flush` before they store :meth:`TrajectoryWriter.length`, so a
+checkpoint never counts records that are not on disk.
 
 An existing file is never overwritten unless ``overwrite=True`` is passed.
 
@@ -37,9 +56,9 @@ it (:func:`open_run`, status, every variable readable) before reporting success.
 Live reading
 ------------
 The writer opens the file without HDF5's own file lock (our lock file takes its place),
-and flushes after every record, so ``xarray.open_dataset(path, engine="h5netcdf")`` (or
-:func:`open_run`, ``rieszflow status``) reads a running file; a reader sees the records
-flushed so far. This is not HDF5 SWMR: a reader that opens the file in the middle of a
+so ``xarray.open_dataset(path, engine="h5netcdf")`` (or :func:`open_run`, ``rieszflow
+status``) reads a running file; a reader sees the records flushed so far (at most one block,
+``flush_seconds`` of records, behind the writer). This is not HDF5 SWMR: a reader that opens the file in the middle of a
 write can, rarely, see an inconsistent state and should simply retry.
 """
 from __future__ import annotations
@@ -60,13 +79,23 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rieszflow.engine.backend import to_numpy
+from rieszflow.engine.backend import namespace, to_numpy
 
-__all__ = ["raise_pending_signal", "FORMAT", "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
+__all__ = ["raise_pending_signal", "FORMAT", "FLUSH_RECORDS", "FLUSH_SECONDS", "FLUSH_BYTES",
+           "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
            "check_resumable", "RunInterrupted", "interruptible", "RunLock", "missing_cf_attributes"]
 
 #: Value of the root attribute ``rieszflow_format`` of every file rieszflow writes.
 FORMAT = "rieszflow/1"
+
+#: Default block size of :class:`TrajectoryWriter`: records of one unlimited dimension kept in
+#: memory before they are written (``flush_records``).
+FLUSH_RECORDS = 256
+#: Default longest time, in seconds, between two flushes while records are appended
+#: (``flush_seconds``; checked at each append).
+FLUSH_SECONDS = 10.0
+#: Default largest size, in bytes, of the records kept in memory (``flush_bytes``): 16 MiB.
+FLUSH_BYTES = 16 * 2**20
 
 
 def _string_dtype():
@@ -119,7 +148,9 @@ def interruptible():
     def handler(signum, frame):
         global _PENDING_SIGNAL
         _PENDING_SIGNAL = signum    # kept: an exception raised inside a weakref or __del__
-        raise RunInterrupted(signum)  # callback is swallowed by Python; writers re-raise it
+        if _HOLD_SIGNALS:           # callback is swallowed by Python; writers re-raise it.
+            return                  # A block is being written: raised once it is complete.
+        raise RunInterrupted(signum)
 
     try:
         old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -139,6 +170,21 @@ def interruptible():
 #: exception of the handler (it was raised inside a weakref or ``__del__`` callback), the next
 #: :meth:`TrajectoryWriter.append` raises it again, so no interrupt is lost.
 _PENDING_SIGNAL: int | None = None
+
+#: Nesting depth of :func:`_signals_held`: while positive, the handler of :func:`interruptible`
+#: only records the signal (a block of records is written whole or not at all).
+_HOLD_SIGNALS = 0
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold SIGINT/SIGTERM caught by :func:`interruptible` in ``_PENDING_SIGNAL`` inside the block."""
+    global _HOLD_SIGNALS
+    _HOLD_SIGNALS += 1
+    try:
+        yield
+    finally:
+        _HOLD_SIGNALS -= 1
 
 
 def raise_pending_signal() -> None:
@@ -315,6 +361,22 @@ def _attr_value(v: Any):
     return json.dumps(v, sort_keys=True, default=str)
 
 
+def _record_copy(val):
+    """A private copy of one record on its own device: no host transfer, no synchronisation."""
+    if type(val).__module__.startswith("cupy"):
+        return val.copy()                 # device-to-device, asynchronous
+    return np.array(val)                  # a copy (the caller may reuse its buffer)
+
+
+def _stack_to_host(arrays):
+    """The records of one variable stacked on their device, then one host copy."""
+    try:
+        xp = namespace(*arrays)
+    except TypeError:                     # NumPy and CuPy records in one block
+        return np.stack([to_numpy(a) for a in arrays])
+    return to_numpy(xp.stack(arrays))
+
+
 class TrajectoryWriter:
     """Incremental writer of one rieszflow HDF5 file (netCDF4 data model via h5netcdf).
 
@@ -334,6 +396,18 @@ class TrajectoryWriter:
         Replace an existing file. Without it an existing ``path`` raises.
     resume : bool, default False
         Reopen an existing rieszflow file of the same ``kind`` to append to it.
+    flush_records : int, optional
+        Block size: the records of one unlimited dimension kept in memory before they are
+        written and the file is flushed, >= 1. Default :data:`FLUSH_RECORDS` (256);
+        ``1`` writes and flushes every record as it is appended.
+    flush_seconds : float, optional
+        Write and flush at the first append this many seconds after the last flush, >= 0.
+        Default :data:`FLUSH_SECONDS` (10 s). Checked at each append only: a writer that stops
+        appending keeps its block until the next append, flush or close.
+    flush_bytes : int, optional
+        Write and flush when the records kept in memory (every dimension together) reach this
+        many bytes, >= 1. Default :data:`FLUSH_BYTES` (16 MiB). It bounds the host (or GPU)
+        memory the block takes.
 
     Raises
     ------
@@ -344,7 +418,19 @@ class TrajectoryWriter:
     RunFileError
         If ``resume=True`` and the file is not a rieszflow file of this kind.
     ValueError
-        If both ``overwrite`` and ``resume`` are set.
+        If both ``overwrite`` and ``resume`` are set, or a ``flush_*`` option is out of range.
+    TypeError
+        If ``flush_records`` or ``flush_bytes`` is not an integer.
+
+    Notes
+    -----
+    Records are written in blocks (module docstring, "Crash safety and resumption"): a
+    SIGKILL loses the records appended since the last flush, at most ``flush_records - 1``
+    per unlimited dimension and less than ``flush_bytes`` bytes, all appended within
+    ``flush_seconds`` before the last append; SIGINT and SIGTERM under :func:`interruptible`
+    lose nothing (``close("interrupted")`` writes the block). :meth:`length`, :meth:`read`
+    and :meth:`truncate` see the buffered records; a caller that stores :meth:`length` in a
+    checkpoint calls :meth:`flush` first, so the checkpoint counts only records on disk.
 
     Examples
     --------
@@ -357,13 +443,30 @@ class TrajectoryWriter:
 
     def __init__(self, path, kind: str, *, config: Mapping[str, Any] | None = None,
                  attrs: Mapping[str, Any] | None = None, overwrite: bool = False,
-                 resume: bool = False):
+                 resume: bool = False, flush_records: int | None = None,
+                 flush_seconds: float | None = None, flush_bytes: int | None = None):
         import h5netcdf
+
+        from rieszflow.engine._checks import check_int, check_real
 
         self.path = Path(path)
         self.kind = kind
         self._f = None
         self._tmp = None
+        self.flush_records = check_int("flush_records", FLUSH_RECORDS if flush_records is None
+                                       else flush_records, minimum=1)
+        self.flush_seconds = check_real("flush_seconds", FLUSH_SECONDS if flush_seconds is None
+                                        else flush_seconds, nonnegative=True, allow_inf=True)
+        self.flush_bytes = check_int("flush_bytes", FLUSH_BYTES if flush_bytes is None
+                                     else flush_bytes, minimum=1)
+        # the block in memory: per unlimited dimension, its records as (coord, {name: array})
+        # and the index of its first record in the file; per variable, (first dim, record dims)
+        self._pending: dict[str, list] = {}
+        self._pending_start: dict[str, int] = {}
+        self._pending_bytes = 0
+        self._specs: dict[str, tuple] = {}
+        self._last_flush = time.monotonic()
+        self._new_structure = False     # dimensions or variables created since the last flush
         if overwrite and resume:
             raise ValueError("TrajectoryWriter: overwrite=True and resume=True exclude each other")
         if self.path.is_dir():
@@ -449,6 +552,7 @@ class TrajectoryWriter:
                                  f"cannot redeclare it with size {size!r}")
             return
         f.dimensions[name] = size
+        self._new_structure = True
         if coords is not None:
             c = np.asarray(coords)
             if size is not None and c.shape != (size,):
@@ -508,6 +612,7 @@ class TrajectoryWriter:
                 raise KeyError(f"variable {name!r}: dimension {d!r} was not created "
                                f"(known: {sorted(f.dimensions)})")
         unlimited = [f.dimensions[d].isunlimited() for d in dims]
+        self._new_structure = True
         chunks = None
         if any(unlimited):
             chunks = tuple(1 if u else max(1, f.dimensions[d].size) for d, u in zip(dims, unlimited))
@@ -523,21 +628,63 @@ class TrajectoryWriter:
         return v
 
     def flush(self) -> None:
-        """Write all buffered data and metadata to disk.
+        """Write the records kept in memory, then all data and metadata, to disk.
 
         ``h5netcdf.File.flush`` only writes netCDF bookkeeping attributes; the
         HDF5 file itself is flushed here too, so a process killed after this
-        call leaves a consistent file (tested with SIGKILL in
-        ``tests/test_storage.py``).
+        call leaves a consistent file holding every record appended so far (tested with
+        SIGKILL in ``tests/test_storage.py`` and ``tests/test_recording_buffer.py``).
         """
-        self._f.flush()
-        self._f._h5file.flush()
+        with _signals_held():               # a block is written whole (see interruptible)
+            self._write_pending()
+            self._f.flush()
+            self._f._h5file.flush()
+        self._last_flush = time.monotonic()
+        self._new_structure = False
         if self._tmp is not None:     # first flush of a fresh file: move it onto the path
             os.replace(self._tmp, self.path)
             self._tmp = None
 
+    def _write_pending(self) -> bool:
+        """Write the block of every unlimited dimension (no HDF5 flush); True if there was one.
+
+        Idempotent when interrupted: a block leaves memory only once all of it is written, and
+        a retry writes the same file rows again.
+        """
+        wrote = False
+        for dim in list(self._pending):
+            recs = self._pending[dim]
+            if not recs:                    # emptied by truncate
+                del self._pending[dim], self._pending_start[dim]
+                continue
+            f, start, n = self._f, self._pending_start[dim], len(recs)
+            if f.dimensions[dim].size != start + n:
+                f.resize_dimension(dim, start + n)
+            if dim in f.variables:
+                f.variables[dim][start:start + n] = np.array([c for c, _ in recs], dtype=np.float64)
+            names = {}
+            for j, (_, vals) in enumerate(recs):
+                for name in vals:
+                    names.setdefault(name, []).append(j)
+            for name, rows in names.items():
+                var = f.variables[name]
+                if len(rows) == n:          # the usual case: one stacked host copy, one write
+                    var[start:start + n, ...] = _stack_to_host([vals[name] for _, vals in recs])
+                else:                       # a variable given in some records only
+                    for j in rows:
+                        var[start + j, ...] = to_numpy(recs[j][1][name])
+            del self._pending[dim], self._pending_start[dim]
+            wrote = True
+        self._pending_bytes = 0
+        return wrote
+
+    def _flush_pending(self) -> None:
+        """:meth:`flush` if records are kept in memory (before anything reads or resizes)."""
+        if self._pending:
+            self.flush()
+
     def length(self, dim: str) -> int:
-        """Current length of a dimension (number of records appended along it).
+        """Current length of a dimension (records appended along it, buffered ones included).
 
         Parameters
         ----------
@@ -547,13 +694,37 @@ class TrajectoryWriter:
         Returns
         -------
         int
-            Its current size.
+            Its current size: the records on disk plus those kept in memory.
         """
+        if dim in self._pending:
+            return self._pending_start[dim] + len(self._pending[dim])
         return int(self._f.dimensions[dim].size)
+
+    def _spec(self, dim: str, name: str) -> tuple:
+        """The record dimensions of variable ``name`` appended along ``dim`` (KeyError if not)."""
+        spec = self._specs.get(name)
+        if spec is None:
+            f = self._f
+            if name not in f.variables:
+                raise KeyError(f"append: variable {name!r} does not exist")
+            var = f.variables[name]
+            dims = tuple(var.dimensions)
+            fixed = [None if f.dimensions[d].isunlimited() else int(f.dimensions[d].size)
+                     for d in dims[1:]]
+            spec = self._specs[name] = (dims, tuple(zip(dims[1:], fixed)))
+        dims, rest = spec
+        if dims[0] != dim:
+            raise KeyError(f"append: variable {name!r} has dims {dims}, not starting with {dim!r}")
+        return tuple(self.length(d) if size is None else size for d, size in rest)
 
     # -- data --------------------------------------------------------------------------------
     def append(self, dim: str, values: Mapping[str, Any], coord=None) -> int:
-        """Append one record along the unlimited dimension ``dim`` and flush.
+        """Append one record along the unlimited dimension ``dim`` (written in blocks).
+
+        The record is copied on its own device (no host transfer, no device
+        synchronisation: a CuPy array stays on the GPU until its block is written, with
+        one host copy per variable per block) and written when the block is full (see the
+        class's ``flush_records``, ``flush_bytes``, ``flush_seconds``).
 
         Parameters
         ----------
@@ -561,8 +732,8 @@ class TrajectoryWriter:
             An unlimited dimension.
         values : mapping of str to array_like
             For each variable whose first dimension is ``dim``, the record
-            (its shape is the variable's shape without ``dim``). Host copies
-            are made here (CuPy arrays are accepted).
+            (its shape is the variable's shape without ``dim``). NumPy or CuPy arrays,
+            or Python / NumPy scalars; the caller may change its arrays afterwards.
         coord : float, optional
             Value of the coordinate variable ``dim`` for this record
             (e.g. the time); defaults to the record index.
@@ -570,43 +741,49 @@ class TrajectoryWriter:
         Returns
         -------
         int
-            Index of the record written.
+            Index of the record.
 
         Raises
         ------
         KeyError
             If a variable does not exist or does not start with ``dim``.
         ValueError
-            If a record has the wrong shape.
+            If a record has the wrong shape (the message names the variable, the shape
+            and the expected shape); nothing is appended then.
+        RunInterrupted
+            If :func:`interruptible` caught a signal that is still pending.
         """
         raise_pending_signal()      # a SIGINT/SIGTERM whose exception Python swallowed
-        f = self._f
-        records = {}
-        for name, val in values.items():              # check every record before growing the file
-            if name not in f.variables:
-                raise KeyError(f"append: variable {name!r} does not exist")
-            var = f.variables[name]
-            if var.dimensions[0] != dim:
-                raise KeyError(f"append: variable {name!r} has dims {var.dimensions}, not starting "
-                               f"with {dim!r}")
-            arr = np.asarray(to_numpy(val))
-            want = tuple(var.shape[1:])
-            if arr.shape != want:
-                raise ValueError(f"append: record for {name!r} has shape {arr.shape}, expected {want}")
+        if self._new_structure:
+            self.flush()            # new variables reach the disk before their first record
+        records, nbytes = {}, 0
+        for name, val in values.items():              # check every record before keeping any
+            want = self._spec(dim, name)
+            arr = _record_copy(val)
+            if tuple(arr.shape) != want:
+                raise ValueError(f"append: record for {name!r} has shape {tuple(arr.shape)}, "
+                                 f"expected {want}")
             records[name] = arr
+            nbytes += arr.nbytes
         i = self.length(dim)
-        f.resize_dimension(dim, i + 1)
-        if dim in f.variables:
-            f.variables[dim][i] = float(i if coord is None else coord)
-        for name, arr in records.items():
-            f.variables[name][i, ...] = arr
-        self.flush()
+        if dim not in self._pending:
+            if not self._f.dimensions[dim].isunlimited():
+                raise KeyError(f"append: dimension {dim!r} is not unlimited")
+            self._pending_start[dim] = i
+            self._pending[dim] = []
+        self._pending[dim].append((float(i if coord is None else coord), records))
+        self._pending_bytes += nbytes
+        if (len(self._pending[dim]) >= self.flush_records or self._pending_bytes >= self.flush_bytes
+                or time.monotonic() - self._last_flush >= self.flush_seconds):
+            self.flush()
+            raise_pending_signal()  # a signal held while the block was written
         return i
 
     def truncate(self, dim: str, length: int) -> None:
         """Shrink the unlimited dimension ``dim`` to ``length`` records (used when resuming).
 
-        Records past ``length`` (written after the last checkpoint) are dropped.
+        Records past ``length`` (written after the last checkpoint, on disk or kept in
+        memory) are dropped.
 
         Parameters
         ----------
@@ -623,12 +800,20 @@ class TrajectoryWriter:
         n = self.length(dim)
         if not 0 <= length <= n:
             raise ValueError(f"truncate: length={length} for dimension {dim!r} must lie in [0, {n}]")
-        if length < n:
+        if length == n:
+            return
+        if dim in self._pending:
+            start = self._pending_start[dim]
+            if length > start:          # only records kept in memory go
+                del self._pending[dim][length - start:]
+                return
+            del self._pending[dim], self._pending_start[dim]
+        if length < int(self._f.dimensions[dim].size):
             self._f.resize_dimension(dim, length)
-            self.flush()
+        self.flush()
 
     def set(self, name: str, data) -> None:
-        """Write the whole contents of a fixed-size variable and flush.
+        """Write the whole contents of a fixed-size variable and flush (buffered records too).
 
         Parameters
         ----------
@@ -644,6 +829,8 @@ class TrajectoryWriter:
     def read(self, name: str) -> np.ndarray:
         """Read back a variable (used to resume a run from its last record).
 
+        Records kept in memory are written (and the file flushed) first.
+
         Parameters
         ----------
         name : str
@@ -654,6 +841,7 @@ class TrajectoryWriter:
         ndarray
             Its whole contents, of the variable's shape and dtype.
         """
+        self._flush_pending()
         return np.asarray(self._f.variables[name][...])
 
     def get_var_attr(self, name: str, attr: str):

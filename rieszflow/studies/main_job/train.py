@@ -315,6 +315,9 @@ class MainJob:
 
     def _save_ckpt(self, w, phase, epoch, best_state, best_acc, best_epoch, opt=None,
                    stopped_early=False, partial=None, elapsed=None):
+        # the writer's block first: the lengths stored below count only records on disk, so a
+        # run killed after this checkpoint resumes from a file that holds all of them
+        w.flush()
         state = {f"model/{k}": v for k, v in self.model.state_dict().items()}
         if best_state is not None:
             state.update({f"best/{k}": v for k, v in best_state.items()})
