@@ -467,6 +467,9 @@ class TrajectoryWriter:
         self._specs: dict[str, tuple] = {}
         self._last_flush = time.monotonic()
         self._new_structure = False     # dimensions or variables created since the last flush
+        self._sizes: dict[str, int] = {}                 # dimension sizes in the file
+        self._resize_targets: dict[str, list] = {}       # (h5py dataset, axis) per dimension
+        self._growing: dict[str, bool] = {}              # unlimited dims: has a coordinate?
         if overwrite and resume:
             raise ValueError("TrajectoryWriter: overwrite=True and resume=True exclude each other")
         if self.path.is_dir():
@@ -613,6 +616,7 @@ class TrajectoryWriter:
                                f"(known: {sorted(f.dimensions)})")
         unlimited = [f.dimensions[d].isunlimited() for d in dims]
         self._new_structure = True
+        self._resize_targets.clear()    # the new variable must grow with its dimensions
         chunks = None
         if any(unlimited):
             chunks = tuple(1 if u else max(1, f.dimensions[d].size) for d, u in zip(dims, unlimited))
@@ -649,34 +653,60 @@ class TrajectoryWriter:
         """Write the block of every unlimited dimension (no HDF5 flush); True if there was one.
 
         Idempotent when interrupted: a block leaves memory only once all of it is written, and
-        a retry writes the same file rows again.
+        a retry writes the same file rows again. Writes go to the HDF5 datasets directly
+        (h5netcdf's per-call bookkeeping costs more than the write of a small block).
         """
         wrote = False
+        h5 = self._f._h5file
         for dim in list(self._pending):
             recs = self._pending[dim]
             if not recs:                    # emptied by truncate
                 del self._pending[dim], self._pending_start[dim]
                 continue
-            f, start, n = self._f, self._pending_start[dim], len(recs)
-            if f.dimensions[dim].size != start + n:
-                f.resize_dimension(dim, start + n)
-            if dim in f.variables:
-                f.variables[dim][start:start + n] = np.array([c for c, _ in recs], dtype=np.float64)
+            start, n = self._pending_start[dim], len(recs)
+            self._resize(dim, start + n)
+            rows = slice(start, start + n)
+            if self._growing.get(dim, True):  # the coordinate variable
+                h5[dim][rows] = np.array([c for c, _ in recs], dtype=np.float64)
             names = {}
             for j, (_, vals) in enumerate(recs):
                 for name in vals:
                     names.setdefault(name, []).append(j)
-            for name, rows in names.items():
-                var = f.variables[name]
-                if len(rows) == n:          # the usual case: one stacked host copy, one write
-                    var[start:start + n, ...] = _stack_to_host([vals[name] for _, vals in recs])
+            for name, given in names.items():
+                ds = h5[name]
+                if len(given) == n:         # the usual case: one stacked host copy, one write
+                    ds[rows] = _stack_to_host([vals[name] for _, vals in recs])
                 else:                       # a variable given in some records only
-                    for j in rows:
-                        var[start + j, ...] = to_numpy(recs[j][1][name])
+                    for j in given:
+                        ds[start + j] = to_numpy(recs[j][1][name])
             del self._pending[dim], self._pending_start[dim]
             wrote = True
         self._pending_bytes = 0
         return wrote
+
+    def _disk_size(self, dim: str) -> int:
+        """Size of a dimension in the file (cached: only this writer changes it)."""
+        size = self._sizes.get(dim)
+        if size is None:
+            size = self._sizes[dim] = int(self._f.dimensions[dim].size)
+        return size
+
+    def _resize(self, dim: str, size: int) -> None:
+        """Resize the unlimited dimension ``dim`` in the file: its dimension scale and every
+        dataset that refers to it (what ``h5netcdf.File.resize_dimension`` does, with the list of
+        datasets kept between calls)."""
+        if self._disk_size(dim) == size:
+            return
+        targets = self._resize_targets.get(dim)
+        if targets is None:
+            h5 = self._f._h5file
+            scale = h5[dim]
+            targets = [(scale, 0)] + [(h5[ref], int(axis))
+                                      for ref, axis in scale.attrs.get("REFERENCE_LIST", [])]
+            self._resize_targets[dim] = targets
+        for ds, axis in targets:
+            ds.resize(size, axis=axis)
+        self._sizes[dim] = size
 
     def _flush_pending(self) -> None:
         """:meth:`flush` if records are kept in memory (before anything reads or resizes)."""
@@ -698,7 +728,7 @@ class TrajectoryWriter:
         """
         if dim in self._pending:
             return self._pending_start[dim] + len(self._pending[dim])
-        return int(self._f.dimensions[dim].size)
+        return self._disk_size(dim)
 
     def _spec(self, dim: str, name: str) -> tuple:
         """The record dimensions of variable ``name`` appended along ``dim`` (KeyError if not)."""
@@ -765,10 +795,12 @@ class TrajectoryWriter:
                                  f"expected {want}")
             records[name] = arr
             nbytes += arr.nbytes
+        if dim not in self._growing:
+            if dim not in self._f.dimensions or not self._f.dimensions[dim].isunlimited():
+                raise KeyError(f"append: {dim!r} is not an unlimited dimension of {self.path.name}")
+            self._growing[dim] = dim in self._f.variables       # has a coordinate variable
         i = self.length(dim)
         if dim not in self._pending:
-            if not self._f.dimensions[dim].isunlimited():
-                raise KeyError(f"append: dimension {dim!r} is not unlimited")
             self._pending_start[dim] = i
             self._pending[dim] = []
         self._pending[dim].append((float(i if coord is None else coord), records))
@@ -808,8 +840,8 @@ class TrajectoryWriter:
                 del self._pending[dim][length - start:]
                 return
             del self._pending[dim], self._pending_start[dim]
-        if length < int(self._f.dimensions[dim].size):
-            self._f.resize_dimension(dim, length)
+        if length < self._disk_size(dim):
+            self._resize(dim, length)
         self.flush()
 
     def set(self, name: str, data) -> None:
