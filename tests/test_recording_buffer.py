@@ -121,6 +121,60 @@ def test_append_validates_at_once_and_options_are_checked(tmp_path):
         assert not (tmp_path / "b.h5").exists() and not (tmp_path / "b.h5.lock").exists()
 
 
+def _count_host_copies(monkeypatch):
+    """Count the writer's device-to-host copies (``engine.backend.to_numpy`` inside storage)."""
+    from rieszflow.engine import storage
+
+    calls = []
+    real = storage.to_numpy
+    monkeypatch.setattr(storage, "to_numpy", lambda x: (calls.append(type(x).__module__), real(x))[1])
+    return calls
+
+
+def _device_records(tmp_path, xp, monkeypatch):
+    """Append 5 records of two variables from ``xp`` arrays; the host copies made by appends and
+    by the flush of the block, and the file's contents."""
+    calls = _count_host_copies(monkeypatch)
+    p = tmp_path / f"{xp.__name__}.h5"
+    with TrajectoryWriter(p, "demo", flush_records=64, flush_seconds=float("inf")) as w:
+        w.dimension("time", None)
+        w.dimension("particle", 4)
+        w.variable("x", ("time", "particle"), dtype="f4")
+        w.variable("e", ("time",))
+        w.flush()
+        for t in range(5):
+            x = xp.arange(4, dtype=xp.float32) * t
+            w.append("time", {"x": x, "e": (x * x).sum()}, coord=t)
+        by_append = len(calls)
+        w.flush()
+        by_flush = len(calls) - by_append
+    ds = open_run(p)
+    return by_append, by_flush, ds
+
+
+def test_one_host_copy_per_variable_per_block(tmp_path, monkeypatch):
+    """Appends make no host copy; the block's flush makes one per variable."""
+    by_append, by_flush, ds = _device_records(tmp_path, np, monkeypatch)
+    assert (by_append, by_flush) == (0, 2)
+    np.testing.assert_array_equal(ds.x.values, np.arange(5)[:, None] * np.arange(4.0)[None, :])
+
+
+@pytest.mark.gpu
+def test_cupy_records_stay_on_the_device_until_their_block(tmp_path, monkeypatch):
+    from rieszflow.engine.backend import cupy_available
+
+    if not cupy_available():
+        pytest.skip("CuPy with a CUDA device is not available")
+    import cupy as cp
+
+    by_append, by_flush, ds = _device_records(tmp_path, cp, monkeypatch)
+    assert (by_append, by_flush) == (0, 2)          # one cupy -> host copy per variable
+    (tmp_path / "np").mkdir()
+    _, _, ref = _device_records(tmp_path / "np", np, monkeypatch)
+    for name in ("x", "e", "time"):
+        np.testing.assert_array_equal(ds[name].values, ref[name].values)
+
+
 def _child(code, *, ready="ready"):
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
