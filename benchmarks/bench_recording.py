@@ -47,7 +47,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="threads for BLAS and OpenMP (default 1)")
     parser.add_argument("--k", type=int, default=9, help="interleaved timing rounds (min and median reported)")
-    parser.add_argument("--steps", type=int, default=16, help="Phase A steps per timed epoch (default 16)")
+    parser.add_argument("--steps", type=int, default=8,
+                        help="Phase A steps per timed epoch (default 8, an epoch of `run --smoke`)")
     parser.add_argument("--sizes", nargs="+", choices=SIZES, default=list(SIZES),
                         help="model sizes (default: smoke full)")
     parser.add_argument("--md", default=None, help="also write the report (markdown) to this file")
@@ -155,7 +156,7 @@ def suite_rows(k: int = 5, quick: bool = False) -> list[dict]:
     k : int, default 5
         Interleaved timing rounds.
     quick : bool, default False
-        Smoke size only, 4 steps per epoch (seconds; for the suite's smoke test).
+        The smoke size only (seconds; for the suite's smoke test).
 
     Returns
     -------
@@ -167,11 +168,11 @@ def suite_rows(k: int = 5, quick: bool = False) -> list[dict]:
     """
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    sizes, steps = (("smoke",), 4) if quick else (SIZES, 16)
+    sizes = ("smoke",) if quick else SIZES
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
-            m = measure(size, k, steps, Path(tmp))
+            m = measure(size, k, 8, Path(tmp))
             for name, target in (("buffered", 1.05), ("per-record", None)):
                 rows.append({
                     "measure": f"HDF5 recording of a main-job Phase A step, {size} size "
@@ -184,8 +185,10 @@ def suite_rows(k: int = 5, quick: bool = False) -> list[dict]:
                     "ratio_median": m[name]["median"] / m["none"]["median"],
                     "target": target, "agreement": None, "threads": _threads(),
                     "notes": f"seconds per step, {m['steps']} steps per timed epoch plus the flush "
-                             f"that ends it; file contents of buffered and per-record writing are "
-                             f"identical (tests/test_recording_buffer.py)"})
+                             f"that ends it; CPU-time ratio min {m[name]['cpu_min'] / m['none']['cpu_min']:.3f}, "
+                             f"median {m[name]['cpu_median'] / m['none']['cpu_median']:.3f}; file contents "
+                             f"of buffered and per-record writing are identical "
+                             f"(tests/test_recording_buffer.py)"})
     return rows
 
 
@@ -199,23 +202,28 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     prov = provenance(args.threads)
     md = ["## Recording overhead of a main-job Phase A step loop\n",
-          f"Seconds per Phase A step (minimum and median of {args.k} interleaved rounds of one epoch of "
-          f"{args.steps} steps plus the flush that ends it); overhead = t / t(no recording) - 1. "
-          "Goal: buffered < 5 % at both sizes.\n",
-          "| size | d_model, m, batch | no recording min [s/step] | buffered min | per-record min | "
-          "buffered overhead min | buffered overhead median | per-record overhead min | "
-          "per-record overhead median |",
+          f"Seconds per Phase A step: minimum and median of {args.k} interleaved rounds, each one epoch "
+          f"of {args.steps} steps plus the flush that ends it. Overhead = t / t(no recording) - 1, from "
+          "the wall-clock times (`_interleave.interleaved`) and from the CPU time of this process "
+          "(`time.process_time`, less sensitive to the other work on a shared machine). Goal: "
+          "buffered < 5 % at both sizes.\n",
+          "| size | d_model, m, batch | variant | wall min [s/step] | overhead, wall min | "
+          "overhead, wall median | overhead, CPU min | overhead, CPU median | records (step, time) |",
           "|" + "---|" * 9]
     payload = {"rows": []}
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
             m = measure(size, args.k, args.steps, Path(tmp))
             payload["rows"].append(m)
-            ob, op = m["overhead_buffered"], m["overhead_per-record"]
-            md.append(f"| {size} | {m['d_model']}, {m['m']}, {m['batch_size']} | {m['none']['min']:.4f} | "
-                      f"{m['buffered']['min']:.4f} | {m['per-record']['min']:.4f} | "
-                      f"{100 * ob['min']:+.1f} % | {100 * ob['median']:+.1f} % | "
-                      f"{100 * op['min']:+.1f} % | {100 * op['median']:+.1f} % |")
+            for name in ("none", "buffered", "per-record"):
+                label = {"none": "no recording", "buffered": "buffered (default blocks)",
+                         "per-record": "per-record (flush_records=1)"}[name]
+                o = m.get(f"overhead_{name}")
+                cells = ([f"{100 * o[q]:+.1f} %" for q in ("min", "median", "cpu_min", "cpu_median")]
+                         if o else ["", "", "", ""])
+                rec = m["records"].get(name, "")
+                md.append(f"| {size} | {m['d_model']}, {m['m']}, {m['batch_size']} | {label} | "
+                          f"{m[name]['min']:.4f} | " + " | ".join(cells) + f" | {rec} |")
     wall = time.perf_counter() - t_start
     write_outputs(args, "Results: benchmarks/bench_recording.py",
                   "python benchmarks/bench_recording.py --md docs/results/bench_recording.md "

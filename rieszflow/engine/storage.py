@@ -469,6 +469,7 @@ class TrajectoryWriter:
         self._new_structure = False     # dimensions or variables created since the last flush
         self._sizes: dict[str, int] = {}                 # dimension sizes in the file
         self._resize_targets: dict[str, list] = {}       # (h5py dataset, axis) per dimension
+        self._datasets: dict[str, Any] = {}              # h5py datasets by variable name
         self._growing: dict[str, bool] = {}              # unlimited dims: has a coordinate?
         if overwrite and resume:
             raise ValueError("TrajectoryWriter: overwrite=True and resume=True exclude each other")
@@ -634,14 +635,17 @@ class TrajectoryWriter:
     def flush(self) -> None:
         """Write the records kept in memory, then all data and metadata, to disk.
 
-        ``h5netcdf.File.flush`` only writes netCDF bookkeeping attributes; the
-        HDF5 file itself is flushed here too, so a process killed after this
+        ``h5netcdf.File.flush`` only writes netCDF bookkeeping attributes (done at the first
+        flush); the HDF5 file itself is flushed here, so a process killed after this
         call leaves a consistent file holding every record appended so far (tested with
         SIGKILL in ``tests/test_storage.py`` and ``tests/test_recording_buffer.py``).
         """
         with _signals_held():               # a block is written whole (see interruptible)
             self._write_pending()
-            self._f.flush()
+            if self._tmp is not None:
+                # h5netcdf's flush writes only the constant _NCProperties of a new file (0.5-1 ms
+                # each time): once, at the first flush, is enough (h5netcdf's close writes it again)
+                self._f.flush()
             self._f._h5file.flush()
         self._last_flush = time.monotonic()
         self._new_structure = False
@@ -657,7 +661,6 @@ class TrajectoryWriter:
         (h5netcdf's per-call bookkeeping costs more than the write of a small block).
         """
         wrote = False
-        h5 = self._f._h5file
         for dim in list(self._pending):
             recs = self._pending[dim]
             if not recs:                    # emptied by truncate
@@ -667,13 +670,13 @@ class TrajectoryWriter:
             self._resize(dim, start + n)
             rows = slice(start, start + n)
             if self._growing.get(dim, True):  # the coordinate variable
-                h5[dim][rows] = np.array([c for c, _ in recs], dtype=np.float64)
+                self._dataset(dim)[rows] = np.array([c for c, _ in recs], dtype=np.float64)
             names = {}
             for j, (_, vals) in enumerate(recs):
                 for name in vals:
                     names.setdefault(name, []).append(j)
             for name, given in names.items():
-                ds = h5[name]
+                ds = self._dataset(name)
                 if len(given) == n:         # the usual case: one stacked host copy, one write
                     ds[rows] = _stack_to_host([vals[name] for _, vals in recs])
                 else:                       # a variable given in some records only
@@ -683,6 +686,13 @@ class TrajectoryWriter:
             wrote = True
         self._pending_bytes = 0
         return wrote
+
+    def _dataset(self, name: str):
+        """The h5py dataset of a variable of the root group (cached)."""
+        ds = self._datasets.get(name)
+        if ds is None:
+            ds = self._datasets[name] = self._f._h5file[name]
+        return ds
 
     def _disk_size(self, dim: str) -> int:
         """Size of a dimension in the file (cached: only this writer changes it)."""
@@ -700,7 +710,7 @@ class TrajectoryWriter:
         targets = self._resize_targets.get(dim)
         if targets is None:
             h5 = self._f._h5file
-            scale = h5[dim]
+            scale = self._dataset(dim)
             targets = [(scale, 0)] + [(h5[ref], int(axis))
                                       for ref, axis in scale.attrs.get("REFERENCE_LIST", [])]
             self._resize_targets[dim] = targets
