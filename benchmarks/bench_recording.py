@@ -89,17 +89,51 @@ def _job(size: str, steps: int, folder: Path):
     return job, cfg, {"buffered": buffered, "per-record": per_record}
 
 
-def _epoch_fn(job, writer, record, cpu):
-    """One timed Phase A epoch with ``writer`` (and its closing flush); its CPU time of this
-    process is appended to the list ``cpu``."""
+class _Timed:
+    """A writer whose calls (and the particle snapshots) are timed: ``seconds`` accumulates the
+    wall time spent recording, outermost calls only."""
+
+    def __init__(self, writer):
+        self.writer, self.seconds, self._depth = writer, 0.0, 0
+
+    def timed(self, fn, *args, **kwargs):
+        if self._depth:
+            return fn(*args, **kwargs)
+        self._depth += 1
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self._depth -= 1
+
+    def append(self, *args, **kwargs):
+        return self.timed(self.writer.append, *args, **kwargs)
+
+    def flush(self):
+        return self.timed(self.writer.flush)
+
+
+def _epoch_fn(job, writer, record, cpu, direct):
+    """One timed Phase A epoch with ``writer`` (and its closing flush). Appends to ``cpu`` the CPU
+    time of this process and, when recording, to ``direct`` the time spent in the recording
+    calls divided by the rest of the epoch's time."""
     snapshot = type(job)._record_omega
 
     def run():
-        c0 = time.process_time()
-        job._record_omega = (lambda w: snapshot(job, w)) if record else (lambda w: None)
-        job._phase_a_epoch(writer, 1)
-        writer.flush()
+        c0, t0 = time.process_time(), time.perf_counter()
+        if record:
+            timed = _Timed(writer)
+            job._record_omega = lambda w: timed.timed(snapshot, job, w)
+            job._phase_a_epoch(timed, 1)
+            timed.flush()
+        else:
+            job._record_omega = lambda w: None
+            job._phase_a_epoch(writer, 1)
+        wall = time.perf_counter() - t0
         cpu.append(time.process_time() - c0)
+        if record:
+            direct.append(timed.seconds / (wall - timed.seconds))
     return run
 
 
@@ -110,16 +144,21 @@ def measure(size: str, k: int, steps: int, folder: Path) -> dict:
     -------
     dict
         ``size``, ``steps``, the configuration's model sizes, per variant the ``min`` and
-        ``median`` seconds per step, and the overheads ``t / t_none - 1`` (min and median).
+        ``median`` wall seconds per step and the same of the CPU time, the overheads
+        ``t / t_none - 1`` of each (``min``, ``median``, ``cpu_min``, ``cpu_median``), and the
+        direct overhead, time in the recording calls / the rest of the same epoch
+        (``direct_median`` and ``direct_max`` over the rounds).
     """
     from _interleave import interleaved
 
     job, cfg, writers = _job(size, steps, folder)
     try:
         cpu = {name: [] for name in ("buffered", "per-record", "none")}
-        fns = {"buffered": _epoch_fn(job, writers["buffered"], True, cpu["buffered"]),
-               "per-record": _epoch_fn(job, writers["per-record"], True, cpu["per-record"]),
-               "none": _epoch_fn(job, _NoRecording(), False, cpu["none"])}
+        direct = {name: [] for name in ("buffered", "per-record")}
+        fns = {"buffered": _epoch_fn(job, writers["buffered"], True, cpu["buffered"], direct["buffered"]),
+               "per-record": _epoch_fn(job, writers["per-record"], True, cpu["per-record"],
+                                       direct["per-record"]),
+               "none": _epoch_fn(job, _NoRecording(), False, cpu["none"], None)}
         st = interleaved(fns, k)
         records = {name: (w.length("step"), w.length("time")) for name, w in writers.items()}
     finally:
@@ -136,6 +175,8 @@ def measure(size: str, k: int, steps: int, folder: Path) -> dict:
     for name in ("buffered", "per-record"):
         out[f"overhead_{name}"] = {q: out[name][q] / out["none"][q] - 1.0
                                    for q in ("min", "median", "cpu_min", "cpu_median")}
+        d = direct[name][-k:]
+        out[f"overhead_{name}"].update(direct_median=statistics.median(d), direct_max=max(d))
     return out
 
 
@@ -186,7 +227,9 @@ def suite_rows(k: int = 5, quick: bool = False) -> list[dict]:
                     "target": target, "agreement": None, "threads": _threads(),
                     "notes": f"seconds per step, {m['steps']} steps per timed epoch plus the flush "
                              f"that ends it; CPU-time ratio min {m[name]['cpu_min'] / m['none']['cpu_min']:.3f}, "
-                             f"median {m[name]['cpu_median'] / m['none']['cpu_median']:.3f}; file contents "
+                             f"median {m[name]['cpu_median'] / m['none']['cpu_median']:.3f}; time inside the "
+                             f"recording calls / rest of the epoch: median "
+                             f"{m[f'overhead_{name}']['direct_median']:.4f}; file contents "
                              f"of buffered and per-record writing are identical "
                              f"(tests/test_recording_buffer.py)"})
     return rows
@@ -203,13 +246,16 @@ def main(argv=None) -> int:
     prov = provenance(args.threads)
     md = ["## Recording overhead of a main-job Phase A step loop\n",
           f"Seconds per Phase A step: minimum and median of {args.k} interleaved rounds, each one epoch "
-          f"of {args.steps} steps plus the flush that ends it. Overhead = t / t(no recording) - 1, from "
+          f"of {args.steps} steps plus the flush that ends it. Overhead = t / t(no recording) - 1 from "
           "the wall-clock times (`_interleave.interleaved`) and from the CPU time of this process "
-          "(`time.process_time`, less sensitive to the other work on a shared machine). Goal: "
-          "buffered < 5 % at both sizes.\n",
+          "(`time.process_time`); *direct*: the time spent inside the recording calls (appends, "
+          "particle snapshots, the closing flush) divided by the rest of the same epoch, median and "
+          "largest over the rounds (it does not depend on how much the step itself varies between "
+          "rounds on a shared machine). Goal: buffered < 5 % at both sizes.\n",
           "| size | d_model, m, batch | variant | wall min [s/step] | overhead, wall min | "
-          "overhead, wall median | overhead, CPU min | overhead, CPU median | records (step, time) |",
-          "|" + "---|" * 9]
+          "overhead, wall median | overhead, CPU min | overhead, CPU median | direct, median | "
+          "direct, max | records (step, time) |",
+          "|" + "---|" * 11]
     payload = {"rows": []}
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
@@ -219,8 +265,9 @@ def main(argv=None) -> int:
                 label = {"none": "no recording", "buffered": "buffered (default blocks)",
                          "per-record": "per-record (flush_records=1)"}[name]
                 o = m.get(f"overhead_{name}")
-                cells = ([f"{100 * o[q]:+.1f} %" for q in ("min", "median", "cpu_min", "cpu_median")]
-                         if o else ["", "", "", ""])
+                cells = ([f"{100 * o[q]:+.1f} %" for q in ("min", "median", "cpu_min", "cpu_median",
+                                                           "direct_median", "direct_max")]
+                         if o else [""] * 6)
                 rec = m["records"].get(name, "")
                 md.append(f"| {size} | {m['d_model']}, {m['m']}, {m['batch_size']} | {label} | "
                           f"{m[name]['min']:.4f} | " + " | ".join(cells) + f" | {rec} |")
