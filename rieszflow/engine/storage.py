@@ -431,6 +431,8 @@ class TrajectoryWriter:
     lose nothing (``close("interrupted")`` writes the block). :meth:`length`, :meth:`read`
     and :meth:`truncate` see the buffered records; a caller that stores :meth:`length` in a
     checkpoint calls :meth:`flush` first, so the checkpoint counts only records on disk.
+    Close the writer (or use it as a context manager, which closes it also on errors): a
+    writer dropped without :meth:`close` loses the block it still holds.
 
     Examples
     --------
@@ -661,13 +663,15 @@ class TrajectoryWriter:
         (h5netcdf's per-call bookkeeping costs more than the write of a small block).
         """
         wrote = False
+        for dim in list(self._pending):     # every dimension first: a record may span two
+            if self._pending[dim]:
+                self._resize(dim, self._pending_start[dim] + len(self._pending[dim]))
         for dim in list(self._pending):
             recs = self._pending[dim]
             if not recs:                    # emptied by truncate
                 del self._pending[dim], self._pending_start[dim]
                 continue
             start, n = self._pending_start[dim], len(recs)
-            self._resize(dim, start + n)
             rows = slice(start, start + n)
             if self._growing.get(dim, True):  # the coordinate variable
                 self._dataset(dim)[rows] = np.array([c for c, _ in recs], dtype=np.float64)
