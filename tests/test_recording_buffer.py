@@ -232,6 +232,36 @@ def test_sigterm_and_sigint_lose_nothing(tmp_path, sig, during_write):
     np.testing.assert_array_equal(ds.x.values[:, 0], np.arange(float(n)))
 
 
+def test_a_signal_during_an_explicit_flush_is_raised_after_the_block(tmp_path, monkeypatch):
+    """The main job's checkpoint calls flush(): a SIGTERM that arrives while the block is written
+    waits for the block, then flush() raises RunInterrupted; the file then holds every record."""
+    from rieszflow.engine import storage
+    from rieszflow.engine.storage import RunInterrupted, interruptible
+
+    real = storage._stack_to_host
+
+    def signalled(arrays):
+        os.kill(os.getpid(), signal.SIGTERM)     # delivered inside the block write
+        return real(arrays)
+
+    p = tmp_path / "a.h5"
+    with interruptible():
+        w = TrajectoryWriter(p, "demo", flush_seconds=float("inf"))
+        w.dimension("time", None)
+        w.variable("y", ("time",))
+        for t in range(3):
+            w.append("time", {"y": float(t)})
+        monkeypatch.setattr(storage, "_stack_to_host", signalled)
+        with pytest.raises(RunInterrupted, match="SIGTERM"):
+            w.flush()
+        assert not w._pending                    # the block was written whole before the raise
+        monkeypatch.setattr(storage, "_stack_to_host", real)
+        w.close("interrupted")
+    ds = open_run(p)
+    assert ds.attrs["status"] == "interrupted"
+    np.testing.assert_array_equal(ds.y.values, [0.0, 1.0, 2.0])
+
+
 # -- the main job: SIGKILL mid-block, resume, bit-identical ------------------------------------
 ARGS = ["run", "--smoke", "--quiet", "--epochs", "2", "--phase-a-epochs", "2"]
 

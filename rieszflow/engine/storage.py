@@ -143,13 +143,14 @@ def interruptible():
     ------
     None
     """
-    global _PENDING_SIGNAL
+    global _PENDING_SIGNAL, _HELD_SIGNAL
 
     def handler(signum, frame):
-        global _PENDING_SIGNAL
+        global _PENDING_SIGNAL, _HELD_SIGNAL
         _PENDING_SIGNAL = signum    # kept: an exception raised inside a weakref or __del__
         if _HOLD_SIGNALS:           # callback is swallowed by Python; writers re-raise it.
-            return                  # A block is being written: raised once it is complete.
+            _HELD_SIGNAL = signum   # A block is being written: raised once it is complete.
+            return
         raise RunInterrupted(signum)
 
     try:
@@ -157,11 +158,11 @@ def interruptible():
     except ValueError:              # not the main thread
         yield
         return
-    _PENDING_SIGNAL = None
+    _PENDING_SIGNAL = _HELD_SIGNAL = None
     try:
         yield
     finally:
-        _PENDING_SIGNAL = None
+        _PENDING_SIGNAL = _HELD_SIGNAL = None
         for sig, h in old.items():
             signal.signal(sig, h)
 
@@ -172,8 +173,10 @@ def interruptible():
 _PENDING_SIGNAL: int | None = None
 
 #: Nesting depth of :func:`_signals_held`: while positive, the handler of :func:`interruptible`
-#: only records the signal (a block of records is written whole or not at all).
+#: only records the signal (a block of records is written whole or not at all) in
+#: ``_HELD_SIGNAL``, which :meth:`TrajectoryWriter.flush` raises once the block is written.
 _HOLD_SIGNALS = 0
+_HELD_SIGNAL: int | None = None
 
 
 @contextlib.contextmanager
@@ -185,6 +188,14 @@ def _signals_held():
         yield
     finally:
         _HOLD_SIGNALS -= 1
+
+
+def _raise_held_signal() -> None:
+    """Raise :class:`RunInterrupted` for a signal held while a block was written (if any)."""
+    global _PENDING_SIGNAL, _HELD_SIGNAL
+    if _HELD_SIGNAL is not None and not _HOLD_SIGNALS:
+        signum, _HELD_SIGNAL, _PENDING_SIGNAL = _HELD_SIGNAL, None, None
+        raise RunInterrupted(signum)
 
 
 def raise_pending_signal() -> None:
@@ -514,7 +525,7 @@ class TrajectoryWriter:
                             root[f"config_{k}"] = _attr_value(v)
                 for k, v in (attrs or {}).items():
                     root[k] = _attr_value(v)
-            self.flush()
+            self._flush()
         except BaseException:
             if self._f is not None:
                 with contextlib.suppress(Exception):
@@ -642,6 +653,11 @@ class TrajectoryWriter:
         call leaves a consistent file holding every record appended so far (tested with
         SIGKILL in ``tests/test_storage.py`` and ``tests/test_recording_buffer.py``).
         """
+        self._flush()
+        _raise_held_signal()        # a SIGINT/SIGTERM that arrived while the block was written
+
+    def _flush(self) -> None:
+        """:meth:`flush` without raising a held signal (for the constructor and :meth:`close`)."""
         with _signals_held():               # a block is written whole (see interruptible)
             self._write_pending()
             if self._tmp is not None:
@@ -821,8 +837,7 @@ class TrajectoryWriter:
         self._pending_bytes += nbytes
         if (len(self._pending[dim]) >= self.flush_records or self._pending_bytes >= self.flush_bytes
                 or time.monotonic() - self._last_flush >= self.flush_seconds):
-            self.flush()
-            raise_pending_signal()  # a signal held while the block was written
+            self.flush()            # raises a signal held while the block was written
         return i
 
     def truncate(self, dim: str, length: int) -> None:
@@ -981,8 +996,8 @@ class TrajectoryWriter:
             # wall time of the writing sessions (summed over resumes), for the docs' stated runs
             self._f.attrs["wall_seconds"] = float(self._f.attrs.get("wall_seconds", 0.0)) + session
             self._f.attrs["status"] = status
-            self.flush()
-            self._f.close()
+            self._flush()               # the block in memory too; a signal held meanwhile stays
+            self._f.close()             # pending (raised by the next append of any writer)
             self._f = None
             if verify:
                 self._verify(status)
