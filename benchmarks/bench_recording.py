@@ -46,7 +46,7 @@ SIZES = ("smoke", "full")
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="threads for BLAS and OpenMP (default 1)")
-    parser.add_argument("--k", type=int, default=9, help="interleaved timing rounds (min and median reported)")
+    parser.add_argument("--k", type=int, default=21, help="interleaved timing rounds (min and median reported)")
     parser.add_argument("--steps", type=int, default=8,
                         help="Phase A steps per timed epoch (default 8, an epoch of `run --smoke`)")
     parser.add_argument("--sizes", nargs="+", choices=SIZES, default=list(SIZES),
