@@ -220,8 +220,8 @@ def main(argv=None):
              "| --- | --- | --- | --- |"]
     lines += [f"| {r['measure']} | {r['project']} | {r['ratio_min']:.2f} | {r['ratio_median']:.2f} |" for r in rows]
     body = "\n".join(lines) + "\n"
-    write_outputs(args, "2 threads against 1, quiet and loaded", "python benchmarks/bench_threads.py"
-                  + (" --quick" if args.quick else ""), prov, time.perf_counter() - t0, body, {"rows": rows})
+    command = " ".join(["python benchmarks/bench_threads.py", *(argv if argv is not None else sys.argv[1:])])
+    write_outputs(args, "2 threads against 1, quiet and loaded", command, prov, time.perf_counter() - t0, body, {"rows": rows})
 
 
 if __name__ == "__main__":
