@@ -41,6 +41,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+# One module object whether imported as benchmarks.suite (python -m benchmarks) or as suite (the
+# bench_*.py modules' "from suite import ...", with benchmarks/ on sys.path): one peer cache.
+sys.modules.setdefault("benchmarks.suite" if __name__ == "suite" else "suite", sys.modules[__name__])
 
 #: Registered modules, in report order: (module name in benchmarks/, what it measures).
 MODULES = (
@@ -110,8 +113,15 @@ def optional_peer(name: str):
                 import pykeops
 
                 pykeops.set_verbose(False)
-                from pykeops.numpy import LazyTensor  # noqa: F401 - fails here if the build is broken
+                import numpy as np
+                from pykeops.numpy import LazyTensor
 
+                try:       # JIT-compiles with g++ into a writable cache; say so if it cannot
+                    x = np.arange(6.0).reshape(3, 2)
+                    (LazyTensor(x[:, None, :]) - LazyTensor(x[None, :, :])).sum(-1).sum(axis=1)
+                except Exception as e:  # noqa: BLE001 - any build or runtime failure is the reason
+                    raise ImportError(f"its kernels do not compile or run here: {type(e).__name__}: "
+                                      f"{str(e).strip().splitlines()[-1] if str(e).strip() else ''}") from e
                 mod = pykeops
             else:
                 raise ValueError(f"optional_peer: name={name!r} is not allowed; allowed: torch, pykeops")
