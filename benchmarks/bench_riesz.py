@@ -140,7 +140,7 @@ def keops_coulomb(x_np):
     return float(out[:, 0].sum()) / (2.0 * n * (n - 1)), -out[:, 1:] / (n * (n - 1.0))
 
 
-def tune_block(torch, x_np, s, candidates=(64, 128, 256, 512, 1024, 2048)):
+def tune_block(torch, x_np, s, candidates=(16, 32, 64, 128, 256, 512)):
     """The row-block size at which :func:`torch_blocked` is fastest for this input (one timed call each).
 
     Large blocks make torch slow (allocating and touching N x N temporaries): a fair peer is
