@@ -18,9 +18,12 @@ may instead carry ``"skipped": reason`` (a peer that is not importable). Modules
 lazily, so a module that is not there (yet) or whose peer is missing is skipped with its reason.
 
 Thread counts (``--threads``) are pinned before NumPy, Numba or torch are imported, through
-``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` and ``NUMBA_NUM_THREADS``,
-and ``torch.set_num_threads`` (:func:`optional_peer`): the project and its peer run with the
-same number of threads.
+``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``, the project's
+``RIESZFLOW_THREADS`` and ``RIESZFLOW_BLAS_THREADS`` (its thread policy, engine/threads.py) and
+``torch.set_num_threads`` (:func:`optional_peer`), and re-applied before each module
+(:func:`apply_threads`; Numba's pool holds all cores, its count in use is ``--threads``): the
+project and its peer run with the same number of threads. ``bench_threads`` alone sets its own
+counts (it times 2 threads against 1).
 
 The report is a markdown table and a JSON with provenance (date, commit, machine, threads, load
 average before and after); ``--readme`` rewrites the README's section between
@@ -54,6 +57,7 @@ MODULES = (
     ("bench_alignment", "projected Langevin alignment step vs its GEMM + sincos floor"),
     ("bench_recording", "HDF5 recording overhead of a training step"),
     ("bench_threads", "2 threads vs 1 on a loaded machine, the main job's steps"),
+    ("gpu", "the GPU measurements (CuPy; rows only where a CUDA device is present)"),
 )
 
 #: Keys every row of ``suite_rows`` carries (a skipped row: measure, project, peer, skipped).
@@ -74,7 +78,42 @@ def pin_threads(threads: int) -> None:
     """
     for var in THREAD_VARS:
         os.environ[var] = str(threads)
+    # Numba's pool may be larger (bench_threads times 2 threads against 1 whatever --threads is);
+    # the count in use is set to ``threads`` before each module (apply_threads).
+    os.environ["NUMBA_NUM_THREADS"] = str(max(threads, os.cpu_count() or 1))
+    # the project's thread policy (engine/threads.py) gets the same cap, BLAS included
+    os.environ["RIESZFLOW_THREADS"] = os.environ["RIESZFLOW_BLAS_THREADS"] = str(threads)
     os.environ["RIESZFLOW_BENCH_THREADS"] = str(threads)
+
+
+def apply_threads(threads: int) -> dict:
+    """Set the thread counts in use to ``threads`` (before each module; a module may change them).
+
+    The project's policy (:func:`rieszflow.engine.threads.configure_threads`: BLAS pools through
+    threadpoolctl, the Numba cap), Numba's count in use and torch's, when these are imported.
+
+    Parameters
+    ----------
+    threads : int
+
+    Returns
+    -------
+    dict
+        The project's :func:`~rieszflow.engine.threads.thread_settings` ({} if unavailable).
+    """
+    settings = {}
+    try:
+        from rieszflow.engine.threads import configure_threads
+
+        settings = configure_threads(threads)
+    except ImportError:            # an older checkout without the thread policy
+        pass
+    import numba
+
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    return settings
 
 
 def suite_threads() -> int:
@@ -235,6 +274,7 @@ def run_module(name, k, quick):
     if not (HERE / f"{name}.py").is_file():
         res.update(status="skipped", reason=f"benchmarks/{name}.py is not present in this checkout")
         return res
+    apply_threads(suite_threads())
     try:
         mod = importlib.import_module(f"benchmarks.{name}")
     except ImportError as e:
@@ -254,6 +294,9 @@ def run_module(name, k, quick):
     problems = [f"row {i}: {p}" for i, r in enumerate(rows) for p in check_row(r)]
     if problems:
         res.update(status="failed", reason="malformed rows: " + "; ".join(problems))
+    elif not rows:
+        res.update(status="skipped", reason="suite_rows returned no rows (a device or peer it needs "
+                                            "is absent here)")
     res["rows"] = rows
     res["wall_s"] = time.perf_counter() - t0
     return res
@@ -421,6 +464,7 @@ def main(argv=None) -> int:
             results.append(res)
         payload = {"command": " ".join(cmd), "k": args.k, "quick": args.quick, "results": results,
                    "provenance": prov, "wall_s": time.perf_counter() - t0,
+                   "thread_settings": apply_threads(args.threads),
                    "load_average_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
     print(table(payload["results"]))
     if args.md:

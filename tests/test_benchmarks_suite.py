@@ -21,6 +21,23 @@ from rieszflow.studies.cli import main as cli_main  # noqa: E402
 NAMES = [name for name, _ in suite.MODULES]
 
 
+@pytest.fixture(autouse=True)
+def _restore_thread_settings():
+    """The suite applies its thread counts (policy, Numba, torch) per module: undo that afterwards."""
+    import numba
+
+    from rieszflow.engine import threads
+
+    saved, n_numba = dict(threads._state), numba.get_num_threads()
+    n_torch = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+    yield
+    threads._state.update(saved)
+    threads.configure_threads()
+    numba.set_num_threads(n_numba)
+    if n_torch is not None:
+        sys.modules["torch"].set_num_threads(n_torch)
+
+
 def _stats(a, b):
     return {"p": {"min": a, "median": 2 * a, "times": [a]}, "q": {"min": b, "median": 4 * b, "times": [b]}}
 
