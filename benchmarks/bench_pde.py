@@ -70,6 +70,53 @@ def problems(disk_cell):
     return out
 
 
+
+def suite_rows(k: int = 5, quick: bool = False) -> list:
+    """Rows of the benchmark suite (``python -m benchmarks``; contract in ``benchmarks/suite.py``).
+
+    One linear implicit McKean-Vlasov sweep (table 1 of this script): the assembled
+    Scharfetter-Gummel path (``pde_backend="assembled"``) against the bare SciPy solve of the
+    same, already assembled matrix (``solve_banded`` in 1-D, ``spsolve`` in 2-D), on the
+    mean-field study's problems and the Gmsh disk (quick: the 200-cell interval only);
+    target 2.0 (issue 14). ``agreement``: largest difference of the two solutions relative to
+    the largest density. The FiPy path's ratio to the bare solve is in the notes.
+    """
+    from _interleave import interleaved
+    from suite import make_row, rel_diff
+
+    import numpy as np
+    import scipy.linalg
+    import scipy.sparse.linalg as spla
+
+    from rieszflow.solvers.mckean_vlasov import ScharfetterGummelOperator
+    from rieszflow.solvers.mckean_vlasov.equation import _FiPyStep
+
+    rows = []
+    probs = problems(0.1)
+    for name, prob, rho0, dt in (probs[:1] if quick else probs):
+        veff = prob.effective_potential(rho0)
+        op = ScharfetterGummelOperator(prob.domain, prob.beta)
+        fp = _FiPyStep(prob, rho0, 1e-12)
+        M = op.matrix(veff, dt)
+        b = op.rhs(rho0, dt)
+        if op.banded:
+            ab = np.zeros((3, op.n))
+            ab[0, 1:], ab[1], ab[2, :-1] = M.diagonal(1), M.diagonal(0), M.diagonal(-1)
+            bare, bare_name = (lambda: scipy.linalg.solve_banded((1, 1), ab, b)), "bare solve_banded"
+        else:
+            csc = M.tocsc()
+            bare, bare_name = (lambda: spla.spsolve(csc, b)), "bare spsolve"
+        fns = {"assembled": lambda: op.solve(veff, dt, rho0, rho0, 1e-12), "bare": bare,
+               "fipy": lambda: (fp.begin(rho0), fp.sweep(veff, dt))}
+        st = interleaved(fns, k)
+        fipy_ratio = st["fipy"]["median"] / st["bare"]["median"]
+        rows.append(make_row(f"McKean-Vlasov implicit sweep, {name}", "assembled SG", bare_name, st,
+                             project_key="assembled", peer_key="bare", target=2.0,
+                             agreement=rel_diff(fns["assembled"](), fns["bare"]()), tolerance=1e-10,
+                             notes=f"FiPy path: {fipy_ratio:.0f} x the bare solve (median)"))
+    return rows
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):

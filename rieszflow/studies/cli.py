@@ -33,6 +33,7 @@ SUBCOMMANDS = (
     ("status", "rieszflow.studies.runs.cli:register_status"),
     ("compare", "rieszflow.studies.runs.cli:register_compare"),
     ("report", "rieszflow.studies.runs.cli:register_report"),
+    ("bench", "rieszflow.studies.bench_cli"),
 )
 
 
