@@ -116,7 +116,7 @@ def _config(name):
 #: shortest timed sample: fast operations are repeated until one sample lasts this long
 MIN_SAMPLE_S = 0.05
 #: untimed pause after switching configurations (OpenBLAS threads spin for a while after a call)
-SETTLE_S = 0.2
+SETTLE_S = 0.5
 
 
 def _time(ops, k):
@@ -130,8 +130,10 @@ def _time(ops, k):
                 dt = time.perf_counter() - t0
                 reps[op] = max(reps.get(op, 1), min(50, int(MIN_SAMPLE_S / max(dt, 1e-6)) + 1))
     times = {(op, c): [] for op in ops for c in CONFIGS}
-    for _ in range(k):
-        for c in CONFIGS:
+    for i in range(k):
+        # the order alternates between rounds (forward, reversed, ...): a configuration that
+        # leaves spinning BLAS threads behind does not always precede the same one
+        for c in (CONFIGS if i % 2 == 0 else CONFIGS[::-1]):
             with _config(c):
                 time.sleep(SETTLE_S)
                 for op, f in ops.items():

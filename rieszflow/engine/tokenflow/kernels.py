@@ -644,6 +644,15 @@ class LinearKernel:
                              f"no shift 'c'; the stabilisation cannot be undone")
         return phi, c[..., 0]
 
+    def _features_qk(self, q, k, same):
+        """Features and shifts of queries and keys; one feature pass when ``same`` (``q is k``:
+        self-attention, the token flows' case), whose result is the same arrays bit for bit."""
+        phi_q, c_q = self.features_and_shift(q)
+        if same:
+            return phi_q, c_q, phi_q, c_q
+        phi_k, c_k = self.features_and_shift(k)
+        return phi_q, c_q, phi_k, c_k
+
     @staticmethod
     def _reweight_keys(xp, phi_k, shift_k):
         """Keys times ``exp(c_j - max c)`` and ``max c`` (..., 1); (phi_k, None) without a shift."""
@@ -673,9 +682,9 @@ class LinearKernel:
         array, shape (..., n_q, n_k)
             The kernel of the unshifted features (a stabilising shift is undone).
         """
+        same = q is k
         xp, q, k, _ = _check_qkv(q, k)
-        phi_q, c_q = self.features_and_shift(q)
-        phi_k, c_k = self.features_and_shift(k)
+        phi_q, c_q, phi_k, c_k = self._features_qk(q, k, same)
         g = xp.matmul(phi_q, xp.swapaxes(phi_k, -1, -2))
         if c_q is not None:
             g = g * xp.exp(c_q[..., :, None] + c_k[..., None, :])
@@ -706,9 +715,9 @@ class LinearKernel:
         spec section 2.2 (K3).
         """
         self._require_positive("row-normalised linear attention (SA)")
+        same = q is k
         xp, q, k, v = _check_qkv(q, k, v)
-        phi_q, c_q = self.features_and_shift(q)
-        phi_k, c_k = self.features_and_shift(k)
+        phi_q, c_q, phi_k, c_k = self._features_qk(q, k, same)
         phi_k, top = self._reweight_keys(xp, phi_k, c_k)
         s = xp.matmul(xp.swapaxes(phi_k, -1, -2), v)           # (..., m, d_v)
         z = xp.sum(phi_k, axis=-2)                               # (..., m)
@@ -738,9 +747,9 @@ class LinearKernel:
         ----------
         spec section 2.2 (K3), section 6.1 (USA).
         """
+        same = q is k
         xp, q, k, v = _check_qkv(q, k, v)
-        phi_q, c_q = self.features_and_shift(q)
-        phi_k, c_k = self.features_and_shift(k)
+        phi_q, c_q, phi_k, c_k = self._features_qk(q, k, same)
         phi_k, top = self._reweight_keys(xp, phi_k, c_k)
         s = xp.matmul(xp.swapaxes(phi_k, -1, -2), v)
         out = xp.matmul(phi_q, s) / k.shape[-2]
