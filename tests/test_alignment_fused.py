@@ -189,14 +189,27 @@ def test_float32_omega_keeps_its_dtype(rng):
     assert _rel(g, g_ref) < 1e-6
 
 
-def test_thread_count_does_not_change_results(rng):
+def test_thread_count_does_not_change_results(rng, monkeypatch):
     """One prange task per particle with a fixed summation order: bitwise equal for 1 and 2 threads."""
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("NUMBA_NUM_THREADS=1 in this process: only one thread count to compare")
+    from rieszflow.engine import threads
+
     omega, X, y, b = _problem(rng, n=101, M=9)
-    one = alignment_potential_and_grad(omega, X, y, b, method="fused")
-    numba.set_num_threads(2)
-    two = alignment_potential_and_grad(omega, X, y, b, method="fused")
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        one = alignment_potential_and_grad(omega, X, y, b, method="fused")     # serial build
+        numba.set_num_threads(2)
+        # the policy grants the alignment kernel no Numba threads: grant them for this test
+        rule = threads.THREAD_RULES["alignment"]
+        monkeypatch.setitem(threads.THREAD_RULES, "alignment", threads.ThreadRule(
+            blas=1, numba_min_work=1.0, units="particles x data points", evidence=rule.evidence))
+        monkeypatch.setattr(threads, "thread_cap", lambda: 2)
+        assert threads.numba_threads("alignment", 9 * 101) == 2
+        two = alignment_potential_and_grad(omega, X, y, b, method="fused")     # prange build
+    finally:
+        numba.set_num_threads(before)
     np.testing.assert_array_equal(one[0], two[0])
     np.testing.assert_array_equal(one[1], two[1])
 

@@ -32,7 +32,7 @@ import scipy.special
 from tqdm.auto import tqdm
 
 from rieszflow.engine._checks import check_choice, check_int, check_points, check_real, check_vector
-from rieszflow.engine.backend import backend_of, get_backend, namespace, to_numpy
+from rieszflow.engine.backend import backend_of, get_backend, namespace, on_host, to_numpy
 from rieszflow.engine.space import Space
 
 __all__ = [
@@ -742,8 +742,9 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
         (an upper bound of the :math:`W_\\infty` distance): the run stops after the
         first step whose largest move is below ``delta``. At finite ``beta`` the
         noise alone moves particles by about :math:`\\sqrt{2\\eta/\\beta}\\,\\sqrt{2\\log N}`, so
-        choose ``delta`` above that, or use it with ``beta = inf``. The rule is
-        evaluated on the device at every step and read on the host once per block
+        choose ``delta`` above that, or use it with ``beta = inf``. On host (NumPy)
+        arrays the rule is read after every step. On a device it is evaluated at
+        every step and read on the host once per block
         (every ``record_every`` steps, else every :data:`DELTA_BLOCK` steps): steps
         after the stopping step leave the state unchanged and are not recorded, so
         the stopping step, the records and the final state are those of a per-step
@@ -796,7 +797,9 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
     xp = namespace(state.omega)
     if backend is None:
         backend = backend_of(state.omega)
-    block = record_every if record_every is not None else DELTA_BLOCK
+    # on the host reading the flag costs nothing: check every step (no frozen steps computed, a
+    # caller's generator stops at the stopping step); on a device once per record / DELTA_BLOCK
+    block = 1 if on_host(state.omega) else (record_every if record_every is not None else DELTA_BLOCK)
     # delta rule on the device: `active` turns False after the stopping step, `hit` holds it
     flags = {"active": xp.ones((), dtype=bool), "hit": xp.full((), -1, dtype=xp.int64),
              "pulled": (None, -1), "last": None}

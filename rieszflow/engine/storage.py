@@ -206,9 +206,10 @@ def raise_pending_signal() -> None:
     RunInterrupted
         With the pending signal (SIGINT or SIGTERM).
     """
-    global _PENDING_SIGNAL
+    global _PENDING_SIGNAL, _HELD_SIGNAL
     if _PENDING_SIGNAL is not None:
-        signum, _PENDING_SIGNAL = _PENDING_SIGNAL, None
+        # one signal, raised once: a copy held while a block was written is consumed too
+        signum, _PENDING_SIGNAL, _HELD_SIGNAL = _PENDING_SIGNAL, None, None
         raise RunInterrupted(signum)
 
 

@@ -4,26 +4,16 @@ rieszflow runs on shared machines (a laptop with a browser open, a 2-core CI run
 shared with other jobs). There, more threads are often *slower*: OpenBLAS and Numba's OpenMP
 layer split an operation statically between their threads and spin at a barrier, so when another
 process holds one of the cores every fine-grained operation waits for a descheduled thread.
-Measured on the project's 2-core machine with one competing CPU-bound process
-(``benchmarks/bench_threads.py``, ``python -m benchmarks --only bench_threads``):
-
-=====================================================  ===========  ============
-operation (main-job sizes unless stated)               2 vs 1       2 vs 1
-                                                       quiet        loaded
-=====================================================  ===========  ============
-Phase B train step (BLAS)                              0.76 x       2.96 x
-Phase A step (alignment gradient + Riesz, BLAS)        0.74 x       2.87 x
-evaluation forward pass, batch 256 (BLAS)              0.87 x       2.16 x
-Riesz GEMM path, d = 64, N = 1000-4000 (BLAS)          0.91-0.97 x  2.1 x
-RFF alignment potential, n = 1e4, N = 1e3 (BLAS)       1.09 x       2.16 x
-Riesz Numba kernel, d = 3, N = 1000                    0.55 x       5.8-10 x
-Riesz Numba kernel, d = 3, N = 20000                   0.53 x       0.95 x
-=====================================================  ===========  ============
-
-(ratios of median times, one run each, 2026-11-25; the quiet column had light load from other
-work; ``make results`` regenerates the benchmark.) Two threads gain at most 1.35 x on a quiet
-machine and lose 2-10 x on a loaded one for every BLAS-bound operation at these sizes, so the
-policy is deterministic and conservative:
+The measurement behind the rules is ``benchmarks/bench_threads.py`` (also part of
+``python -m benchmarks``; pages ``docs/results/bench_threads.md`` and ``bench_suite.md``): for the
+main job's Phase A step, Phase B step and evaluation pass, the Riesz sums (GEMM path at d = 64,
+Numba kernel at d = 3) and the RFF alignment potential, it times the policy at 2 threads, one
+thread, and "naive" 2 threads (2 BLAS and 2 Numba threads for every call), interleaved, on the
+machine as it is and with a competing CPU-bound process that it starts. On the project's 2-core
+machine two naive threads gained little on an idle machine (at best about 1.3 x for the
+Transformer's steps, nothing for the GEMM path) and lost several-fold in the median as soon as
+another process held a core; only Numba calls of about 1e8 pairs and more kept a gain under
+load. Hence the policy, deterministic and conservative:
 
 * **BLAS: one thread** for every operation (:data:`THREAD_RULES`), set once per process by
   :func:`configure_threads` (the ``rieszflow`` command calls it before any study runs; the sweep
@@ -75,15 +65,16 @@ class ThreadRule:
 #: The rule of each operation; adding an operation is one entry here.
 THREAD_RULES: dict[str, ThreadRule] = {
     "transformer": ThreadRule(
-        blas=1, evidence="Phase B step 2/1: 0.76 quiet, 2.96 loaded; Phase A step 0.74 / 2.87; "
-                         "evaluation 0.87 / 2.16 (main-job sizes)"),
+        blas=1, evidence="bench_threads: main job Phase A step, Phase B train step, evaluation pass "
+                         "(naive@2 vs 1 thread, idle and with a competing process)"),
     "riesz": ThreadRule(
         blas=1, numba_min_work=1e8, units="ordered pairs N (N - 1) of one call",
-        evidence="GEMM path d=64 N=1000-4000 2/1: 0.91-0.97 quiet, 2.1 loaded; Numba kernel d=3: "
-                 "N=1000 0.55 quiet, 5.8-10 loaded; N=20000 0.53 quiet, 0.95 loaded"),
+        evidence="bench_threads: Riesz GEMM path d=64 N=1000, 4000; Numba kernel d=3 N=1000 "
+                 "(threads lose under load) and N=12000 (threads gain under load)"),
     "alignment": ThreadRule(
-        blas=1, evidence="RFF alignment potential n=1e4 N=1e3 d=64, reference path 2/1: 1.09 quiet, "
-                         "2.16 loaded; fused path (Numba) with 2 threads at load 3.4: 149 ms vs 77 ms"),
+        blas=1, evidence="bench_threads: RFF alignment potential n=1e4 N=1e3 d=64; the fused "
+                         "kernel with 2 Numba threads at load 3.4 took 149 ms against 77 ms "
+                         "(docs/results/bench_alignment.md's run, measured by hand)"),
 }
 
 _state = {"cap": None, "blas": None}
@@ -155,7 +146,8 @@ def configure_threads(threads: int | None = None) -> dict:
     Parameters
     ----------
     threads : int, optional
-        Thread cap (>= 1); default :func:`thread_cap`'s environment / core count.
+        Thread cap (>= 1); None (default) returns to :func:`thread_cap`'s environment / core
+        count, also after an earlier call with a number.
 
     Returns
     -------
@@ -168,10 +160,9 @@ def configure_threads(threads: int | None = None) -> dict:
         If ``threads`` is not an integer >= 1, or an environment variable of the policy is
         malformed.
     """
-    if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads={threads!r} is not allowed; give an integer >= 1")
-        _state["cap"] = int(threads)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads={threads!r} is not allowed; give an integer >= 1")
+    _state["cap"] = None if threads is None else int(threads)    # None: back to the environment
     n = blas_threads()
     from threadpoolctl import threadpool_limits
 

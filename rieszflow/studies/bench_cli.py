@@ -20,6 +20,8 @@ __all__ = ["add_suite_arguments", "benchmarks_dir", "register"]
 
 
 def _positive_int(text: str) -> int:
+    # rieszflow.studies.cli.positive_int's twin: this module must not import the package (the
+    # suite pins thread counts before NumPy is imported, and the package imports NumPy)
     try:
         value = int(text)
     except ValueError:

@@ -57,6 +57,16 @@ def non_negative_int(text: str) -> int:
 def positive_int(text: str) -> int:
     """``argparse`` type for counts that must be >= 1 (e.g. ``--threads``).
 
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    int
+        The value, >= 1.
+
     Raises
     ------
     argparse.ArgumentTypeError

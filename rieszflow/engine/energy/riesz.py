@@ -127,9 +127,12 @@ GEMM_R2_RTOL = 2.0 ** -36
 FUSED_THREADS = 128
 #: Shared memory of one column tile of the fused kernel, in float64 entries (48 KiB).
 _FUSED_SHARED = 6144
-#: Largest d of the fused CUDA kernel (one particle's coordinates fill the 48 KiB tile);
-#: ``method="auto"`` takes the GEMM path above it on CuPy.
-FUSED_MAX_D = _FUSED_SHARED
+#: Largest d of the fused CUDA kernel, ``method="auto"`` takes the GEMM path above it on CuPy.
+#: Each thread keeps its particle and its gradient sum, 2 d float64, in local memory, which the
+#: driver reserves for every resident thread: d = 256 is 4 KiB per thread (the shared tile would
+#: allow 6144, whose 96 KiB per thread no GPU can hold for all resident threads). Not measured on
+#: a GPU yet (``benchmarks/gpu.py``).
+FUSED_MAX_D = 256
 
 
 def _coef(s: float) -> float:

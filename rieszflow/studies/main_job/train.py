@@ -531,10 +531,21 @@ class MainJob:
         cfg, model = self.cfg, self.model
         xp = self.backend.xp
         n_batches = -(-len(self.train) // cfg.batch_size)
-        # Host-light loop: each batch's loss and number of correct predictions stay on the device;
-        # they reach the host in one transfer at the end of the epoch (Phase B checkpoints per
-        # epoch, so a kill loses nothing more), then are recorded and summed in batch order.
+        # Host-light loop: on a device each batch's loss and number of correct predictions stay
+        # there and reach the host in one transfer at the end of the epoch (Phase B checkpoints
+        # per epoch, so resume is unchanged; a killed device run's file lacks that epoch's batch
+        # records). On the host they are recorded batch by batch (reading them costs nothing).
+        on_host = xp is np
         losses, hits, sizes = [], [], []
+        totals = {"loss": 0.0, "hit": 0, "n": 0}
+
+        def commit(loss, hit, size):
+            loss = float(loss)
+            w.append("batch", {"batch_loss": loss})
+            totals["loss"] += loss * size
+            totals["hit"] += int(hit)
+            totals["n"] += size
+
         it = batches(self.train, cfg.batch_size, rng=self.rng_b, pad_id=self.tok.pad_id)
         for ids, mask, labels, _ in _progress(it, n_batches, f"Phase B epoch {epoch}", self.quiet):
             y = self.backend.asarray(labels, dtype=np.int64)
@@ -545,19 +556,20 @@ class MainJob:
             opt.step(grads)
             if cfg.redraw_every and opt.t % cfg.redraw_every == 0:
                 self._redraw_features()
-            losses.append(xp.asarray(loss, dtype=xp.float64))
-            hits.append(xp.sum(p.argmax(1) == y).astype(xp.float64))   # exact: counts <= batch size
+            hit = xp.sum(p.argmax(1) == y).astype(xp.float64)        # exact: counts <= batch size
+            if on_host:
+                commit(np.float64(loss), hit, len(labels))
+            else:
+                losses.append(xp.asarray(loss, dtype=xp.float64))
+                hits.append(hit)
             sizes.append(len(labels))
         if not sizes:
             raise ValueError("Phase B: the training split gave no batch")
-        host = to_numpy(xp.stack([xp.stack(losses), xp.stack(hits)]))   # one transfer per epoch
-        tot_loss, tot_hit, n = 0.0, 0, 0
-        for loss, hit, size in zip(host[0], host[1], sizes):
-            loss = float(loss)
-            w.append("batch", {"batch_loss": loss})
-            tot_loss += loss * size
-            tot_hit += int(hit)
-            n += size
+        if not on_host:
+            host = to_numpy(xp.stack([xp.stack(losses), xp.stack(hits)]))   # one transfer per epoch
+            for loss, hit, size in zip(host[0], host[1], sizes):
+                commit(loss, hit, size)
+        tot_loss, tot_hit, n = totals["loss"], totals["hit"], totals["n"]
         return tot_loss / n, tot_hit / n
 
     # -- driver ------------------------------------------------------------------------------
