@@ -60,6 +60,28 @@ def parse_args(argv=None):
     return args
 
 
+def torch_dense_sums(torch, x, s):
+    """Riesz energy and gradient of the torch tensor ``x`` (N, d) by dense GEMMs, on its device.
+
+    Gram-matrix form with full N x N weights; returns the (mean) energy and gradient tensors.
+    Shared by the CPU peer below and by ``benchmarks/gpu.py`` (torch-CUDA).
+    """
+    sq = (x * x).sum(1)
+    r2 = sq[:, None] + sq[None, :] - 2.0 * (x @ x.T)
+    r2.fill_diagonal_(1.0)
+    if s == 0.0:
+        g, w = -0.5 * torch.log(r2), 1.0 / r2
+    else:
+        w = r2 ** (-0.5 * (s + 2.0))
+        g = (w * r2) if s > 0 else -(w * r2)
+    g.fill_diagonal_(0.0)
+    w.fill_diagonal_(0.0)
+    coef = 1.0 if s == 0.0 else abs(s)
+    grads = -coef * (w.sum(1)[:, None] * x - w @ x)
+    n = x.shape[0]
+    return g.sum() / (2.0 * n * (n - 1)), grads / (n * (n - 1.0))
+
+
 def torch_dense(torch, threads):
     """Energy-and-gradient row sums by dense torch float64 GEMMs (None if torch is absent)."""
     if torch is None:
@@ -67,23 +89,10 @@ def torch_dense(torch, threads):
     torch.set_num_threads(threads)
 
     def run(x_np, s):
-        x = torch.from_numpy(x_np)
-        sq = (x * x).sum(1)
-        r2 = sq[:, None] + sq[None, :] - 2.0 * (x @ x.T)
-        r2.fill_diagonal_(1.0)
-        if s == 0.0:
-            g, w = -0.5 * torch.log(r2), 1.0 / r2
-        else:
-            w = r2 ** (-0.5 * (s + 2.0))
-            g = (w * r2) if s > 0 else -(w * r2)
-        g.fill_diagonal_(0.0)
-        w.fill_diagonal_(0.0)
-        coef = 1.0 if s == 0.0 else abs(s)
-        grads = -coef * (w.sum(1)[:, None] * x - w @ x)
-        n = x.shape[0]
-        return float(g.sum()) / (2.0 * n * (n - 1)), (grads / (n * (n - 1.0))).numpy()
-    return run
+        e, grads = torch_dense_sums(torch, torch.from_numpy(x_np), s)
+        return float(e), grads.numpy()
 
+    return run
 
 
 def torch_blocked(torch, x_np, s, block=None):

@@ -159,24 +159,12 @@ def riesz_rows(k, quick, threads, sizes=None):
 
 def _torch_dense(torch, x_np, s):
     """Dense float64 torch-CUDA energy and gradient (Gram matrix, full N x N weights)."""
+    from bench_riesz import torch_dense_sums       # the CPU peer's formula, on the device
+
     x = torch.from_numpy(x_np).cuda()
 
     def run():
-        sq = (x * x).sum(1)
-        r2 = sq[:, None] + sq[None, :] - 2.0 * (x @ x.T)
-        r2.fill_diagonal_(1.0)
-        if s == 0.0:
-            g, w = -0.5 * torch.log(r2), 1.0 / r2
-        else:
-            w = r2 ** (-0.5 * (s + 2.0))
-            g = (w * r2) if s > 0 else -(w * r2)
-        g.fill_diagonal_(0.0)
-        w.fill_diagonal_(0.0)
-        coef = 1.0 if s == 0.0 else abs(s)
-        grads = -coef * (w.sum(1)[:, None] * x - w @ x)
-        n = x.shape[0]
-        e = g.sum() / (2.0 * n * (n - 1))
-        out = (e, grads / (n * (n - 1.0)))
+        out = torch_dense_sums(torch, x, s)
         torch.cuda.synchronize()
         return out
 

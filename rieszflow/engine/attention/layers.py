@@ -376,19 +376,24 @@ class Embedding:
         """
         ids, dtype = cache
         xp = namespace(dy, ids)
+        sid, csum, is_last = self._sorted_runs(xp, dy, ids)
+        ends = xp.nonzero(is_last)[0]
+        seg = csum[ends]
+        seg[1:] -= csum[ends[:-1]]
+        return sid[ends], seg.astype(dtype)
+
+    def _sorted_runs(self, xp, dy, ids):
+        """Ids sorted, the float64 cumulative sums of their ``dy`` rows in that order, and the
+        last position of each run of equal ids (shared by both table-gradient paths)."""
         flat = ids.reshape(-1)
         rows = dy.reshape(-1, self.d)
         order = xp.argsort(flat)
         sid = flat[order]
         csum = xp.cumsum(rows[order].astype(xp.float64), axis=0)
-        # last index of each run of equal ids
         is_last = xp.empty(sid.shape, dtype=bool)
         is_last[:-1] = sid[1:] != sid[:-1]
         is_last[-1] = True
-        ends = xp.nonzero(is_last)[0]
-        seg = csum[ends]
-        seg[1:] -= csum[ends[:-1]]
-        return sid[ends], seg.astype(dtype)
+        return sid, csum, is_last
 
     def backward(self, dy, cache):
         """VJP of :meth:`forward` with a dense table gradient.
@@ -421,14 +426,7 @@ class Embedding:
         at the run's last position and 0 elsewhere, so each row gets exactly that sum.
         """
         ids, dtype = cache
-        flat = ids.reshape(-1)
-        rows = dy.reshape(-1, self.d)
-        order = xp.argsort(flat)
-        sid = flat[order]
-        csum = xp.cumsum(rows[order].astype(xp.float64), axis=0)
-        is_last = xp.empty(sid.shape, dtype=bool)
-        is_last[:-1] = sid[1:] != sid[:-1]
-        is_last[-1] = True
+        sid, csum, is_last = self._sorted_runs(xp, dy, ids)
         start = xp.searchsorted(sid, sid, side="left")            # first position of each run
         prev = xp.where((start > 0)[:, None], csum[xp.maximum(start - 1, 0)], 0.0)
         seg = xp.where(is_last[:, None], csum - prev, 0.0).astype(dtype)
