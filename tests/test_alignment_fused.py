@@ -294,3 +294,15 @@ def test_bad_data_is_refused_by_the_fused_path(rng):
         alignment_potential(omega[:, :3], X, y, method="fused")
     with pytest.raises(ValueError, match="b"):
         alignment_potential(omega, X, y, b[:-1], method="fused")
+
+
+def test_sincos_native_from_python_picks_the_precision():
+    """Called from Python, sincos_native dispatches on the dtype as its Numba overload does."""
+    from rieszflow.engine.energy._alignment_kernels import sincos_native
+
+    for x in (0.3, -2.5, 1000.25):
+        s64, c64 = sincos_native(x)
+        assert abs(s64 - np.sin(x)) <= 2.5e-16 * 4 and abs(c64 - np.cos(x)) <= 2.5e-16 * 4
+        s32, c32 = sincos_native(np.float32(x))
+        x32 = float(np.float32(x))
+        assert abs(s32 - np.sin(x32)) <= 2.5e-7 and abs(c32 - np.cos(x32)) <= 2.5e-7

@@ -141,8 +141,14 @@ def sincos32(x):
 
 
 def sincos_native(x):
-    """``sincos`` in the precision of ``x``: :func:`sincos32` for float32, :func:`sincos` otherwise."""
-    raise NotImplementedError("sincos_native is compiled by Numba only")
+    """``sincos`` in the precision of ``x``: :func:`sincos32` for float32, :func:`sincos` otherwise.
+
+    Inside jitted code the choice is made at compile time (the ``overload`` below); called from
+    Python it dispatches on the scalar's dtype the same way.
+    """
+    if isinstance(x, np.float32):
+        return sincos32(x)
+    return sincos(x)
 
 
 @overload(sincos_native, inline="always")
