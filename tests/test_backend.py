@@ -38,7 +38,7 @@ def test_cpu_results_do_not_import_cupy():
     import pathlib
     import re
 
-    root = pathlib.Path(__file__).resolve().parent.parent / "rieszflow"
+    root = pathlib.Path(__file__).resolve().parent.parent / "src" / "rieszflow"
     offenders = []
     for p in list((root / "engine").rglob("*.py")) + list((root / "solvers").rglob("*.py")) + \
             list((root / "studies").rglob("*.py")):

@@ -19,7 +19,7 @@ def _config():
 def test_only_rieszflow_is_installed_at_top_level():
     """The package finder of pyproject.toml yields ``rieszflow`` and its subpackages only."""
     find = _config()["tool"]["setuptools"]["packages"]["find"]
-    packages = setuptools.find_packages(where=str(ROOT), include=find["include"])
+    packages = setuptools.find_packages(where=str(ROOT / find["where"][0]), include=find["include"])
     assert "rieszflow" in packages
     assert {"rieszflow.engine", "rieszflow.solvers", "rieszflow.studies"} <= set(packages)
     assert sorted({p.split(".")[0] for p in packages}) == ["rieszflow"]
@@ -28,7 +28,7 @@ def test_only_rieszflow_is_installed_at_top_level():
 def test_bundled_data_is_package_data():
     """Every bundled dataset file is matched by the package-data globs (so ``pip install .`` ships it)."""
     globs = _config()["tool"]["setuptools"]["package-data"]["rieszflow.data"]
-    data = ROOT / "rieszflow" / "data"
+    data = ROOT / "src" / "rieszflow" / "data"
     files = {p for p in data.rglob("*") if p.is_file()}
     matched = {p for g in globs for p in data.glob(g)}
     assert files and files == matched
