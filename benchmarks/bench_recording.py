@@ -71,8 +71,8 @@ class _NoRecording:
 
 def _job(size: str, steps: int, folder: Path):
     """A built main job of ``size`` whose Phase A epoch is ``steps`` steps, with its two writers."""
-    from rieszflow.studies.main_job.config import SMOKE_OVERRIDES, MainJobConfig
-    from rieszflow.studies.main_job.train import MainJob
+    from rieszflow.learning.config import SMOKE_OVERRIDES, MainJobConfig
+    from rieszflow.learning.train import MainJob
 
     over = dict(SMOKE_OVERRIDES) if size == "smoke" else {}
     batch = over.get("batch_size", MainJobConfig.batch_size)

@@ -42,8 +42,8 @@ def _operations(quick: bool, seed: int = 0):
     from rieszflow.engine.attention.layers import softmax_cross_entropy
     from rieszflow.engine.energy.alignment import alignment_potential_and_grad
     from rieszflow.engine.energy.riesz import riesz_energy_and_grad
-    from rieszflow.studies.main_job.config import SMOKE_OVERRIDES, MainJobConfig
-    from rieszflow.studies.main_job.train import ALIGNMENTS, MainJob, alignment_gradients
+    from rieszflow.learning.config import SMOKE_OVERRIDES, MainJobConfig
+    from rieszflow.learning.train import ALIGNMENTS, MainJob, alignment_gradients
 
     cfg = MainJobConfig().replace(**SMOKE_OVERRIDES) if quick else MainJobConfig()
     mj = MainJob(cfg, os.devnull)

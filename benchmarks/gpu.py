@@ -186,8 +186,8 @@ class _StubWriter:
 def _main_job(backend, quick, counting=False, steps=8):
     """A built main job ready to run Phase A / Phase B epochs of ``steps`` batches."""
     from rieszflow.engine.backend import get_backend
-    from rieszflow.studies.main_job.config import SMOKE_OVERRIDES, MainJobConfig
-    from rieszflow.studies.main_job.train import MainJob
+    from rieszflow.learning.config import SMOKE_OVERRIDES, MainJobConfig
+    from rieszflow.learning.train import MainJob
 
     base = dict(SMOKE_OVERRIDES) if quick else {}
     batch = base.get("batch_size", 64)

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from rieszflow.engine.storage import missing_cf_attributes, open_run
-from rieszflow.studies.base import build_config, load_config_mapping, resolve_config
+from rieszflow.config import build_config, load_config_mapping, resolve_config
 from rieszflow.studies.cli import build_parser
 from rieszflow.studies.cli import main as cli_main
 from test_ldp_study import _tiny_ldp
@@ -25,7 +25,7 @@ from test_mean_field_study import _tiny_dict
 
 #: subcommand -> (module.function that runs the study, config class, its preset)
 RUNNERS = {
-    "run": ("rieszflow.studies.main_job.train", "run_main_job"),
+    "run": ("rieszflow.learning.train", "run_main_job"),
     "ldp": ("rieszflow.studies.ldp.study", "run_ldp_study"),
     "mean-field": ("rieszflow.studies.mean_field.study", "run_mean_field_study"),
     "kernel-mean-field": ("rieszflow.studies.kernel_mean_field.study", "run_kernel_mean_field_study"),
@@ -41,7 +41,7 @@ def _config_class(name):
     from rieszflow.studies.attention_theory.config import AttentionTheoryConfig
     from rieszflow.studies.kernel_mean_field.config import KernelMeanFieldConfig
     from rieszflow.studies.ldp.config import LDPConfig
-    from rieszflow.studies.main_job.config import MainJobConfig
+    from rieszflow.learning.config import MainJobConfig
     from rieszflow.studies.mean_field.config import MeanFieldConfig
     from rieszflow.studies.token_flow.config import TokenFlowConfig
 

@@ -165,8 +165,8 @@ def smoke_run(tmp_path_factory):
 def potential(smoke_run):
     from rieszflow.engine.attention.data import batches
     from rieszflow.studies.gibbs_check.potential import HeadPotential
-    from rieszflow.studies.main_job.alignment import ALIGNMENTS
-    from rieszflow.studies.main_job.kernels import load_phase_a_setup
+    from rieszflow.learning.objectives import ALIGNMENTS
+    from rieszflow.learning.runfiles import load_phase_a_setup
 
     setup = load_phase_a_setup(smoke_run)
     bs = [(i, m, y) for i, m, y, _ in batches(setup.train, 32, pad_id=setup.tokenizer.pad_id,

@@ -16,8 +16,7 @@ import numpy as np
 
 from rieszflow.solvers.gibbs import gibbs_density
 from rieszflow.solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
-from rieszflow.studies.mean_field.particles import (MeanFieldParticles, domain_space, make_interaction,
-                                          quadratic_potential)
+from rieszflow.solvers.particles import (MeanFieldParticles, domain_space, make_interaction, quadratic_potential)
 
 LO, HI, CELLS = -1.25, 1.25, 25
 BETA, LAM, S, GAMMA = 10.0, 1.0, -1.0, 1.0

@@ -87,8 +87,8 @@ class StubWriter:
 
 
 def _job(tmp_path, counting, **overrides):
-    from rieszflow.studies.main_job.config import SMOKE_OVERRIDES, MainJobConfig
-    from rieszflow.studies.main_job.train import MainJob
+    from rieszflow.learning.config import SMOKE_OVERRIDES, MainJobConfig
+    from rieszflow.learning.train import MainJob
 
     cfg = MainJobConfig(**{**SMOKE_OVERRIDES, "train_limit": 64, "batch_size": 16, "eval_limit": 32,
                            "record_every": 2, **overrides})
@@ -134,7 +134,7 @@ def test_phase_a_transfers_once_per_record_block(tmp_path):
     # 2 blocks x (1 diagnostics read + 1 read of the particles of every layer for the record)
     assert c.total == 2 * 2, sites
     assert c.by_kind() == {"to_numpy": 4}
-    assert all("main_job/train.py" in s for s in sites)
+    assert all("learning/train.py" in s for s in sites)
     # the same records as the loop on plain NumPy arrays (which reads after every step); the
     # Riesz sums take the device's fused path here and the host's GEMM path there: float64
     # round-off apart
@@ -378,7 +378,7 @@ def test_gpu_benchmark_sections_run_with_numpy_standing_in_for_cupy(monkeypatch)
     """The script's sections, at tiny sizes, with the NumPy backend in place of CuPy: every
     code path of benchmarks/gpu.py but the kernel itself and the subprocess runs."""
     import rieszflow.engine.backend as backend
-    import rieszflow.studies.main_job.train as train
+    import rieszflow.learning.train as train
 
     real = backend.get_backend
 

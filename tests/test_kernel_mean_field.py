@@ -97,7 +97,7 @@ def test_the_particles_feel_the_mesh_potential():
 
 
 def test_distance_on_the_disk_is_zero_for_the_same_histogram_and_positive_otherwise():
-    from rieszflow.studies.mean_field.study import Distance
+    from rieszflow.solvers.particles import Distance
 
     dom = _mesh(2)
     dist = Distance(dom, 1e-12)

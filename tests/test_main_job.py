@@ -7,7 +7,7 @@ import xarray as xr
 
 from rieszflow.studies.cli import main as cli_main
 from rieszflow.engine.energy.alignment import kernel_target_alignment, onehot_alignment
-from rieszflow.studies.main_job.config import MainJobConfig
+from rieszflow.learning.config import MainJobConfig
 
 
 def _num_grad(f, P, h=1e-6):
@@ -152,7 +152,7 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     The checkpoint holds the model, Adam's moments, the best state and the RNG streams, so the
     resumed run sees the same batches and dropout masks and must match bit for bit.
     """
-    from rieszflow.studies.main_job import train
+    from rieszflow.learning import train
 
     args = ["run", "--smoke", "--quiet", "--epochs", "2"]
     full = tmp_path / "full.h5"
@@ -194,7 +194,7 @@ def test_parse_overrides_types():
     """--set values take the type of the field's default; tuples are comma-separated."""
     import dataclasses
 
-    from rieszflow.studies.cli import parse_overrides
+    from rieszflow.config import parse_overrides
 
     @dataclasses.dataclass(frozen=True)
     class C:
@@ -215,7 +215,7 @@ def test_parse_overrides_types():
 def test_phase_a_gradient_matches_finite_differences():
     """d(-V)/d omega from the hand-written backward, against central differences (float64)."""
     from rieszflow.engine.attention.model import TransformerClassifier
-    from rieszflow.studies.main_job.train import alignment_gradients
+    from rieszflow.learning.train import alignment_gradients
 
     rng = np.random.default_rng(3)
     model = TransformerClassifier(vocab_size=50, max_len=8, d_model=8, n_heads=2, d_ff=16, n_layers=2,
@@ -242,7 +242,7 @@ def test_phase_a_gradient_matches_finite_differences():
 
 def test_stale_checkpoint_is_never_mixed_into_another_run(tmp_path, monkeypatch):
     """An interrupted run X, then a fresh run Y at the same path: Y's resume must not use X's state."""
-    from rieszflow.studies.main_job import train
+    from rieszflow.learning import train
 
     out = tmp_path / "r.h5"
     original = train.MainJob._phase_b_epoch
@@ -261,7 +261,7 @@ def test_stale_checkpoint_is_never_mixed_into_another_run(tmp_path, monkeypatch)
 
 def test_resume_after_early_stop_keeps_phase_a_stopped(tmp_path, monkeypatch):
     """delta large enough to stop Phase A after one step; interrupt in Phase B; resume."""
-    from rieszflow.studies.main_job import train
+    from rieszflow.learning import train
 
     args = ["run", "--smoke", "--quiet", "--epochs", "2", "--phase-a-epochs", "3", "--set", "delta=10"]
     full, cut = tmp_path / "full.h5", tmp_path / "cut.h5"
@@ -287,7 +287,7 @@ def test_interrupt_inside_the_first_phase_a_epoch_resumes_bit_identically(tmp_pa
     """Old: a SIGINT during the first Phase A epoch left nothing to resume. New: Phase A checkpoints
     every checkpoint_seconds (0 here: every step), and the resumed run equals the uninterrupted one
     bit for bit (same batch order, same noise stream)."""
-    from rieszflow.studies.main_job import train
+    from rieszflow.learning import train
 
     args = ["run", "--smoke", "--quiet", "--epochs", "2", "--set", "checkpoint_seconds=0"]
     full = tmp_path / "full.h5"

@@ -8,7 +8,7 @@ import xarray as xr
 
 from rieszflow.__main__ import main as cli_main
 from rieszflow.engine.attention.optim import Adam, WarmupCosine
-from rieszflow.studies.main_job.config import MainJobConfig
+from rieszflow.learning.config import MainJobConfig
 
 
 def test_warmup_cosine_closed_form():
@@ -108,7 +108,7 @@ def test_phase_a_after_k_keeps_the_matched_vanilla_batches(tmp_path):
 def test_interrupted_late_phase_a_resumes_bit_identically(tmp_path, monkeypatch):
     """Interrupt inside Phase A that runs after a Phase B epoch; the resumed run restores Adam's
     state, the best checkpoint and both streams, and equals the uninterrupted run."""
-    from rieszflow.studies.main_job import train
+    from rieszflow.learning import train
 
     args = ["run", "--smoke", "--quiet", "--epochs", "2", "--phase-a-after", "1", "--optimizer", "adamw",
             "--set", "checkpoint_seconds=0"]
@@ -135,7 +135,7 @@ def test_interrupted_late_phase_a_resumes_bit_identically(tmp_path, monkeypatch)
 
 
 def test_redraw_is_resumable_and_changes_the_features(tmp_path, monkeypatch):
-    from rieszflow.studies.main_job import train
+    from rieszflow.learning import train
 
     args = ["run", "--smoke", "--quiet", "--performer", "--epochs", "2", "--set", "redraw_every=3"]
     full = tmp_path / "full.h5"
@@ -245,8 +245,8 @@ def test_warmup_longer_than_training_is_refused_before_any_file(tmp_path, capsys
 def test_cached_splits_are_read_only():
     """The tokenized splits are cached per process (a sweep worker runs many tasks): a caller
     that writes into them must fail loudly instead of changing what later tasks read."""
-    from rieszflow.studies.main_job.config import MainJobConfig
-    from rieszflow.studies.main_job.train import load_data
+    from rieszflow.learning.config import MainJobConfig
+    from rieszflow.learning.train import load_data
 
     _, tr, _, _ = load_data(MainJobConfig(dataset="rt"))
     with pytest.raises(ValueError, match="read-only"):
@@ -262,7 +262,7 @@ def test_resumed_phase_a_seconds_count_the_interrupted_part_of_the_epoch(tmp_pat
     import time as real_time
     import types
 
-    from rieszflow.studies.main_job import train
+    from rieszflow.learning import train
 
     args = ["run", "--smoke", "--quiet", "--epochs", "1", "--set", "checkpoint_seconds=0"]
     original = train.alignment_gradients

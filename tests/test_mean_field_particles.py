@@ -10,14 +10,7 @@ from rieszflow.engine.backend import get_backend
 from rieszflow.engine.energy import RieszEnergy, SortedCoulomb1D
 from rieszflow.engine.simulate import projected_langevin
 from rieszflow.engine.space import Box, Interval
-from rieszflow.studies.mean_field.particles import (
-    MeanFieldParticles,
-    TruncatedGaussian,
-    make_interaction,
-    mean_field_drift,
-    quadratic_potential,
-    snapshot_steps,
-)
+from rieszflow.solvers.particles import (MeanFieldParticles, TruncatedGaussian, make_interaction, mean_field_drift, quadratic_potential, snapshot_steps)
 
 # ----------------------------------------------------------------------------- boundary weak order
 #

@@ -23,7 +23,7 @@ from rieszflow.engine.tokenflow import (
     run_flow,
     sphere_attention_flow,
 )
-from rieszflow.studies.main_job.kernels import load_learned_kernel
+from rieszflow.learning.runfiles import load_learned_kernel
 from rieszflow.engine.measures import empirical_measure
 from rieszflow.engine.tokenflow.observables import (
     cluster_labels,

@@ -16,6 +16,8 @@ import argparse
 import importlib
 import sys
 
+from rieszflow.studies.base import positive_int
+
 #: (subcommand, module) pairs, in the order ``rieszflow --help`` lists them.
 SUBCOMMANDS = (
     ("run", "rieszflow.studies.main_job.cli"),
@@ -35,114 +37,6 @@ SUBCOMMANDS = (
     ("report", "rieszflow.studies.runs.cli:register_report"),
     ("bench", "rieszflow.studies.bench_cli"),
 )
-
-
-def non_negative_int(text: str) -> int:
-    """``argparse`` type for seeds, epochs and counts: an integer >= 0.
-
-    Raises
-    ------
-    argparse.ArgumentTypeError
-        Naming the value when it is not an integer or is negative.
-    """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """``argparse`` type for counts that must be >= 1 (e.g. ``--threads``).
-
-    Parameters
-    ----------
-    text : str
-        The option's value as typed.
-
-    Returns
-    -------
-    int
-        The value, >= 1.
-
-    Raises
-    ------
-    argparse.ArgumentTypeError
-        Naming the value when it is not an integer or is below 1.
-    """
-    value = non_negative_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
-
-
-def parse_overrides(items, cfg_cls, special=None, defaults=None) -> dict:
-    """Typed config overrides from ``--set KEY=VALUE`` strings.
-
-    The type of each value follows the field's default in ``cfg_cls()``: bool
-    (``true``/``false``/``1``/``0``), int, float, str, or a tuple given as
-    comma-separated elements of the type of the default's first element.
-
-    Parameters
-    ----------
-    items : list of str
-        ``KEY=VALUE`` strings.
-    cfg_cls : dataclass type
-        The study's configuration class (instantiable without arguments).
-    special : dict of str to callable, optional
-        Parsers for fields that need their own syntax (``text -> value``).
-    defaults : instance of ``cfg_cls``, optional
-        Where the field types are read from (default ``cfg_cls()``; pass the current
-        configuration for classes with required fields).
-
-    Returns
-    -------
-    dict
-        Field name to parsed value; the dataclass validates the values.
-
-    Raises
-    ------
-    ValueError
-        On a malformed item, an unknown key (the message lists the allowed
-        ones) or a value that does not parse as the field's type.
-    """
-    import dataclasses
-
-    special = special or {}
-    names = {f.name for f in dataclasses.fields(cfg_cls)}
-    defaults = cfg_cls() if defaults is None else defaults
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        key, text = item.split("=", 1)
-        if key not in names:
-            raise ValueError(f"--set {key}: unknown config key; allowed: {', '.join(sorted(names))}")
-        default = getattr(defaults, key)
-        try:
-            if key in special:
-                out[key] = special[key](text)
-            elif isinstance(default, bool):
-                if text.lower() not in ("true", "false", "1", "0"):
-                    raise ValueError(f"--set {key}={text!r}: expected true, false, 1 or 0")
-                out[key] = text.lower() in ("true", "1")
-            elif isinstance(default, tuple):
-                elem = type(default[0]) if default else float
-                out[key] = tuple(elem(v) for v in text.split(",") if v)
-            elif isinstance(default, int):
-                out[key] = int(text)
-            elif isinstance(default, float):
-                out[key] = float(text)
-            else:
-                out[key] = text
-        except ValueError as e:
-            if str(e).startswith("--set"):
-                raise
-            raise ValueError(f"--set {key}={text!r}: not a valid value for a field like "
-                             f"{default!r}") from None
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -578,7 +578,7 @@ def add_sweep_arguments(parser, *, default_help: str = "default: the machine's c
         What the scheduler's workers need (a sweep's workers write the task files; a study that
         writes one file gets the results back and writes it itself).
     """
-    from rieszflow.studies.cli import non_negative_int
+    from rieszflow.studies.base import non_negative_int
 
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--workers", type=non_negative_int, default=None, metavar="N",

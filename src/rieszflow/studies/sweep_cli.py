@@ -169,7 +169,7 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
     out : pathlib.Path
         The output directory.
     """
-    from rieszflow.studies.base import resolve_config
+    from rieszflow.config import resolve_config
 
     preset = cfg_cls().replace(**quick_overrides) if args.quick else cfg_cls()
     default = args.out is None

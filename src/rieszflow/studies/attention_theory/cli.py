@@ -10,8 +10,11 @@ import argparse
 import sys
 
 from rieszflow.studies.base import add_study_arguments
+from rieszflow.studies.reporting import register_reporter
 
 __all__ = ["DEFAULT_OUT", "register", "run_from_args"]
+
+register_reporter("attention_theory", "rieszflow.studies.reporting:stored_report")
 
 #: Default output file (relative to the working directory; ``runs/`` is git-ignored).
 DEFAULT_OUT = "runs/attention_theory.h5"
@@ -68,7 +71,8 @@ def run_from_args(args: argparse.Namespace) -> int:
 
     from rieszflow.studies.attention_theory.config import AttentionTheoryConfig
     from rieszflow.studies.attention_theory.study import check_output, run
-    from rieszflow.studies.base import given_options, resolve_config
+    from rieszflow.studies.base import given_options
+    from rieszflow.config import resolve_config
 
     out = Path(args.out or DEFAULT_OUT)
     try:

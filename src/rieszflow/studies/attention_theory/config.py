@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from rieszflow.studies.base import is_int
+from rieszflow.config import is_int
 
 __all__ = ["AttentionTheoryConfig"]
 

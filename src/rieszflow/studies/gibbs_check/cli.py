@@ -10,8 +10,11 @@ import sys
 from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments
+from rieszflow.studies.reporting import register_reporter
 
 __all__ = ["DEFAULT_OUT", "register", "run_from_args"]
+
+register_reporter("gibbs_check", "rieszflow.studies.reporting:stored_report")
 
 #: Default output file pattern (relative to the working directory; ``runs/`` is git-ignored).
 DEFAULT_OUT = "runs/<RUN stem>-gibbs[-quick].h5"
@@ -69,7 +72,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         existing output without ``--overwrite``); the error is printed to stderr.
     """
     from rieszflow.engine.storage import RunFileError
-    from rieszflow.studies.base import given_options, resolve_config
+    from rieszflow.studies.base import given_options
+    from rieszflow.config import resolve_config
     from rieszflow.studies.gibbs_check.config import GibbsCheckConfig
     from rieszflow.studies.gibbs_check.study import run_gibbs_check
 

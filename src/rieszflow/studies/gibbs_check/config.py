@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rieszflow.studies.base import StudyConfig, config_int, config_real
+from rieszflow.config import StudyConfig, config_int, config_real
 
 __all__ = ["GibbsCheckConfig"]
 

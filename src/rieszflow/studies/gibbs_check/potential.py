@@ -118,7 +118,7 @@ class HeadPotential:
         NumPy arrays of shapes (B, L), (B, L) bool, (B,) int: the fixed sentences.
     objective : callable
         ``objective(P, y) -> (value, dvalue/dP)``, an entry of
-        ``studies.main_job.alignment.ALIGNMENTS`` (``E = -value``).
+        ``learning.objectives.ALIGNMENTS`` (``E = -value``).
     layer, head : int
         Which head.
     compute_dtype : {"float64", "float32"}, default "float64"

@@ -2,7 +2,7 @@
 
 For every head of a main-job file (one kernel run in the paper order):
 
-1. Rebuild the network Phase A acted on (``studies.main_job.kernels.load_phase_a_setup``:
+1. Rebuild the network Phase A acted on (``learning.runfiles.load_phase_a_setup``:
    initial weights from the seed, every head's particles at their learned values).
 2. Build the head's one-body potential ``V`` (:mod:`.potential`): the first variation, at the
    learned particles, of the Phase A alignment energy (mean over the mini-batches of a
@@ -462,7 +462,7 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
     Raises
     ------
     FileNotFoundError, engine.storage.RunFileError, ValueError
-        As :func:`studies.main_job.kernels.load_phase_a_setup`; ``FileExistsError`` if ``out``
+        As :func:`learning.runfiles.load_phase_a_setup`; ``FileExistsError`` if ``out``
         exists without ``overwrite``.
 
     References
@@ -475,8 +475,8 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
 
     from rieszflow.engine.storage import TrajectoryWriter, open_run
     from rieszflow.studies.gibbs_check.potential import HeadPotential
-    from rieszflow.studies.main_job.alignment import ALIGNMENTS
-    from rieszflow.studies.main_job.kernels import load_phase_a_setup
+    from rieszflow.learning.objectives import ALIGNMENTS
+    from rieszflow.learning.runfiles import load_phase_a_setup
 
     t0 = time.perf_counter()
     out = Path(out)

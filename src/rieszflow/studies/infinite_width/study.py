@@ -28,7 +28,7 @@ import numpy as np
 from rieszflow.engine.infinite_width import (AttentionLayerSpec, kl_kde_paper, kl_rao_blackwell,
                                              paper_kde_grid, sample_finite_brute_force,
                                              sample_finite_reduced, sample_limit)
-from rieszflow.studies.base import StudyConfig, config_int
+from rieszflow.config import StudyConfig, config_int
 from rieszflow.studies.sweep import SweepSpec, Task
 
 __all__ = ["InfiniteWidthConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "task_config", "specs",

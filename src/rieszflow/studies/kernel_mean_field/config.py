@@ -6,11 +6,11 @@ interval :math:`[-R_1, R_1]` (p = 1) or the disk :math:`|\\omega| \\le R_2` (p =
 constraint). The external field is the phase-averaged alignment potential :math:`V_{\\mathcal D}`
 (paper 000, eq. (4.1); Lemma 3 as corrected in :mod:`rieszflow.engine.energy.alignment`), the pair
 interaction the Riesz kernel :math:`g_s` with mean-field scaling :math:`\\lambda/N`
-(:mod:`rieszflow.studies.mean_field.particles`).
+(:mod:`rieszflow.solvers.particles`).
 
 Why ``s_1d = -1`` by default and not the log kernel: in one dimension the Euler-Maruyama step of the
 log repulsion with mean-field scaling gives near-colliding pairs kicks :math:`\\lambda\\eta/(N r)`
-that no step refinement removes (:mod:`rieszflow.studies.mean_field.particles`); measured with
+that no step refinement removes (:mod:`rieszflow.solvers.particles`); measured with
 ``--quick --set s_1d=0``, W1 at N = 1e4 and t = 5 is 0.098 against an iid level of 0.016 and grows
 with t (docs/learned_vs_theory.md). ``--set s_1d=0`` runs the log kernel in 1-D anyway.
 
@@ -24,7 +24,7 @@ import dataclasses
 import math
 
 from rieszflow.engine.energy.interaction import check_s
-from rieszflow.studies.base import StudyConfig, config_int, config_real
+from rieszflow.config import StudyConfig, config_int, config_real
 
 __all__ = ["PROBLEMS", "MAX_STEPS", "KernelMeanFieldConfig", "quick_config", "full_config"]
 

@@ -14,7 +14,7 @@ For each problem (:mod:`.data`; frequencies :math:`\\omega \\in \\mathbb{R}^p`, 
    energy.
 3. **Particles.** The engine's projected Langevin step with reflection (Alg. 1, ``grad_scale = 1``,
    mean-field normalisation :math:`H_N = \\sum_i V(\\omega_i) + \\frac{\\lambda}{2N}\\sum_{i\\ne j}g_s`,
-   the same ``lam`` and ``beta`` as the PDE; :class:`rieszflow.studies.mean_field.particles.MeanFieldParticles`)
+   the same ``lam`` and ``beta`` as the PDE; :class:`rieszflow.solvers.particles.MeanFieldParticles`)
    from N i.i.d. draws of :math:`\\rho_0`; :math:`W_1(\\mu_N(t), \\rho_t)` (exact CDF formula in 1-D,
    POT on the mesh cells in 2-D, :class:`rieszflow.studies.mean_field.study.Distance`) and the
    free energy of the particle histogram at every comparison time; ``long_n`` particles run to
@@ -94,8 +94,8 @@ class Setup:
             disk_mesh,
             interval_mesh,
         )
-        from rieszflow.studies.mean_field.particles import TruncatedGaussian
-        from rieszflow.studies.mean_field.study import Distance
+        from rieszflow.solvers.particles import TruncatedGaussian
+        from rieszflow.solvers.particles import Distance
 
         c = config
         self.config, self.name = c, name
@@ -146,9 +146,9 @@ class Setup:
 
         Returns
         -------
-        studies.mean_field.particles.MeanFieldParticles
+        rieszflow.solvers.particles.MeanFieldParticles
         """
-        from rieszflow.studies.mean_field.particles import MeanFieldParticles, make_interaction
+        from rieszflow.solvers.particles import MeanFieldParticles, make_interaction
 
         c = self.config
         return MeanFieldParticles(space=self.space, potential=alignment_field(self.data.X_train, self.data.y_train),

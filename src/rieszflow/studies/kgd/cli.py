@@ -8,8 +8,11 @@ from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
+from rieszflow.studies.reporting import register_reporter
 
 __all__ = ["register", "run_from_args", "option_conflict", "SWEEPS"]
+
+register_reporter("kgd_learned", "rieszflow.studies.reporting:stored_report")
 
 #: The sweeps of Tables 3-6, in the order they run.
 SWEEPS = ("krr_quadratic", "krr_dipole", "attention", "sequence")

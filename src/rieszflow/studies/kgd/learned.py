@@ -3,7 +3,7 @@
 Each head's particles ``Omega`` (``m`` rows in ``R^{d_k}``) at a recorded Phase A time define the
 attention kernel ``K_Omega(x, y) = phi_Omega(x) . phi_Omega(y)`` of the run's feature map
 (:mod:`rieszflow.engine.features`, rebuilt with
-:func:`rieszflow.studies.main_job.kernels.load_learned_kernel`'s options). Two distances between
+:func:`rieszflow.learning.runfiles.load_learned_kernel`'s options). Two distances between
 kernels are measured, each with its estimator's standard error:
 
 **On the unit sphere S^{d_k - 1}** (the setting of paper 003). ``K_Omega`` is not zonal in
@@ -215,7 +215,7 @@ class LearnedKernels:
     Raises
     ------
     FileNotFoundError, rieszflow.engine.storage.RunFileError, ValueError
-        As :func:`rieszflow.studies.main_job.kernels.load_learned_kernel`, or for bad sizes.
+        As :func:`rieszflow.learning.runfiles.load_learned_kernel`, or for bad sizes.
 
     References
     ----------
@@ -225,7 +225,7 @@ class LearnedKernels:
     def __init__(self, path, *, n_rot=400, n_nodes=16, n_tokens=600, n_noise=4, seed=0):
         from rieszflow.engine._checks import check_int
         from rieszflow.engine.storage import open_run
-        from rieszflow.studies.main_job.kernels import load_learned_kernel
+        from rieszflow.learning.runfiles import load_learned_kernel
 
         t_start = time.perf_counter()
         self.path = Path(path)
@@ -269,8 +269,8 @@ class LearnedKernels:
     def _held_out_tokens(self, rng):
         """Inputs of every attention head on the validation split through the initial network."""
         from rieszflow.engine.attention.data import batches
-        from rieszflow.studies.main_job.config import MainJobConfig
-        from rieszflow.studies.main_job.train import MainJob
+        from rieszflow.learning.config import MainJobConfig
+        from rieszflow.learning.train import MainJob
 
         cfg = MainJobConfig.from_dict({**self.config, "backend": "numpy", "dtype": "float64"})
         if cfg.phase_a_after > 0:
@@ -302,7 +302,7 @@ class LearnedKernels:
     def _redraws(self, rng):
         """``n_noise`` draws of every layer's initial law (projected onto the ball as the main job does)."""
         from rieszflow.engine.space import Ball
-        from rieszflow.studies.main_job.config import MainJobConfig
+        from rieszflow.learning.config import MainJobConfig
 
         cfg = MainJobConfig.from_dict(self.config)
         opts = cfg.feature_options()

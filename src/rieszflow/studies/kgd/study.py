@@ -36,7 +36,7 @@ import numpy as np
 from rieszflow.engine import spectral as sp
 from rieszflow.engine.rf_sampling import gs_orf_omega, paired_gaussian_gs_orf, positive_features
 from rieszflow.engine.space import Sphere
-from rieszflow.studies.base import StudyConfig, config_int, config_real
+from rieszflow.config import StudyConfig, config_int, config_real
 from rieszflow.studies.sweep import SweepSpec, Task
 
 __all__ = ["KgdConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "task_config", "specs", "krr_risks",

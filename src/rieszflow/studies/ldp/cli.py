@@ -6,10 +6,14 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.base import add_study_arguments, given_options
+from rieszflow.config import resolve_config
 from rieszflow.studies.sweep import add_sweep_arguments
+from rieszflow.studies.reporting import register_reporter
 
 __all__ = ["register", "run_from_args"]
+
+register_reporter("ldp_study", "rieszflow.studies.ldp.study:format_table")
 
 
 def register(subparsers) -> argparse.ArgumentParser:

@@ -96,8 +96,8 @@ def phase_a(model, train, rng, steps: int, batch_size: int = 32):
     from rieszflow.engine.energy.riesz import riesz_energy_and_grad
     from rieszflow.engine.simulate import LangevinState, projected_langevin
     from rieszflow.engine.space import Ball
-    from rieszflow.studies.main_job.alignment import ALIGNMENTS
-    from rieszflow.studies.main_job.train import alignment_gradients
+    from rieszflow.learning.objectives import ALIGNMENTS
+    from rieszflow.learning.train import alignment_gradients
 
     cfg = PHASE_A
     n_classes = model.config["n_classes"]

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from rieszflow.studies.base import StudyConfig, config_int
+from rieszflow.config import StudyConfig, config_int
 from rieszflow.studies.sweep import SweepSpec
 
 __all__ = ["LunaConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "SWEEP_NAMES", "specs", "task_config",

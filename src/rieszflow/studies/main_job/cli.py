@@ -6,7 +6,12 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["register", "run_from_args", "format_metrics"]
+
+from rieszflow.studies.reporting import register_reporter
+
+__all__ = ["register", "run_from_args"]
+
+register_reporter("main_job", "rieszflow.learning.runfiles:main_job_summary")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -23,8 +28,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         With ``func=run_from_args`` set as default.
     """
     from rieszflow.studies.base import add_study_arguments
-    from rieszflow.studies.cli import non_negative_int
-    from rieszflow.studies.main_job.config import _FEATURE_MAPS
+    from rieszflow.studies.base import non_negative_int
+    from rieszflow.learning.config import _FEATURE_MAPS
 
     p = subparsers.add_parser(
         "run", allow_abbrev=False,
@@ -74,40 +79,12 @@ def register(subparsers) -> argparse.ArgumentParser:
                    "trajectories are in the HDF5 file)",
         seed_help="seed of every random draw: data order, initial particles, weights, dropout "
                   "(default 0; with --resume, the file's)",
-        set_help="override any config field (see studies/main_job/config.py), repeatable")
+        set_help="override any config field (see rieszflow/learning/config.py), repeatable")
     p.add_argument("--smoke", action="store_true",
                    help="a seconds-long run through every code path (tiny model, 256 examples)")
     p.set_defaults(func=run_from_args)
     return p
 
-
-def format_metrics(name: str, metrics: dict) -> str:
-    """The final metrics table as printed by ``rieszflow run``.
-
-    Parameters
-    ----------
-    name : str
-        Column header (e.g. ``"Kernel-softplus (rt test)"``).
-    metrics : dict
-        Every name in :data:`~rieszflow.engine.attention.metrics.METRIC_NAMES` (float), and
-        ``train_seconds``, ``phase_a_seconds``, ``phase_b_seconds`` (float, s) and
-        ``best_epoch`` (int).
-
-    Returns
-    -------
-    str
-        The table, lines joined by newlines (no trailing newline).
-    """
-    from rieszflow.engine.attention.metrics import METRIC_NAMES
-
-    rows = [f"{'metric':<20}{name:>24}", "-" * 44]
-    rows += [f"{k:<20}{metrics[k]:>24.4f}" for k in METRIC_NAMES]
-    rows += ["-" * 44,
-             f"{'train seconds':<20}{metrics['train_seconds']:>24.1f}",
-             f"{'  phase A':<20}{metrics['phase_a_seconds']:>24.1f}",
-             f"{'  phase B':<20}{metrics['phase_b_seconds']:>24.1f}",
-             f"{'best epoch (val)':<20}{metrics['best_epoch']:>24d}"]
-    return "\n".join(rows)
 
 
 def _complete_metrics(path: Path):
@@ -139,9 +116,9 @@ def run_from_args(args) -> int:
         0 on success (also when ``--resume`` finds the file complete: its stored table is
         printed); 2 on a usage or input error (message on stderr).
     """
-    from rieszflow.studies.base import resolve_config
-    from rieszflow.studies.main_job.config import (OPTIMIZERS, PERFORMER, SMOKE_OVERRIDES,
-                                                   MainJobConfig, performer_scales)
+    from rieszflow.config import resolve_config
+    from rieszflow.learning.runfiles import format_metrics
+    from rieszflow.learning.config import (OPTIMIZERS, PERFORMER, SMOKE_OVERRIDES, MainJobConfig, performer_scales)
 
     try:
         no_phase_a = next((f"--{k}" for k in ("vanilla", "softmax", "performer", "linformer")
@@ -211,7 +188,7 @@ def run_from_args(args) -> int:
             print(format_metrics(f"{cfg.name} ({cfg.dataset} test)", stored))
             print(f"{out} is complete: nothing to resume (the table above is the stored result)")
             return 0
-    from rieszflow.studies.main_job.train import run_main_job
+    from rieszflow.learning.train import run_main_job
 
     print(f"rieszflow run: {cfg.name} on {cfg.dataset}, seed {cfg.seed}, backend {cfg.backend} -> {out}",
           flush=True)

@@ -1,6 +1,6 @@
 """``rieszflow mean-field``: the particle system of paper 000, eq. (E.2), against the McKean-Vlasov PDE.
 
-Modules: :mod:`~studies.mean_field.particles` (the particle system, exact 1-D Coulomb force),
+Modules: :mod:`rieszflow.solvers.particles` (the particle system, exact 1-D Coulomb force),
 :mod:`~rieszflow.engine.measures` (exact W1 helpers), :mod:`~studies.mean_field.config`,
 :mod:`~studies.mean_field.study`, :mod:`~studies.mean_field.analysis`, :mod:`~studies.mean_field.cli`.
 See docs/studies_mean_field.md.

@@ -6,10 +6,32 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.base import add_study_arguments, given_options
+from rieszflow.config import resolve_config
 from rieszflow.studies.sweep import add_sweep_arguments
+from rieszflow.studies.reporting import register_reporter
 
 __all__ = ["register", "run_from_args"]
+
+register_reporter("mean_field_study", "rieszflow.studies.mean_field.cli:report_tables")
+
+
+def report_tables(ds) -> str:
+    """The tables of one mean-field study file, as ``rieszflow report`` shows them.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An opened mean-field study file.
+
+    Returns
+    -------
+    str
+        The summary tables (W1 against N, eta and grid; fitted rates).
+    """
+    from rieszflow.studies.mean_field.analysis import format_tables, summary_tables
+
+    return format_tables(summary_tables(ds))
 
 
 def register(subparsers) -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ equilibrium is the uniform law on :math:`[-\\lambda/\\gamma, \\lambda/\\gamma] =
 :math:`\\rho_0` is a truncated :math:`N(0.5, 0.4^2)`: the flow moves and spreads it. The
 force is exact in O(N log N) (:class:`rieszflow.engine.energy.SortedCoulomb1D`), so
 N = 1e5 is cheap on a CPU. Why not the log kernel in 1-D: see
-:mod:`studies.mean_field.particles` (Euler's collision kicks do not vanish with eta).
+:mod:`rieszflow.solvers.particles` (Euler's collision kicks do not vanish with eta).
 
 ``rectangle``: :math:`\\Omega = [-2, 2]^2`, :math:`V = |x|^2/2`, 2-D Coulomb (log) kernel
 :math:`s = 0`, :math:`\\lambda = 1`, :math:`\\beta = 10`; equilibrium at zero temperature: the
@@ -30,9 +30,9 @@ import math
 from typing import Any, Mapping
 
 from rieszflow.engine.energy.interaction import check_s
-from rieszflow.studies.base import from_mapping
+from rieszflow.config import from_mapping
 from rieszflow.engine.simulate import BOUNDARIES
-from rieszflow.studies.mean_field.particles import INTERACTION_METHODS
+from rieszflow.solvers.particles import INTERACTION_METHODS
 
 __all__ = ["PROBLEM_NAMES", "ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
 
@@ -107,7 +107,7 @@ class ProblemConfig:
     refinement_n, refinement_seeds : int
         Particle number and runs per step size of the refinement.
     interaction_method : {"auto", "sorted", "numba", "numpy"}
-        :func:`studies.mean_field.particles.make_interaction` method.
+        :func:`rieszflow.solvers.particles.make_interaction` method.
     w1_tol : float
         2-D only: cells with mass ``<= w1_tol`` in both measures are dropped
         from the transport problem.
@@ -374,6 +374,6 @@ def load_config(path) -> MeanFieldConfig:
     ValueError
         On invalid JSON or invalid/unknown fields.
     """
-    from rieszflow.studies.base import load_config_mapping
+    from rieszflow.config import load_config_mapping
 
     return MeanFieldConfig.from_dict(load_config_mapping(path))

@@ -10,7 +10,7 @@ For each problem of the configuration (:mod:`studies.mean_field.config`):
    measures compared on the coarse grid).
 2. **Particles.** For each N and run: :math:`X_0 \\sim \\rho_0^{\\otimes N}` exactly,
    Euler-Maruyama with reflection or projection
-   (:class:`studies.mean_field.particles.MeanFieldParticles`), and
+   (:class:`rieszflow.solvers.particles.MeanFieldParticles`), and
    :math:`W_1(\\mu_N(t), \\rho_t)` at every comparison time
    (:mod:`rieszflow.engine.measures`: exact CDF formula in 1-D, exact optimal
    transport on the PDE grid in 2-D). The same distance is computed for N
@@ -49,7 +49,8 @@ import numpy as np
 from rieszflow.engine._checks import check_choice
 from rieszflow.engine.backend import get_backend
 from rieszflow.studies.mean_field.config import PROBLEM_NAMES, MeanFieldConfig, ProblemConfig
-from rieszflow.studies.mean_field.particles import (
+from rieszflow.solvers.particles import (
+    Distance,
     MeanFieldParticles,
     TruncatedGaussian,
     domain_space,
@@ -57,16 +58,11 @@ from rieszflow.studies.mean_field.particles import (
     quadratic_potential,
 )
 from rieszflow.engine.measures import (
-    AtomicMeasure1D,
-    CellMeasure1D,
     bin_to_grid,
     quantisation_bound,
-    sample_cells,
-    wasserstein1_1d,
-    wasserstein1_grid,
 )
 
-__all__ = ["KIND", "ProblemSetup", "setup_problem", "solve_pde", "Distance", "run_mean_field_study", "pde_task",
+__all__ = ["KIND", "ProblemSetup", "setup_problem", "solve_pde", "run_mean_field_study", "pde_task",
            "particle_run_task", "refinement_task", "refinement_iid_task"]
 
 #: ``kind`` attribute of the study's HDF5 file.
@@ -192,116 +188,6 @@ def solve_pde(setup: ProblemSetup, dt: float, progress: bool = False, pde_backen
             f"first: step {k} at t={res.step_time[k]:.6g} (dt={res.dt[k]:.3g}, {int(res.sweeps[k])} sweeps, "
             f"linear backward error {res.residual[k]:.3e}); reduce pde_dt")
     return res
-
-
-class Distance:
-    """:math:`W_1` between particle clouds (or cell masses) and PDE cell masses on one grid.
-
-    Parameters
-    ----------
-    domain : MeshDomain
-        Uniform interval or rectangle grid, or any 2-D FiPy mesh (e.g. the Gmsh disk): there the
-        particles are binned to the cells by :func:`rieszflow.solvers.gibbs.empirical_density`
-        (points in the gap between a curved boundary and the mesh go to the nearest cell) and
-        the transport is between the cell centroids.
-    tol : float
-        2-D only: cells with mass ``<= tol`` in both measures are dropped
-        (:func:`rieszflow.engine.measures.wasserstein1_grid`).
-    """
-
-    def __init__(self, domain, tol: float):
-        self.domain = domain
-        self.tol = tol
-        if domain.d == 1:
-            left, right = domain.cell_edges_1d()
-            self.edges = np.append(left, right[-1])
-
-    @staticmethod
-    def masses(domain, rho) -> np.ndarray:
-        """Cell masses ``rho * volume`` renormalised to 1 (the PDE conserves mass to ~1e-12)."""
-        m = np.asarray(rho, dtype=np.float64) * domain.volumes
-        if (m < 0).any():
-            raise ValueError(f"PDE density has negative cells (min {m.min():.3e}); W1 needs a measure")
-        return m / m.sum()
-
-    def particles(self, x, pde_masses) -> float:
-        """:math:`W_1(\\mu_N, \\rho_h)`: exact CDF formula (1-D) or grid transport (2-D).
-
-        Parameters
-        ----------
-        x : ndarray, shape (N, d), float64
-            Particle positions (host array).
-        pde_masses : ndarray, shape (n_cells,), float64
-            Cell masses of the PDE on this grid (:meth:`masses`), in FiPy's cell order.
-
-        Returns
-        -------
-        float
-            :math:`W_1` between the particles' empirical measure and ``pde_masses``.
-        """
-        if self.domain.d == 1:
-            return wasserstein1_1d(AtomicMeasure1D(x[:, 0]), CellMeasure1D(self.edges, pde_masses))
-        return wasserstein1_grid(self.bin(x), pde_masses, self.domain.centers, self.tol)
-
-    def bin(self, x) -> np.ndarray:
-        """Particle mass per cell of this mesh, shape (n_cells,), summing to 1.
-
-        Parameters
-        ----------
-        x : ndarray, shape (N, d), float64
-            Particle positions (host array).
-
-        Returns
-        -------
-        ndarray, shape (n_cells,), float64
-        """
-        dom = self.domain
-        if dom.is_uniform_grid:
-            return bin_to_grid(x, dom.origin, dom.spacing, dom.grid_shape)
-        from rieszflow.solvers.gibbs import empirical_density
-
-        return empirical_density(dom, x, outside="nearest") * dom.volumes
-
-    def cells(self, masses_a, masses_b) -> float:
-        """:math:`W_1` between two cell-mass vectors of this grid.
-
-        Parameters
-        ----------
-        masses_a, masses_b : ndarray, shape (n_cells,), float64
-            Cell masses (>= 0, each summing to 1), in FiPy's cell order.
-
-        Returns
-        -------
-        float
-            :math:`W_1` between the two measures.
-        """
-        if self.domain.d == 1:
-            return wasserstein1_1d(CellMeasure1D(self.edges, masses_a), CellMeasure1D(self.edges, masses_b))
-        return wasserstein1_grid(masses_a, masses_b, self.domain.centers, self.tol)
-
-    def iid(self, rng, n, pde_masses) -> float:
-        """:math:`W_1` of n i.i.d. draws from the PDE density to that density (same metric).
-
-        Parameters
-        ----------
-        rng : numpy.random.Generator
-            Source of the draws.
-        n : int
-            Number of draws.
-        pde_masses : ndarray, shape (n_cells,), float64
-            Cell masses of the PDE on this grid (:meth:`masses`), in FiPy's cell order.
-
-        Returns
-        -------
-        float
-            :math:`W_1` between the empirical measure of the draws and ``pde_masses``.
-        """
-        dom = self.domain
-        if dom.d == 1 and dom.is_uniform_grid:
-            x = sample_cells(rng, n, pde_masses, dom.origin, dom.spacing, dom.grid_shape)
-            return self.particles(x, pde_masses)
-        counts = rng.multinomial(n, pde_masses / pde_masses.sum())
-        return wasserstein1_grid(counts / n, pde_masses, dom.centers, self.tol)
 
 
 def _coarsen_masses(domain_fine, masses, factor):

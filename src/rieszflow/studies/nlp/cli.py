@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -9,8 +10,36 @@ from pathlib import Path
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
 from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
+from rieszflow.studies.reporting import register_sweep_reporter
 
 __all__ = ["register", "run_from_args", "write_tables"]
+
+register_sweep_reporter("rieszflow.studies.nlp.study:nlp_task", "rieszflow.studies.nlp.cli:report_tables")
+
+
+def report_tables(ds) -> str:
+    """The tables of one NLP sweep (one dataset) file, as ``rieszflow report`` shows them.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An opened NLP sweep (one dataset) file.
+
+    Returns
+    -------
+    str
+        Tables 1 and 2, the detailed table and the verdicts.
+    """
+    from rieszflow.studies.nlp import study
+
+    dataset = str(ds["dataset"].values[0])
+    k = json.loads(ds.attrs["config"])["config"].get("phase_a_after")
+    one = {dataset: ds}
+    return "\n\n".join(["Table 1 (means over seeds)\n" + study.format_table1(one),
+                         "Table 2 (matched vanilla -> kernel accuracy changes, paired tests)\n"
+                         + study.format_table2(one, k),
+                         study.format_detailed(ds, dataset),
+                         "Verdicts\n" + study.format_verdicts(one, k)])
 
 
 def register(subparsers) -> argparse.ArgumentParser:

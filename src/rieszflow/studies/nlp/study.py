@@ -6,7 +6,7 @@ are the rows of Tables 6-8:
 
 * learned-W_Q, W_K baselines: exact softmax attention (``Vaswani-softmaxattn``), FAVOR linear
   attention with learned W_Q, W_K (``Vanilla-favor-WqWk``), the Performer (FAVOR+ with orthogonal
-  N(0, I) features and the d_k^(-1/4) data normaliser, :data:`~rieszflow.studies.main_job.config.PERFORMER`)
+  N(0, I) features and the d_k^(-1/4) data normaliser, :data:`~rieszflow.learning.config.PERFORMER`)
   and Linformer (projected length ``linformer_k``);
 * for each positive feature map of the engine's registry, with ``Q = K = reshape(x)``: the vanilla
   run (Phase B only) and the kernel run (Phase A, then Phase B);
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
-from rieszflow.studies.base import StudyConfig, config_int
+from rieszflow.config import StudyConfig, config_int
 from rieszflow.studies.sweep import SweepSpec, Task
 
 __all__ = ["NLPConfig", "QUICK_OVERRIDES", "BASELINES", "variant_configs", "nlp_task", "specs",
@@ -72,7 +72,7 @@ _DATASETS = ("rt", "sst2", "qqp")
 class NLPConfig(StudyConfig):
     """Configuration of the NLP tables (defaults: the full protocol of paper 000, App. F.2).
 
-    Fields not listed keep the main job's defaults (:class:`~rieszflow.studies.main_job.config.MainJobConfig`:
+    Fields not listed keep the main job's defaults (:class:`~rieszflow.learning.config.MainJobConfig`:
     hidden size 128, two heads, d_ff 256, two layers, dropout 0.1, max length 128, batch 64,
     eta 2e-3, beta 50, lam 1e-3, log repulsion, radius 1.5, lr 2e-4).
 
@@ -107,7 +107,7 @@ class NLPConfig(StudyConfig):
         Projected length of Linformer (32).
     optimizer : {"adam", "adamw"}
         Phase B optimiser: App. F.2's Adam at a constant rate (default) or Section 5's AdamW
-        with warm-up and cosine decay (``main_job.config.OPTIMIZERS``).
+        with warm-up and cosine decay (``learning.config.OPTIMIZERS``).
     train_limit, eval_limit : int
         Subsample of the training / evaluation splits (0 = all).
     backend : {"numpy", "cupy"}
@@ -203,7 +203,7 @@ def task_config(cfg: NLPConfig) -> dict:
 
 
 def _main_job_config(config: dict, dataset: str, seed: int, **changes):
-    from rieszflow.studies.main_job.config import OPTIMIZERS, MainJobConfig
+    from rieszflow.learning.config import OPTIMIZERS, MainJobConfig
 
     if changes.get("feature_map") == "favor":
         # one shift per sequence: exact in exact arithmetic (it cancels in normalised attention),
@@ -235,10 +235,10 @@ def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late
     Returns
     -------
     dict
-        Name (``MainJobConfig.name``) to :class:`~rieszflow.studies.main_job.config.MainJobConfig`,
+        Name (``MainJobConfig.name``) to :class:`~rieszflow.learning.config.MainJobConfig`,
         in table order: baselines, then vanilla / kernel per map, then the late variants.
     """
-    from rieszflow.studies.main_job.config import PERFORMER, performer_scales
+    from rieszflow.learning.config import PERFORMER, performer_scales
 
     out = {}
     for b in baselines:
@@ -304,7 +304,7 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
     import xarray as xr
 
     from rieszflow.engine.attention.metrics import METRIC_NAMES
-    from rieszflow.studies.main_job.train import run_main_job
+    from rieszflow.learning.train import run_main_job
 
     del rng
     dataset = dict(task.params)["dataset"]

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from rieszflow.studies.reporting import register_reporter
 
 __all__ = ["register_status", "register_compare", "register_report"]
+
+register_reporter("sweep", "rieszflow.studies.runs.report:sweep_report")
 
 
 def register_status(subparsers) -> argparse.ArgumentParser:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -9,8 +10,37 @@ from pathlib import Path
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
 from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
+from rieszflow.studies.reporting import register_sweep_reporter
 
 __all__ = ["register", "run_from_args", "make_plot", "SWEEPS"]
+
+register_sweep_reporter("rieszflow.studies.synthetic.study:benchmark_task",
+                        "rieszflow.studies.synthetic.cli:report_tables")
+
+
+def report_tables(ds) -> str:
+    """The tables of one synthetic-benchmark sweep (benchmark, ablation or runtime) file, as ``rieszflow report`` shows them.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An opened synthetic-benchmark sweep (benchmark, ablation or runtime) file.
+
+    Returns
+    -------
+    str
+        The sweep's table, and the verdicts of the benchmark and ablation sweeps.
+    """
+    from rieszflow.studies.synthetic import study
+
+    name = json.loads(ds.attrs["config"])["name"]
+    table = {"benchmark": study.format_summary, "ablation": study.format_ablation,
+             "runtime": study.format_runtime}[name](ds)
+    if name == "benchmark":
+        table += "\n\n" + study.format_verdicts(ds)
+    elif name == "ablation":
+        table += "\n\n" + study.ablation_verdicts(ds)
+    return table
 
 #: The sweeps of the study, in the order they run.
 SWEEPS = ("benchmark", "ablation", "runtime")

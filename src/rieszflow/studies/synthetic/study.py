@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from rieszflow.studies.base import StudyConfig, config_int, config_real
+from rieszflow.config import StudyConfig, config_int, config_real
 from rieszflow.studies.synthetic.data import draw_labels, make_dataset
 from rieszflow.studies.synthetic.methods import (BENCHMARK_METHODS, METHODS, MethodUnavailable,
                                                  missing_dependency)

@@ -6,9 +6,13 @@ import sys
 import time
 from pathlib import Path
 
-from rieszflow.studies.base import add_study_arguments, given_options, resolve_config
+from rieszflow.studies.base import add_study_arguments, given_options
+from rieszflow.config import resolve_config
+from rieszflow.studies.reporting import register_reporter
 
 __all__ = ["register", "run_from_args"]
+
+register_reporter("token_flow_study", "rieszflow.studies.reporting:stored_report")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -85,7 +89,7 @@ def run_from_args(args) -> int:
             if not Path(cfg.kernel_from).exists():
                 raise ValueError(f"--kernel-from {cfg.kernel_from!r} does not exist; pass a "
                                  f"main-job HDF5 file written by 'rieszflow run'")
-            from rieszflow.studies.main_job.kernels import load_learned_kernel
+            from rieszflow.learning.runfiles import load_learned_kernel
 
             load_learned_kernel(cfg.kernel_from, cfg.learned_layer, cfg.learned_head)
     except ValueError as e:       # includes engine.storage.RunFileError (a foreign --kernel-from)

@@ -6,7 +6,7 @@ import dataclasses
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 from rieszflow.engine.tokenflow.integrate import INTEGRATORS
 
-from rieszflow.studies.base import StudyConfig, is_int, is_real
+from rieszflow.config import StudyConfig, is_int, is_real
 
 __all__ = ["TokenFlowConfig", "QUICK_OVERRIDES", "GPU_OVERRIDES"]
 

@@ -58,7 +58,7 @@ from rieszflow.engine.tokenflow.observables import (
 )
 from rieszflow.studies.token_flow.analysis import PowerLawFit, fit_power_law, format_tables, make_plots
 from rieszflow.studies.token_flow.config import TokenFlowConfig
-from rieszflow.studies.main_job.kernels import load_learned_kernel
+from rieszflow.learning.runfiles import load_learned_kernel
 
 __all__ = ["KIND", "PHASE_VARIANT", "run_token_flow_study", "clustering_grid", "wendel_table", "phase_boundary",
            "kernel_comparison", "mean_field"]

@@ -5,7 +5,7 @@ import dataclasses
 import math
 
 from rieszflow.engine.features import FEATURE_MAPS, LINEAR_ATTENTION_MAPS
-from rieszflow.studies.base import StudyConfig
+from rieszflow.config import StudyConfig
 
 __all__ = ["MainJobConfig", "SMOKE_OVERRIDES", "PERFORMER", "OPTIMIZERS", "performer_scales"]
 

@@ -1,6 +1,6 @@
 """Reading what the main job wrote: the learned attention kernels of a main-job HDF5 file.
 
-The loader lives beside the writer (:mod:`rieszflow.studies.main_job.train`), which
+The loader lives beside the writer (:mod:`rieszflow.learning.train`), which
 owns the file layout; studies that use learned kernels (token flows, learned-kernel
 analyses) read them through this module rather than the engine knowing a study's
 file format.
@@ -15,9 +15,11 @@ import numpy as np
 
 from rieszflow.engine._checks import check_int
 from rieszflow.engine.backend import to_numpy
+from rieszflow.engine.attention.metrics import METRIC_NAMES
 from rieszflow.engine.features import FEATURE_MAPS
 
-__all__ = ["PhaseASetup", "load_learned_kernel", "load_phase_a_setup"]
+__all__ = ["PhaseASetup", "load_learned_kernel", "load_phase_a_setup", "format_metrics",
+           "main_job_summary"]
 
 
 def load_learned_kernel(path, layer: int = 0, head: int = 0):
@@ -194,8 +196,8 @@ def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
     paper 000, App. F.2 (Phase A on the initial network, then Phase B with Omega frozen).
     """
     from rieszflow.engine.storage import RunFileError, open_run
-    from rieszflow.studies.main_job.config import MainJobConfig
-    from rieszflow.studies.main_job.train import MainJob
+    from rieszflow.learning.config import MainJobConfig
+    from rieszflow.learning.train import MainJob
 
     ds = open_run(path, kind="main_job")
     if "omega" not in ds.variables or "config" not in ds.attrs:
@@ -239,3 +241,85 @@ def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
         model.params[name] = model.backend.asarray(final[i].astype(model.dtype))
     return PhaseASetup(cfg, model, job.tok, job.train, job.val, omega[0].copy(), final.copy(),
                        int(ds.attrs.get("phase_a_steps", 0)), str(status))
+
+
+def format_metrics(name: str, metrics: dict) -> str:
+    """The final metrics table as printed by ``rieszflow run``.
+
+    Parameters
+    ----------
+    name : str
+        Column header (e.g. ``"Kernel-softplus (rt test)"``).
+    metrics : dict
+        Every name in :data:`~rieszflow.engine.attention.metrics.METRIC_NAMES` (float), and
+        ``train_seconds``, ``phase_a_seconds``, ``phase_b_seconds`` (float, s) and
+        ``best_epoch`` (int).
+
+    Returns
+    -------
+    str
+        The table, lines joined by newlines (no trailing newline).
+    """
+    rows = [f"{'metric':<20}{name:>24}", "-" * 44]
+    rows += [f"{k:<20}{metrics[k]:>24.4f}" for k in METRIC_NAMES]
+    rows += ["-" * 44,
+             f"{'train seconds':<20}{metrics['train_seconds']:>24.1f}",
+             f"{'  phase A':<20}{metrics['phase_a_seconds']:>24.1f}",
+             f"{'  phase B':<20}{metrics['phase_b_seconds']:>24.1f}",
+             f"{'best epoch (val)':<20}{metrics['best_epoch']:>24d}"]
+    return "\n".join(rows)
+
+
+def _mean(values, sl) -> float:
+    v = np.asarray(values, dtype=np.float64)[sl]
+    return float(np.nanmean(v)) if v.size else float("nan")
+
+
+def main_job_summary(ds) -> str:
+    """Metric table and trajectory summary of a main-job file (what README/docs quote).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An opened main-job file (:func:`rieszflow.engine.storage.open_run`).
+
+    Returns
+    -------
+    str
+        The test-metric table of ``rieszflow run``, the wall times, and for runs with a Phase A:
+        mean particle norm at the initial and final snapshot, and the means over the first and
+        last 20 Phase A steps of the repulsion energy, the alignment energy and the largest
+        particle displacement.
+
+    Raises
+    ------
+    ValueError
+        If the file holds no ``test_metrics`` (not a finished main-job run).
+
+    References
+    ----------
+    paper 000, App. F.2 (Phase A / Phase B), eq. (2.2)-(2.3), (4.3), (C.4).
+    """
+    if "test_metrics" not in ds.variables:
+        raise ValueError("the main-job file holds no 'test_metrics' (not a finished run)")
+    metrics = {str(k): float(v) for k, v in zip(ds["metric"].values, ds["test_metrics"].values)}
+    metrics.update({k: float(ds.attrs.get(k, np.nan)) for k in
+                    ("train_seconds", "phase_a_seconds", "phase_b_seconds")})
+    metrics["best_epoch"] = int(ds.attrs.get("best_epoch", -1))
+    lines = [format_metrics(f"{ds.attrs.get('run_name', 'run')} (test)", metrics)]
+    if "omega" in ds.variables and "hamiltonian" in ds.variables and ds.sizes.get("step", 0) > 0:
+        norms = np.linalg.norm(np.asarray(ds["omega"].values, dtype=np.float64), axis=-1)
+        first, last = slice(0, 20), slice(-20, None)
+        lines += ["", "Phase A trajectory (means over all layers, heads and particles; first / last "
+                      "20 steps)",
+                  f"  particle norm |omega_k|      {norms[0].mean():.4f} -> {norms[-1].mean():.4f} "
+                  f"(initial -> final snapshot)",
+                  f"  repulsion energy W_N,s       {_mean(ds['repulsion_energy'].values, first):.4f} -> "
+                  f"{_mean(ds['repulsion_energy'].values, last):.4f}",
+                  f"  alignment energy -V_seq      {_mean(ds['alignment_energy'].values, first):.4f} -> "
+                  f"{_mean(ds['alignment_energy'].values, last):.4f}",
+                  f"  max displacement             {_mean(ds['max_displacement'].values, first):.4f} -> "
+                  f"{_mean(ds['max_displacement'].values, last):.4f}",
+                  f"  Phase A steps {ds.sizes['step']}, early stop fired: "
+                  f"{'yes' if int(ds.attrs.get('phase_a_stopped_early', 0)) else 'no'}"]
+    return "\n".join(lines)

@@ -45,8 +45,8 @@ from rieszflow.engine.attention.data import (CLASS_NAMES as DATASET_CLASSES, Wor
                                              batches, encode, load_qqp, load_split)
 from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metrics
 from rieszflow.engine.storage import TrajectoryWriter
-from rieszflow.studies.main_job.alignment import ALIGNMENTS
-from rieszflow.studies.main_job.config import MainJobConfig
+from rieszflow.learning.objectives import ALIGNMENTS
+from rieszflow.learning.config import MainJobConfig
 
 #: Labels of the two classes of Rotten Tomatoes and SST-2 (label 0 and 1); QQP's are in
 #: ``engine.attention.data.CLASS_NAMES``.
