@@ -97,10 +97,10 @@ def test_the_particles_feel_the_mesh_potential():
 
 
 def test_distance_on_the_disk_is_zero_for_the_same_histogram_and_positive_otherwise():
-    from rieszflow.solvers.particles import Distance
+    from rieszflow.solvers.particles import GridW1
 
     dom = _mesh(2)
-    dist = Distance(dom, 1e-12)
+    dist = GridW1(dom, 1e-12)
     m = _masses(dom)
     rng = np.random.default_rng(0)
     x = dom.centers[rng.choice(m.size, 500, p=m)]

@@ -172,6 +172,9 @@ def configure_threads(threads: int | None = None) -> dict:
         raise ValueError(f"threads={threads!r} is not allowed; give an integer >= 1")
     _state["cap"] = None if threads is None else int(threads)    # None: back to the environment
     n = blas_threads()
+    # SciPy ships its own OpenBLAS, loaded with scipy.linalg; threadpoolctl limits only libraries
+    # already loaded, so load it now (else SciPy's solves ran with every core after the limit).
+    import scipy.linalg  # noqa: F401
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=n, user_api="blas")

@@ -84,7 +84,7 @@ from rieszflow.engine.measures import (
 )
 
 __all__ = [
-    "Distance",
+    "GridW1",
     "INTERACTION_METHODS",
     "MeanFieldParticles",
     "TruncatedGaussian",
@@ -531,7 +531,7 @@ def domain_space(lo, hi) -> Space:
     return Box(lo, hi)
 
 
-class Distance:
+class GridW1:
     """:math:`W_1` between particle clouds (or cell masses) and PDE cell masses on one grid.
 
     Parameters

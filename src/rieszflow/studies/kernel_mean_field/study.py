@@ -16,7 +16,7 @@ For each problem (:mod:`.data`; frequencies :math:`\\omega \\in \\mathbb{R}^p`, 
    mean-field normalisation :math:`H_N = \\sum_i V(\\omega_i) + \\frac{\\lambda}{2N}\\sum_{i\\ne j}g_s`,
    the same ``lam`` and ``beta`` as the PDE; :class:`rieszflow.solvers.particles.MeanFieldParticles`)
    from N i.i.d. draws of :math:`\\rho_0`; :math:`W_1(\\mu_N(t), \\rho_t)` (exact CDF formula in 1-D,
-   POT on the mesh cells in 2-D, :class:`rieszflow.studies.mean_field.study.Distance`) and the
+   POT on the mesh cells in 2-D, :class:`rieszflow.solvers.particles.GridW1`) and the
    free energy of the particle histogram at every comparison time; ``long_n`` particles run to
    ``long_time`` against the Gibbs state.
 4. **Kernels.** Test accuracy of SVC(kernel="precomputed") with the kernel of the N particles
@@ -80,7 +80,7 @@ class Setup:
     rho0_cells : ndarray, shape (n_cells,)
         :math:`\\rho_0` on the cells (exact cell averages in 1-D; centroid values renormalised on the
         disk).
-    distance : studies.mean_field.study.Distance
+    distance : rieszflow.solvers.particles.GridW1
         :math:`W_1` between particles and cell masses on this mesh.
     space : engine.space.Space
         ``Interval(-R, R)`` or ``Ball(R)``.
@@ -95,7 +95,7 @@ class Setup:
             interval_mesh,
         )
         from rieszflow.solvers.particles import TruncatedGaussian
-        from rieszflow.solvers.particles import Distance
+        from rieszflow.solvers.particles import GridW1
 
         c = config
         self.config, self.name = c, name
@@ -120,7 +120,7 @@ class Setup:
         self.radius = R
         V = alignment_potential_on_mesh(self.domain, self.data.X_train, self.data.y_train)
         self.problem = MeanFieldProblem.create(self.domain, V, s=self.s, lam=c.lam, beta=c.beta)
-        self.distance = Distance(self.domain, 1e-12)
+        self.distance = GridW1(self.domain, 1e-12)
 
     def sample_rho0(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` i.i.d. draws of :math:`\\rho_0`; see :func:`sample_rho0`.

@@ -50,7 +50,7 @@ from rieszflow.engine._checks import check_choice
 from rieszflow.engine.backend import get_backend
 from rieszflow.studies.mean_field.config import PROBLEM_NAMES, MeanFieldConfig, ProblemConfig
 from rieszflow.solvers.particles import (
-    Distance,
+    GridW1,
     MeanFieldParticles,
     TruncatedGaussian,
     domain_space,
@@ -213,7 +213,7 @@ def _rng(seed, *keys):
 def _particle_setup(c: ProblemConfig):
     """Mesh, rho_0 and the W1 of a problem, built once per process (what the particle tasks need)."""
     dom = _mesh(c)
-    return dom, TruncatedGaussian(c.rho0_mean, c.rho0_std, c.lo, c.hi), Distance(dom, c.w1_tol)
+    return dom, TruncatedGaussian(c.rho0_mean, c.rho0_std, c.lo, c.hi), GridW1(dom, c.w1_tol)
 
 
 def pde_task(c: ProblemConfig, pde_backend: str = "assembled") -> dict:
@@ -240,15 +240,15 @@ def pde_task(c: ProblemConfig, pde_backend: str = "assembled") -> dict:
     t0 = time.perf_counter()
     setup = setup_problem(c)
     dom = setup.domain
-    dist = Distance(dom, c.w1_tol)
+    dist = GridW1(dom, c.w1_tol)
     ref = solve_pde(setup, c.pde_dt, pde_backend=pde_backend)
-    ref_m = [Distance.masses(dom, r) for r in ref.rho]
+    ref_m = [GridW1.masses(dom, r) for r in ref.rho]
     coarse_dt = solve_pde(setup, 2 * c.pde_dt, pde_backend=pde_backend)
-    dt_floor = [dist.cells(Distance.masses(dom, r), m) for r, m in zip(coarse_dt.rho, ref_m)]
+    dt_floor = [dist.cells(GridW1.masses(dom, r), m) for r, m in zip(coarse_dt.rho, ref_m)]
     coarse = setup_problem(c, coarsen=2)
     coarse_res = solve_pde(coarse, c.pde_dt, pde_backend=pde_backend)
-    cdist = Distance(coarse.domain, c.w1_tol)
-    grid_floor = [cdist.cells(Distance.masses(coarse.domain, r), _coarsen_masses(dom, m, 2))
+    cdist = GridW1(coarse.domain, c.w1_tol)
+    grid_floor = [cdist.cells(GridW1.masses(coarse.domain, r), _coarsen_masses(dom, m, 2))
                   for r, m in zip(coarse_res.rho, ref_m)]
     snap_idx = [int(np.argmin(np.abs(ref.step_time - t))) for t in np.asarray(c.times)]
     return {"rho": np.asarray(ref.rho), "masses": np.asarray(ref_m), "dt_floor": np.asarray(dt_floor),
