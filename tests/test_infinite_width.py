@@ -12,11 +12,7 @@ import pytest
 import scipy.stats
 from threadpoolctl import threadpool_limits
 
-from rieszflow.engine.infinite_width import (AttentionLayerSpec, clip_constant, input_kernel,
-                                             kl_kde_paper, kl_rao_blackwell, linear_attention_scale,
-                                             one_over_n_limit_variance, paper_kde_grid, sample_finite_brute_force,
-                                             sample_finite_reduced, sample_limit, scale_mixture_logpdf,
-                                             variance_gamma_cdf, variance_gamma_pdf)
+from rieszflow.theory.infinite_width import (AttentionLayerSpec, clip_constant, input_kernel, kl_kde_paper, kl_rao_blackwell, linear_attention_scale, one_over_n_limit_variance, paper_kde_grid, sample_finite_brute_force, sample_finite_reduced, sample_limit, scale_mixture_logpdf, variance_gamma_cdf, variance_gamma_pdf)
 
 CLIP = AttentionLayerSpec()                       # s = 4, H = 2, clip C = 100, sigma = 1
 LIMIT_VAR = 0.39197                               # spec section 2.5(a)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from rieszflow.engine import rf_sampling as rs
-from rieszflow.engine import spectral as sp
+from rieszflow.theory.kgd import sampling as rs
+from rieszflow.theory.kgd import spectral as sp
 from rieszflow.engine.features import make_feature_map
 from rieszflow.engine.space import Sphere
 from rieszflow.studies.cli import main as cli_main

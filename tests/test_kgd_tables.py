@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from rieszflow.engine import spectral as sp
+from rieszflow.theory.kgd import spectral as sp
 from rieszflow.studies.kgd import study as S
 from rieszflow.studies.sweep import open_sweep, run_sweep
 

@@ -1,4 +1,11 @@
-"""rieszflow.theory: paper 004's mathematical theory of attention, measured.
+"""rieszflow.theory: each paper's mathematics, measured (one module or package per paper).
+
+Paper 004 (below, at the top of this package); paper 001 (LUNA) in :mod:`rieszflow.theory.luna`;
+paper 002 (the infinite-width law of one attention layer) in :mod:`rieszflow.theory.infinite_width`;
+paper 003 (Kernel Geometry Divergence) in :mod:`rieszflow.theory.kgd`. Paper 000's own mathematics
+(the McKean-Vlasov limit, Gibbs states, rate functions) is the subject of :mod:`rieszflow.solvers`.
+
+Paper 004: the mathematical theory of attention.
 
 Attention as a nonlinear Markov transport of empirical measures (tokens as
 self-interacting particles), the paper's regularity bounds next to corrected ones,
@@ -8,6 +15,8 @@ the engine never imports it.
 
 Modules
 -------
+``luna``, ``infinite_width``, ``kgd``
+    papers 001, 002 and 003 (see above).
 ``operators``
     softmatch, lookup, Dirac projection, attention kernels, self-attention and
     Transformer layers as maps on measures.

@@ -1,7 +1,7 @@
 """``rieszflow infinite-width``: the experiments E1-E6 of paper 002 (Fig. 1-5) as sweeps.
 
 One task is one (experiment, n, trial): the finite-width samples of ``y_1^1`` (exact reduced
-sampler, :func:`rieszflow.engine.infinite_width.sample_finite_reduced`) and their conditional
+sampler, :func:`rieszflow.theory.infinite_width.sample_finite_reduced`) and their conditional
 variances, the trial's limit samples (drawn from a stream keyed on (experiment, trial) alone, so
 every ``n`` of a trial shares one limit set, as the authors' code does) and the Rao-Blackwellised
 KL. The paper's KDE estimator needs a grid over all samples of all trials and widths, so it runs
@@ -25,9 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rieszflow.engine.infinite_width import (AttentionLayerSpec, kl_kde_paper, kl_rao_blackwell,
-                                             paper_kde_grid, sample_finite_brute_force,
-                                             sample_finite_reduced, sample_limit)
+from rieszflow.theory.infinite_width import (AttentionLayerSpec, kl_kde_paper, kl_rao_blackwell, paper_kde_grid, sample_finite_brute_force, sample_finite_reduced, sample_limit)
 from rieszflow.config import StudyConfig, config_int
 from rieszflow.studies.sweep import SweepSpec, Task
 
@@ -528,7 +526,7 @@ def linear_task(task: Task, config: dict, rng: np.random.Generator):
     import scipy.stats
     import xarray as xr
 
-    from rieszflow.engine.infinite_width import variance_gamma_cdf
+    from rieszflow.theory.infinite_width import variance_gamma_cdf
 
     n = int(dict(task.params)["n"])
     N = int(config["linear_samples"])

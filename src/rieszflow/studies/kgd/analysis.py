@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rieszflow.engine import spectral as sp
+from rieszflow.theory.kgd import spectral as sp
 
 __all__ = ["PAPER_TABLE2", "table2", "asymptotic_table", "kgd_to_initial"]
 

@@ -117,7 +117,7 @@ def option_conflict(args) -> str | None:
 
 
 def _closed_form(args) -> list:
-    from rieszflow.engine import spectral as sp
+    from rieszflow.theory.kgd import spectral as sp
     from rieszflow.studies.kgd.analysis import asymptotic_table, table2
 
     rows, (slope, pref, r2) = table2(args.rhf_w)

@@ -15,7 +15,7 @@ orthogonal projection of ``L^2(mu x mu)`` onto zonal kernels, so for a differenc
 (Parseval, Def. 4.1): the first term is the KGD of the zonal parts (their Funk-Hecke spectra),
 the second the non-zonal residual. Both are estimated from ``n_rot`` Haar-random orthonormal
 pairs ``(u, v)`` and the Gauss-Jacobi nodes ``t_j`` of the law of ``<x, y>``
-(:func:`rieszflow.engine.spectral.jacobi_nodes`), at the points ``x = u``,
+(:func:`rieszflow.theory.kgd.spectral.jacobi_nodes`), at the points ``x = u``,
 ``y_j = t_j u + sqrt(1 - t_j^2) v``: ``Dbar(t_j)`` is the mean over rotations, ``E_t[Dbar^2]`` is
 estimated without bias by ``sum_j w_j (mean_j^2 - var_j / n_rot)``, the total by
 ``sum_j w_j mean_r D^2``; standard errors by the delta method over rotations. The reported
@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rieszflow.engine import spectral as sp
+from rieszflow.theory.kgd import spectral as sp
 from rieszflow.engine.features import make_feature_map
 
 __all__ = ["LearnedKernels", "sphere_probes", "sphere_distance", "token_distance", "write_learned_kgd",
@@ -84,7 +84,7 @@ def sphere_probes(d, n_rot, n_nodes, rng):
     y : numpy.ndarray, shape (n_rot, n_nodes, d)
         ``t_j u_r + sqrt(1 - t_j^2) v_r`` (so ``<x_r, y_{r,j}> = t_j``).
     t, w : numpy.ndarray, shape (n_nodes,)
-        Nodes and probability weights (:func:`rieszflow.engine.spectral.jacobi_nodes`).
+        Nodes and probability weights (:func:`rieszflow.theory.kgd.spectral.jacobi_nodes`).
     """
     t, w = sp.jacobi_nodes(d, n_nodes)
     Q, R = np.linalg.qr(rng.standard_normal((n_rot, d, 2)))      # (n_rot, d, 2)

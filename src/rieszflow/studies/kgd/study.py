@@ -33,8 +33,8 @@ import math
 
 import numpy as np
 
-from rieszflow.engine import spectral as sp
-from rieszflow.engine.rf_sampling import gs_orf_omega, paired_gaussian_gs_orf, positive_features
+from rieszflow.theory.kgd import spectral as sp
+from rieszflow.theory.kgd.sampling import gs_orf_omega, paired_gaussian_gs_orf, positive_features
 from rieszflow.engine.space import Sphere
 from rieszflow.config import StudyConfig, config_int, config_real
 from rieszflow.studies.sweep import SweepSpec, Task
@@ -75,7 +75,7 @@ class KgdConfig(StudyConfig):
     Parameters
     ----------
     variant : {"P", "C1", "C2", "PERF"}
-        Kernel pair of :data:`rieszflow.engine.spectral.VARIANTS` (``P``: the paper's eq. 3 and 4).
+        Kernel pair of :data:`rieszflow.theory.kgd.spectral.VARIANTS` (``P``: the paper's eq. 3 and 4).
     krr_convention : {"A", "B"}
         Regularisation convention shown first in the tables (both are computed by every task):
         A: ``(K + n lam I) alpha = y``; B: ``(K + lam I) alpha = y``.
@@ -269,7 +269,7 @@ def krr_risks(d, target, lams, rng, *, variant="P", n_train=500, n_test=2000, no
     rng : numpy.random.Generator
         Source of the data and the noise.
     variant : str, default "P"
-        Key of :data:`rieszflow.engine.spectral.VARIANTS`.
+        Key of :data:`rieszflow.theory.kgd.spectral.VARIANTS`.
     n_train, n_test : int
         Sizes.
     noise : float
@@ -327,7 +327,7 @@ def population_gap(d, ell, lam, variant="P"):
     lam : float
         Ridge parameter ``> 0``.
     variant : str, default "P"
-        Key of :data:`rieszflow.engine.spectral.VARIANTS`.
+        Key of :data:`rieszflow.theory.kgd.spectral.VARIANTS`.
 
     Returns
     -------

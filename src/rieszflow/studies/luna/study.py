@@ -3,7 +3,7 @@
 Sweeps (one task per method, grid point and trial; one HDF5 file per task; merged with
 :func:`rieszflow.studies.sweep.open_sweep`):
 
-* ``p1`` theory numerics: one task per check (:mod:`rieszflow.studies.luna.theory`).
+* ``p1`` theory numerics: one task per check (:mod:`rieszflow.theory.luna`).
 * ``p2`` runtime scaling: forward time and peak traced memory of one attention layer
   (B = 1, 2 heads, d_k = 32, D = 64) against the sequence length n, per method.
 * ``p3`` mini-LRA: one task per (method, task, seed) training run
@@ -214,7 +214,7 @@ def _var(dims, data, long_name, units):
 def _p1(method, cfg, rng):
     import xarray as xr
 
-    from rieszflow.studies.luna import theory as T
+    from rieszflow.theory import luna as T
 
     if method.startswith("sampling_"):
         kind = method.split("_", 1)[1]
