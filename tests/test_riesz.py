@@ -420,3 +420,17 @@ def test_cupy_matches_numpy(s):
     np.testing.assert_allclose(to_numpy(g_gm), g_np, rtol=0, atol=1e-10 * np.abs(g_np).max())
     with pytest.raises(TypeError, match="numba"):
         riesz_energy(cp.asarray(x), s, method="numba")
+
+
+@pytest.mark.parametrize("s", [0.0, 1.0])
+def test_riesz_energy_and_grad_without_validation_is_the_same_sum(s):
+    """``validate=False`` (Phase A's per-step path: no host sync) gives the validated result bit
+    for bit; only the checks are skipped."""
+    from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+
+    omega = np.random.default_rng(0).standard_normal((40, 5))
+    e1, g1 = riesz_energy_and_grad(omega, s)
+    e2, g2 = riesz_energy_and_grad(omega, s, validate=False)
+    assert e1 == e2 and np.array_equal(g1, g2)
+    with pytest.raises(ValueError):
+        riesz_energy_and_grad(omega[:1], s)           # N = 1 is refused when validating

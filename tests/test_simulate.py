@@ -323,3 +323,25 @@ def test_mala_chain_axis_names_the_chains_that_stopped_accepting():
         out = run_langevin(step_fn, state, 200, seed=0, progress=False, stall_steps=200)
     rates = out.acceptance_rate
     assert rates.shape == (2,) and rates[1] == 0.0 and rates[0] > 0.5
+
+
+def test_projected_langevin_takes_the_gradient_as_an_argument():
+    """``step_fn(state, noise, grad=g)`` is the step with ``grad_fn`` returning g, bit for bit;
+    a step function built with ``grad_fn=None`` refuses a step without ``grad``."""
+    from rieszflow.engine.energy import RieszEnergy
+    from rieszflow.engine.simulate import projected_langevin
+    from rieszflow.engine.space import Ball
+
+    rng = np.random.default_rng(3)
+    omega = rng.uniform(-0.5, 0.5, size=(12, 3))
+    energy = RieszEnergy(s=1.0, lam=1.0)
+    noise = rng.standard_normal(omega.shape)
+    init, step = projected_langevin(energy.grad, Ball(1.5), eta=1e-2, beta=20.0, clip_norm=5.0)
+    _, step_given = projected_langevin(None, Ball(1.5), eta=1e-2, beta=20.0, clip_norm=5.0)
+    a = step(init(omega), noise)
+    b = step_given(init(omega), noise, grad=energy.grad(omega))
+    assert np.array_equal(a.omega, b.omega) and a.max_displacement == b.max_displacement
+    with pytest.raises(ValueError, match="grad_fn=None"):
+        step_given(init(omega), noise)
+    with pytest.raises(ValueError, match="grad must have shape"):
+        step_given(init(omega), noise, grad=np.zeros((3, 3)))

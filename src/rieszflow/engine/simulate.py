@@ -185,12 +185,23 @@ def _check_inside(space, omega):
                          "project them first with space.project(omega)")
 
 
-def _scaled_grad(grad_fn, omega, grad_scale, clip_norm):
-    """grad_scale * grad H, clipped to a global l2 norm of at most clip_norm (no sync)."""
+def _scaled_grad(grad_fn, omega, grad_scale, clip_norm, grad=None):
+    """grad_scale * grad H, clipped to a global l2 norm of at most clip_norm (no sync).
+
+    ``grad``, when given, is grad H at ``omega`` computed by the caller (``grad_fn`` is not called).
+    """
     xp = namespace(omega)
-    g = xp.asarray(grad_fn(omega))
+    if grad is None:
+        if grad_fn is None:
+            raise ValueError("this step function was built with grad_fn=None: pass the gradient "
+                             "of H at state.omega as step_fn(state, noise, grad=...)")
+        g = xp.asarray(grad_fn(omega))
+        what = "grad_fn(omega)"
+    else:
+        g = xp.asarray(grad)
+        what = "grad"
     if g.shape != omega.shape:
-        raise ValueError(f"grad_fn(omega) must return shape {tuple(omega.shape)}, got {tuple(g.shape)}")
+        raise ValueError(f"{what} must have shape {tuple(omega.shape)}, got {tuple(g.shape)}")
     scale = omega.shape[0] if grad_scale is None else grad_scale
     g = scale * g
     if clip_norm is not None:
@@ -223,8 +234,11 @@ def projected_langevin(grad_fn: Callable, space: Space, eta: float, beta: float,
 
     Parameters
     ----------
-    grad_fn : callable
-        ``grad_fn(omega) -> (N, d)``, the gradient :math:`\\nabla H` (e.g. ``energy.grad``).
+    grad_fn : callable or None
+        ``grad_fn(omega) -> (N, d)``, the gradient :math:`\\nabla H` (e.g. ``energy.grad``);
+        None when the caller computes the gradient itself and passes it to every step
+        (``step_fn(state, noise, grad=g)``), e.g. where it comes out of a backward pass
+        together with the diagnostics (Phase A of :mod:`rieszflow.learning.train`).
     space : engine.space.Space
         Domain :math:`\\Omega`.
     eta : float
@@ -249,8 +263,10 @@ def projected_langevin(grad_fn: Callable, space: Space, eta: float, beta: float,
         ``init_fn(omega) -> LangevinState``; raises ValueError if ``omega`` is
         not (N, d), not finite, or has particles outside ``space``.
     step_fn : callable
-        ``step_fn(state, noise) -> LangevinState``, pure; ``noise`` is an array
-        of standard normals of shape (N, d) on the backend of ``state.omega``.
+        ``step_fn(state, noise, grad=None) -> LangevinState``, pure; ``noise`` is an array
+        of standard normals of shape (N, d) on the backend of ``state.omega``; ``grad``
+        (shape (N, d)), when given, is :math:`\\nabla H` at ``state.omega`` and replaces the
+        call of ``grad_fn`` (required when ``grad_fn`` is None: ValueError otherwise).
 
     Raises
     ------
@@ -258,14 +274,14 @@ def projected_langevin(grad_fn: Callable, space: Space, eta: float, beta: float,
         If ``eta``, ``beta``, ``grad_scale`` or ``clip_norm`` is not positive,
         or ``boundary`` is unknown.
     TypeError
-        If ``grad_fn`` is not callable or ``space`` is not a Space.
+        If ``grad_fn`` is neither callable nor None, or ``space`` is not a Space.
 
     References
     ----------
     paper 000, Algorithm 1, Algorithm 2, eq. (4.3), (B.11), (A.7), (A.8).
     """
-    if not callable(grad_fn):
-        raise TypeError(f"grad_fn must be callable, got {grad_fn!r}")
+    if grad_fn is not None and not callable(grad_fn):
+        raise TypeError(f"grad_fn must be callable or None, got {grad_fn!r}")
     space = _check_space(space)
     eta = check_real("eta", eta, positive=True)
     beta = check_real("beta", beta, positive=True, allow_inf=True)
@@ -283,13 +299,13 @@ def projected_langevin(grad_fn: Callable, space: Space, eta: float, beta: float,
         xp = namespace(omega)
         return LangevinState(omega=omega, step=0, max_displacement=xp.asarray(math.inf))
 
-    def step_fn(state: LangevinState, noise) -> LangevinState:
+    def step_fn(state: LangevinState, noise, grad=None) -> LangevinState:
         omega = state.omega
         xp = namespace(omega, noise)
         if tuple(noise.shape) != tuple(omega.shape):
             raise ValueError(f"noise must have the shape of omega {tuple(omega.shape)}, "
                              f"got {tuple(noise.shape)}")
-        g = _scaled_grad(grad_fn, omega, grad_scale, clip_norm)
+        g = _scaled_grad(grad_fn, omega, grad_scale, clip_norm, grad)
         proposal = omega - eta * g + noise_scale * noise
         new = xp.asarray(boundary_fn(proposal), dtype=omega.dtype)
         return dataclasses.replace(state, omega=new, step=state.step + 1,

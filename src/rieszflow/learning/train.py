@@ -368,26 +368,18 @@ class MainJob:
     def _phase_a_steppers(self):
         """One projected-Langevin step function per head, built once per run.
 
-        Each head's drift is ``grad_k(-V) + lam grad_k W_{N,s}`` at the current particles,
-        computed once per step by :meth:`_phase_a_epoch` and handed to the step function
-        through ``self._drift`` (the step functions are pure in the state and the noise).
+        The step functions take each head's drift ``grad_k(-V) + lam grad_k W_{N,s}`` as an
+        argument (``step_fn(state, noise, grad=g)``): :meth:`_phase_a_epoch` computes it once per
+        step, from the backward pass and the engine's Riesz energy, together with the diagnostics.
         """
         from rieszflow.engine.simulate import projected_langevin
         from rieszflow.engine.space import Ball
 
         cfg = self.cfg
-        space = Ball(cfg.radius)
-        self._drift = {}
-        steppers = {}
-        for name in self.omega_names:
-            for h in range(self.model.params[name].shape[0]):
-                def grad_fn(_omega, key=(name, h)):
-                    return self._drift[key]
-
-                _, step_fn = projected_langevin(grad_fn, space, eta=cfg.eta, beta=cfg.beta,
-                                                clip_norm=cfg.clip_norm)
-                steppers[(name, h)] = step_fn
-        return steppers
+        _, step_fn = projected_langevin(None, Ball(cfg.radius), eta=cfg.eta, beta=cfg.beta,
+                                        clip_norm=cfg.clip_norm)
+        return {(name, h): step_fn for name in self.omega_names
+                for h in range(self.model.params[name].shape[0])}
 
     def _phase_a_epoch(self, w, epoch, partial=None, *, opt=None, best=(None, -1.0, 0)):
         """One Phase A epoch; with ``partial`` (from a mid-epoch checkpoint) it continues one.
@@ -398,7 +390,7 @@ class MainJob:
         stream exactly (bit-identical to an uninterrupted run).
         """
         from rieszflow.engine._checks import is_host
-        from rieszflow.engine.energy.riesz import _riesz_energy_and_grad_unchecked
+        from rieszflow.engine.energy.riesz import riesz_energy_and_grad
         from rieszflow.engine.simulate import LangevinState
 
         cfg, xp, model = self.cfg, self.backend.xp, self.model
@@ -472,13 +464,14 @@ class MainJob:
                 new = xp.empty_like(om_all)
                 for h in range(om_all.shape[0]):
                     om = om_all[h]
-                    w_val, w_grad = _riesz_energy_and_grad_unchecked(om, cfg.s)   # checked per block
+                    # W_{m,s} and its gradient; the particles are checked once per record block
+                    w_val, w_grad = riesz_energy_and_grad(om, cfg.s, validate=False)
                     repulsion = repulsion + w_val
-                    g = g_all[h] + cfg.lam * w_grad
-                    self._drift[(name, h)] = g
+                    g = g_all[h] + cfg.lam * w_grad          # grad H of this head
                     noise = self.backend.normal(self.rng_a, om.shape)
                     st = self._steppers[(name, h)](
-                        LangevinState(omega=om, step=0, max_displacement=xp.asarray(np.inf)), noise)
+                        LangevinState(omega=om, step=0, max_displacement=xp.asarray(np.inf)), noise,
+                        grad=g)
                     new[h] = st.omega
                     max_disp = xp.maximum(max_disp, st.max_displacement)
                     drift = xp.maximum(drift, xp.linalg.norm(om.shape[0] * g))

@@ -625,7 +625,7 @@ def _check_paper_n(omega):
                          f"got shape {tuple(omega.shape)}")
 
 
-def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=None):
+def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=None, *, validate=True):
     """Riesz energy :math:`\\mathcal{W}_{N,s}` and its exact gradient (paper normalisation).
 
     Parameters
@@ -648,6 +648,11 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         Rows per block of the reference implementation (memory
         O(chunk_size * N * d)) or of the GEMM path (memory O(chunk_size * N));
         chosen automatically by default. Ignored by Numba.
+    validate : bool, default True
+        Check ``omega``, ``s`` and ``softening``. ``False`` is for loops over input checked
+        once (Phase A of :mod:`rieszflow.learning.train` checks the particles at every record):
+        no host synchronisation on device arrays (no finiteness check), the default row block;
+        ``omega`` must then be an (N, d) float array with N >= 2 and ``s``, ``softening`` valid.
 
     Returns
     -------
@@ -669,22 +674,11 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
     ----------
     paper 000, eq. (2.3) and (B.10).
     """
-    omega, (rows, grads) = _pair_sums(omega, s, softening, method, True, chunk_size)
-    _check_paper_n(omega)
-    xp = namespace(omega)
-    n = omega.shape[0]
-    energy = xp.sum(rows) / (2.0 * n * (n - 1))
-    return energy, xp.asarray(grads / (n * (n - 1.0)), dtype=omega.dtype)
-
-
-def _riesz_energy_and_grad_unchecked(omega, s, softening=0.0, method="auto"):
-    """:func:`riesz_energy_and_grad` without input validation, for loops over checked input.
-
-    No host synchronisation on device arrays (no finiteness check); ``omega`` must be an
-    (N, d) float array with N >= 2, ``s`` and ``softening`` valid: the loops that call it
-    (Phase A of the main job) validated them once and check the particles at every record.
-    """
-    rows, grads = _dispatch(omega, float(s), float(softening), method, True, None)
+    if validate:
+        omega, (rows, grads) = _pair_sums(omega, s, softening, method, True, chunk_size)
+        _check_paper_n(omega)
+    else:
+        rows, grads = _dispatch(omega, float(s), float(softening), method, True, None)
     xp = namespace(omega)
     n = omega.shape[0]
     energy = xp.sum(rows) / (2.0 * n * (n - 1))
