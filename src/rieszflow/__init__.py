@@ -123,12 +123,10 @@ def _apply_thread_policy() -> None:
 
     if os.environ.get("RIESZFLOW_THREAD_POLICY", "").lower() in ("off", "0", "no", "false"):
         return
-    import numpy  # noqa: F401  (load NumPy's BLAS before limiting it)
-
-    from rieszflow.engine.threads import configure_threads
+    from rieszflow.engine.threads import limit_blas
 
     try:
-        configure_threads(None)
+        limit_blas()            # BLAS libraries loaded now and later; Numba is limited per call
     except ValueError as e:     # a malformed RIESZFLOW_THREADS: say so, do not fail the import
         warnings.warn(f"rieszflow: thread policy not applied: {e}", RuntimeWarning, stacklevel=2)
 

@@ -42,7 +42,7 @@ import os
 # makes one); a value already in the environment is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-__all__ = ["ThreadRule", "THREAD_RULES", "configure_threads", "thread_cap", "blas_threads",
+__all__ = ["ThreadRule", "THREAD_RULES", "configure_threads", "limit_blas", "BLAS_ENV", "thread_cap", "blas_threads",
            "numba_threads", "thread_settings"]
 
 
@@ -171,15 +171,43 @@ def configure_threads(threads: int | None = None) -> dict:
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads={threads!r} is not allowed; give an integer >= 1")
     _state["cap"] = None if threads is None else int(threads)    # None: back to the environment
-    n = blas_threads()
-    # SciPy ships its own OpenBLAS, loaded with scipy.linalg; threadpoolctl limits only libraries
-    # already loaded, so load it now (else SciPy's solves ran with every core after the limit).
-    import scipy.linalg  # noqa: F401
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=n, user_api="blas")
+    n = limit_blas()
     _state["blas"] = n
     return thread_settings()
+
+
+#: Environment variables through which a BLAS library reads its thread count when it is loaded.
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def limit_blas() -> int:
+    """Give every BLAS library of this process :func:`blas_threads` threads, loaded or not yet.
+
+    threadpoolctl limits only the libraries already loaded, and SciPy ships its own OpenBLAS that
+    loads with ``scipy.linalg``, often after the policy was applied: so the count also goes to
+    the variables of :data:`BLAS_ENV`, which a library reads when it loads. Cheap: it imports
+    neither NumPy nor SciPy (``import rieszflow`` calls it).
+
+    Returns
+    -------
+    int
+        The BLAS thread count set.
+
+    Raises
+    ------
+    ValueError
+        If ``RIESZFLOW_BLAS_THREADS`` or ``RIESZFLOW_THREADS`` is not an integer >= 1.
+    """
+    import sys
+
+    n = blas_threads()
+    for name in BLAS_ENV:
+        os.environ[name] = str(n)
+    if "numpy" in sys.modules or "scipy" in sys.modules:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=n, user_api="blas")
+    return n
 
 
 def numba_threads(operation: str, work: float) -> int:

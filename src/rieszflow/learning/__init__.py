@@ -23,12 +23,29 @@ References
 "Random features as interacting particles" (paper 000 of this project), Alg. 1-2, eq. (4.3),
 (C.4), App. F.2.
 """
-from rieszflow.learning.config import (OPTIMIZERS, PERFORMER, SMOKE_OVERRIDES, MainJobConfig,
-                                       performer_scales)
-from rieszflow.learning.objectives import ALIGNMENTS
-from rieszflow.learning.runfiles import PhaseASetup, load_learned_kernel, load_phase_a_setup
-from rieszflow.learning.train import MainJob, alignment_gradients, load_data, run_main_job
+from importlib import import_module as _import_module
 
-__all__ = ["MainJobConfig", "SMOKE_OVERRIDES", "PERFORMER", "OPTIMIZERS", "performer_scales",
-           "ALIGNMENTS", "MainJob", "run_main_job", "alignment_gradients", "load_data",
-           "PhaseASetup", "load_learned_kernel", "load_phase_a_setup"]
+#: Public name -> its module (loaded on first access, PEP 562: the CLI's ``--help`` reads the
+#: configuration's registries without importing the trainer).
+_API = {
+    **dict.fromkeys(["MainJobConfig", "SMOKE_OVERRIDES", "PERFORMER", "OPTIMIZERS", "performer_scales"],
+                    "rieszflow.learning.config"),
+    "ALIGNMENTS": "rieszflow.learning.objectives",
+    **dict.fromkeys(["PhaseASetup", "load_learned_kernel", "load_phase_a_setup", "format_metrics",
+                     "main_job_summary"], "rieszflow.learning.runfiles"),
+    **dict.fromkeys(["MainJob", "run_main_job", "alignment_gradients", "load_data"], "rieszflow.learning.train"),
+}
+
+__all__ = list(_API)
+
+
+def __getattr__(name):
+    if name in _API:
+        value = getattr(_import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rieszflow.learning' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_API])

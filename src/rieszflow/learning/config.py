@@ -4,8 +4,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from rieszflow.engine.features import FEATURE_MAPS, LINEAR_ATTENTION_MAPS
 from rieszflow.config import StudyConfig
+from rieszflow.engine.attention.model import ATTENTIONS
+from rieszflow.engine.features import FEATURE_MAPS, LINEAR_ATTENTION_MAPS
+from rieszflow.learning.objectives import ALIGNMENTS
 
 __all__ = ["MainJobConfig", "SMOKE_OVERRIDES", "PERFORMER", "OPTIMIZERS", "performer_scales"]
 
@@ -13,14 +15,21 @@ __all__ = ["MainJobConfig", "SMOKE_OVERRIDES", "PERFORMER", "OPTIMIZERS", "perfo
 #: particle maps of paper 000, paper 001's LUNA and its Hedgehog and Cosformer baselines).
 _FEATURE_MAPS = LINEAR_ATTENTION_MAPS
 _ENVELOPES = ("none", "gate")
-_ALIGNMENTS = ("onehot", "kta")
+_ALIGNMENTS = tuple(ALIGNMENTS)
 _QK = ("shared", "learned")
-_ATTENTION = ("linear", "softmax", "linformer")
+_ATTENTION = ATTENTIONS
 _DATASETS = ("rt", "sst2", "qqp")
 _FEATURE_INITS = ("default", "iid", "orthogonal")
 _STABILISE = ("none", "seq")
-_OPTIMIZERS = ("adam", "adamw")
 _SCHEDULES = ("constant", "warmup_cosine")
+
+#: Phase B optimisers: App. F.2's Adam at a constant rate, and Section 5's AdamW with linear
+#: warm-up and cosine decay (weight decay 0.01 and 10% warm-up are not stated by the paper; they
+#: are PyTorch's AdamW default and a common choice).
+OPTIMIZERS = {"adam": dict(optimizer="adam", weight_decay=0.0, schedule="constant"),
+              "adamw": dict(optimizer="adamw", weight_decay=0.01, schedule="warmup_cosine",
+                            warmup_fraction=0.1)}
+_OPTIMIZERS = tuple(OPTIMIZERS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -409,13 +418,6 @@ SMOKE_OVERRIDES = dict(m=16, d_model=32, d_ff=64, batch_size=32, phase_a_epochs=
 #: :func:`performer_scales` from the configuration's d_model / n_heads.
 PERFORMER = dict(kernel=False, attention="linear", feature_map="favor", qk="learned",
                  feature_init="orthogonal", stabilise="seq", project_init=False)
-
-#: Phase B optimisers: App. F.2's Adam at a constant rate, and Section 5's AdamW with linear
-#: warm-up and cosine decay (weight decay 0.01 and 10% warm-up are not stated by the paper; they
-#: are PyTorch's AdamW default and a common choice).
-OPTIMIZERS = {"adam": dict(optimizer="adam", weight_decay=0.0, schedule="constant"),
-              "adamw": dict(optimizer="adamw", weight_decay=0.01, schedule="warmup_cosine",
-                            warmup_fraction=0.1)}
 
 
 def performer_scales(cfg: MainJobConfig) -> dict:

@@ -68,7 +68,7 @@ import scipy.stats
 
 from rieszflow.engine._checks import check_choice, check_int, check_points, check_real
 from rieszflow.engine.backend import get_backend, namespace, to_numpy
-from rieszflow.engine.energy import ExternalPotential, SumEnergy, make_energy
+from rieszflow.engine.energy import ExternalPotential, Interaction, SumEnergy, make_energy
 from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
 from rieszflow.engine.energy.interaction import check_s
 from rieszflow.engine.simulate import BOUNDARIES, projected_langevin, run
@@ -140,18 +140,26 @@ def quadratic_potential(gamma: float, normalization: str = "mean_field") -> Exte
 
 # ------------------------------------------------------------------------------ interaction
 
-def make_interaction(s, lam, d, *, method: str = "auto", normalization: str = "mean_field",
+def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | None = None,
+                     method: str = "auto", normalization: str = "mean_field",
                      softening: float = 0.0) -> Energy:
     """The interaction energy of the particle system, with the fastest exact evaluation.
+
+    A particle-versus-PDE comparison builds both sides from one :class:`engine.energy.Interaction`:
+    ``make_interaction(d=d, interaction=inter)`` here and
+    ``MeanFieldProblem.create(domain, V, interaction=inter, beta=beta)`` for the PDE.
 
     Parameters
     ----------
     s : float
-        Riesz exponent, ``-2 < s`` (paper 000, eq. (B.10)).
+        Riesz exponent, ``-2 < s`` (paper 000, eq. (B.10)); not with ``interaction``.
     lam : float
-        Interaction strength, ``>= 0``.
+        Interaction strength, ``>= 0``; not with ``interaction``.
     d : int
         Space dimension, ``>= 1``.
+    interaction : engine.energy.Interaction, optional
+        The pair interaction ``lam * g_s`` (with its softening) instead of ``s``, ``lam`` and
+        ``softening``.
     method : {"auto", "sorted", "numba", "numpy"}, default "auto"
         ``"sorted"``: :class:`engine.energy.SortedCoulomb1D` (only ``d = 1``, ``s = -1``, no
         softening); ``"numba"``/``"numpy"``: :class:`engine.energy.RieszEnergy`
@@ -171,9 +179,21 @@ def make_interaction(s, lam, d, *, method: str = "auto", normalization: str = "m
     ------
     ValueError
         On an unknown ``method`` or ``normalization``, out-of-range ``s``,
-        ``lam`` or ``d``, or ``method="sorted"`` outside ``d = 1, s = -1,
-        softening = 0``.
+        ``lam`` or ``d``, ``method="sorted"`` outside ``d = 1, s = -1,
+        softening = 0``, or ``interaction`` given together with ``s``, ``lam`` or a softening.
+    TypeError
+        If ``interaction`` is not an :class:`engine.energy.Interaction`.
     """
+    if interaction is not None:
+        if not isinstance(interaction, Interaction):
+            raise TypeError(f"interaction must be an Interaction, got {type(interaction).__name__}")
+        if s is not None or lam is not None or softening != 0.0:
+            raise ValueError("pass either interaction or (s, lam, softening), not both")
+        s, lam, softening = interaction.s, interaction.lam, interaction.softening
+    elif s is None or lam is None:
+        raise ValueError("make_interaction needs s and lam (or interaction=Interaction(s, lam))")
+    if d is None:
+        raise ValueError("make_interaction needs the space dimension d (an integer >= 1)")
     s = check_s(s)
     lam = check_real("lam", lam, nonnegative=True)
     d = check_int("d", d, minimum=1)

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rieszflow.engine.energy import Interaction
 from rieszflow.studies.kernel_mean_field.config import PROBLEMS, KernelMeanFieldConfig
 from rieszflow.studies.kernel_mean_field.data import make_data, problem_dim
 from rieszflow.studies.kernel_mean_field.kernels import (
@@ -119,7 +120,8 @@ class Setup:
             self.s = c.s_2d
         self.radius = R
         V = alignment_potential_on_mesh(self.domain, self.data.X_train, self.data.y_train)
-        self.problem = MeanFieldProblem.create(self.domain, V, s=self.s, lam=c.lam, beta=c.beta)
+        self.interaction = Interaction(self.s, c.lam)   # one pair interaction: PDE and particles
+        self.problem = MeanFieldProblem.create(self.domain, V, interaction=self.interaction, beta=c.beta)
         self.distance = GridW1(self.domain, 1e-12)
 
     def sample_rho0(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -152,7 +154,8 @@ class Setup:
 
         c = self.config
         return MeanFieldParticles(space=self.space, potential=alignment_field(self.data.X_train, self.data.y_train),
-                                  interaction=make_interaction(self.s, c.lam, self.p), beta=c.beta, eta=eta,
+                                  interaction=make_interaction(d=self.p, interaction=self.interaction),
+                                  beta=c.beta, eta=eta,
                                   boundary="reflect")
 
 

@@ -29,7 +29,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     """
     from rieszflow.studies.base import add_study_arguments
     from rieszflow.studies.base import non_negative_int
-    from rieszflow.learning.config import _FEATURE_MAPS
+    from rieszflow.learning.config import _FEATURE_MAPS, OPTIMIZERS
+    from rieszflow.learning.objectives import ALIGNMENTS
 
     p = subparsers.add_parser(
         "run", allow_abbrev=False,
@@ -61,10 +62,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--qk", choices=("shared", "learned"), default=None,
                    help="Q = K = reshape(x) (default for linear attention, the paper's feature-map "
                         "variants) or learned W_Q, W_K (default for --softmax)")
-    p.add_argument("--alignment", choices=("onehot", "kta"), default=None,
+    p.add_argument("--alignment", choices=tuple(ALIGNMENTS), default=None,
                    help="Phase A objective: eq. (C.4) one-hot label kernel (default) or centred KTA")
     p.add_argument("--epochs", type=non_negative_int, default=None, help="Phase B epochs (default 10)")
-    p.add_argument("--optimizer", choices=("adam", "adamw"), default=None,
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=None,
                    help="Phase B optimiser: adam = App. F.2 (Adam, constant rate 2e-4; default), "
                         "adamw = Section 5 (AdamW, weight decay 0.01, linear warm-up over 10%% of "
                         "the steps, cosine decay)")

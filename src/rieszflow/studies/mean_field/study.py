@@ -48,6 +48,7 @@ import numpy as np
 
 from rieszflow.engine._checks import check_choice
 from rieszflow.engine.backend import get_backend
+from rieszflow.engine.energy import Interaction
 from rieszflow.studies.mean_field.config import PROBLEM_NAMES, MeanFieldConfig, ProblemConfig
 from rieszflow.solvers.particles import (
     GridW1,
@@ -113,8 +114,13 @@ def _particles(c: ProblemConfig, eta: float) -> MeanFieldParticles:
     """The particle system of problem ``c`` with step ``eta``."""
     return MeanFieldParticles(
         space=domain_space(c.lo, c.hi), potential=quadratic_potential(c.gamma),
-        interaction=make_interaction(c.s, c.lam, c.d, method=c.interaction_method),
+        interaction=make_interaction(d=c.d, interaction=_interaction(c), method=c.interaction_method),
         beta=c.beta, eta=eta, boundary=c.boundary)
+
+
+def _interaction(c: ProblemConfig) -> Interaction:
+    """The pair interaction ``lam g_s`` of problem ``c``: one object for the particles and the PDE."""
+    return Interaction(c.s, c.lam)
 
 
 def _mesh(c: ProblemConfig, coarsen: int = 1):
@@ -143,7 +149,7 @@ def setup_problem(c: ProblemConfig, coarsen: int = 1) -> ProblemSetup:
     dom = _mesh(c, coarsen)
     gamma = c.gamma
     prob = MeanFieldProblem.create(dom, lambda x: 0.5 * gamma * np.sum(x * x, axis=1),
-                                   s=c.s, lam=c.lam, beta=c.beta)
+                                   interaction=_interaction(c), beta=c.beta)
     rho0 = TruncatedGaussian(c.rho0_mean, c.rho0_std, c.lo, c.hi)
     return ProblemSetup(c, dom, prob, rho0, rho0.cell_density(dom))
 

@@ -55,6 +55,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     argparse.ArgumentParser
         The subcommand's parser, with ``func=run_from_args``.
     """
+    from rieszflow.learning.config import OPTIMIZERS
+
     p = subparsers.add_parser(
         "nlp", allow_abbrev=False,
         help="paper 000's NLP tables (Tables 1, 2, 6, 8): every attention variant x 3 seeds as a "
@@ -77,7 +79,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--qqp-dir", default=None, metavar="DIR",
                    help="the GLUE QQP folder (train.tsv, dev.tsv); adds the QQP sweep (QQP is not "
                         "bundled)")
-    p.add_argument("--optimizer", choices=("adam", "adamw"), default=None,
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=None,
                    help="Phase B optimiser: adam = App. F.2 (constant rate; default), adamw = "
                         "Section 5 (AdamW, warm-up, cosine decay)")
     p.set_defaults(func=run_from_args, writes_hdf5=False)

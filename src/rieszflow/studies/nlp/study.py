@@ -39,6 +39,7 @@ import numpy as np
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 from rieszflow.config import StudyConfig, config_int
 from rieszflow.studies.sweep import SweepSpec, Task
+from rieszflow.learning.config import OPTIMIZERS
 
 __all__ = ["NLPConfig", "QUICK_OVERRIDES", "BASELINES", "variant_configs", "nlp_task", "specs",
            "task_config", "GRID_FIELDS", "table_rows", "format_detailed", "format_table1",
@@ -169,8 +170,8 @@ class NLPConfig(StudyConfig):
                              f"(Phase B continues after Phase A); or set late_maps=[]")
         if self.select_from not in ("all", "after_phase_a"):
             raise ValueError(f"select_from={self.select_from!r}: allowed all, after_phase_a")
-        if self.optimizer not in ("adam", "adamw"):
-            raise ValueError(f"optimizer={self.optimizer!r}: allowed adam, adamw")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer={self.optimizer!r}: allowed {', '.join(OPTIMIZERS)}")
         if self.backend not in ("numpy", "cupy"):
             raise ValueError(f"backend={self.backend!r}: allowed numpy, cupy")
         for name in ("train_limit", "eval_limit"):
