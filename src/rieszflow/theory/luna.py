@@ -22,6 +22,8 @@ import math
 import numpy as np
 from scipy import stats
 
+from rieszflow.engine.stats import power_law_fit
+
 __all__ = ["random_mlp", "mlp_psi", "sampling_error", "parametrisation_error", "truncation_error",
            "rademacher_slope", "gram_min_eigenvalues", "single_sample_tails"]
 
@@ -150,7 +152,7 @@ def sampling_error(rng, kind: str, ms=(4, 16, 64, 256, 1024), trials: int = 2000
             c = int(np.sum(np.abs(delta) >= e))
             pex[i, j] = c / trials
             pup[i, j] = 1.0 if c == trials else float(stats.beta.ppf(0.975, c + 1, trials - c))
-    slope = float(np.polyfit(np.log(ms), np.log(mse), 1)[0])
+    slope = power_law_fit(ms, mse, method="polyfit").slope
     bound = np.minimum(1.0, 2 * np.exp(-ms[:, None] * eps[None, :] ** 2 / (2 * L ** 2))) \
         if np.isfinite(L) else np.full_like(pex, np.nan)
     return {"m": ms, "m_mse": ms * mse, "slope": slope, "exact_var": var, "L": L, "p_exceed": pex,
@@ -277,7 +279,7 @@ def rademacher_slope(rng, ns=(64, 256, 1024, 4096, 16384), d: int = 32, draws: i
         sig = rng.choice([-1.0, 1.0], size=(draws, n))
         rad.append(float(np.mean(np.linalg.norm(sig @ phi, axis=1)) / n))
         bnd.append(float(np.sqrt(np.sum(phi ** 2)) / n))
-    slope = float(np.polyfit(np.log(ns), np.log(rad), 1)[0])
+    slope = power_law_fit(ns, rad, method="polyfit").slope
     return {"n": np.asarray(ns), "rademacher": np.asarray(rad), "bound": np.asarray(bnd), "slope": slope}
 
 

@@ -34,8 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["KIND", "COMPARISONS", "MEASURES", "split_rhat", "effective_sample_size", "verdict",
-           "quench", "run_gibbs_check"]
+from rieszflow.engine.stats import effective_sample_size, split_rhat
+
+__all__ = ["KIND", "COMPARISONS", "MEASURES", "verdict", "quench", "run_gibbs_check"]
 
 KIND = "gibbs_check"
 #: The particle sets compared, in table order.
@@ -51,71 +52,6 @@ Z = 3.0
 NEAR = 0.25
 #: Largest split-R-hat of the Hamiltonian for which the chains count as mixed.
 RHAT_MAX = 1.1
-
-
-def split_rhat(chains) -> float:
-    """Split-R-hat of a scalar trace over several chains (Gelman et al. 2013, eq. (11.4)).
-
-    Parameters
-    ----------
-    chains : array_like, shape (C, n), n >= 4
-        One row per chain (kept draws only).
-
-    Returns
-    -------
-    float
-        sqrt(var_plus / W) over the 2C half-chains; 1 at convergence, NaN if every half is
-        constant.
-
-    References
-    ----------
-    Gelman et al., Bayesian Data Analysis, 3rd ed. (2013), section 11.4.
-    """
-    x = np.asarray(chains, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 4:
-        raise ValueError(f"chains has shape {x.shape}; split-R-hat needs (C, n) with C >= 1 and n >= 4")
-    n = x.shape[1] // 2
-    halves = np.concatenate([x[:, :n], x[:, n:2 * n]])
-    w = halves.var(axis=1, ddof=1).mean()
-    b = n * halves.mean(axis=1).var(ddof=1)
-    if w <= 0:
-        return math.nan
-    return float(math.sqrt(((n - 1) / n * w + b / n) / w))
-
-
-def effective_sample_size(chains) -> float:
-    """Effective sample size of a scalar trace over chains (Geyer's initial positive sequence).
-
-    Parameters
-    ----------
-    chains : array_like, shape (C, n)
-
-    Returns
-    -------
-    float
-        ``C n / (1 + 2 sum_t rho_t)`` with the autocorrelations ``rho_t`` averaged over chains
-        and summed in pairs while the pair sums stay positive; NaN for constant traces.
-
-    References
-    ----------
-    Geyer, Statist. Sci. 7 (1992) 473-483; Gelman et al. (2013), section 11.5.
-    """
-    x = np.asarray(chains, dtype=np.float64)
-    c, n = x.shape
-    xc = x - x.mean(axis=1, keepdims=True)
-    var = np.mean(xc * xc)
-    if var <= 0:
-        return math.nan
-    f = np.fft.rfft(xc, 2 * n, axis=1)
-    acov = np.fft.irfft(f * np.conj(f), axis=1)[:, :n].mean(0) / n
-    rho = acov / acov[0]
-    tau = 1.0
-    for t in range(1, n - 1, 2):
-        pair = rho[t] + rho[t + 1]
-        if pair <= 0:
-            break
-        tau += 2.0 * pair
-    return float(c * n / tau)
 
 
 def verdict(mmd2, se) -> tuple[str, float]:

@@ -78,6 +78,8 @@ def format_report(merged: dict) -> str:
     """
     import numpy as np
 
+    from rieszflow.engine.stats import power_law_fit       # here, as numpy: `rieszflow --help` loads no scipy
+
     out = []
     if "p1" in merged:
         ds = merged["p1"]
@@ -138,7 +140,8 @@ def format_report(merged: dict) -> str:
             t = ds["seconds"].sel({"method": m}).isel(trial=0).values.astype(float)
             mem = ds["peak_bytes"].sel({"method": m}).isel(trial=0).values.astype(float)
             ok = np.isfinite(t) & (ns >= 1024)
-            slope = np.polyfit(np.log(ns[ok]), np.log(t[ok]), 1)[0] if ok.sum() >= 2 else float("nan")
+            slope = (power_law_fit(ns[ok], t[ok], method="polyfit").slope
+                     if ok.sum() >= 2 else float("nan"))
             last = mem[np.isfinite(mem)][-1] / 2 ** 20 if np.isfinite(mem).any() else float("nan")
             out.append(f"| {m} | " + " | ".join("-" if not np.isfinite(v) else f"{1e3 * v:.1f} ms" for v in t)
                        + f" | {slope:.2f} | {last:.1f} |")

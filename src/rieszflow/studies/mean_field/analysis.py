@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rieszflow.engine.stats import power_law_fit
+
 __all__ = ["DecayFit", "fit_decay", "expected_slope", "load_study", "summary_tables",
            "format_tables", "make_plots"]
 
@@ -51,6 +53,8 @@ class DecayFit:
 def fit_decay(n_values, w1) -> DecayFit:
     """OLS of :math:`\\log W_1` on :math:`\\log N` over all runs.
 
+    The fit is :func:`rieszflow.engine.stats.power_law_fit` (``method="lstsq_normal"``).
+
     Parameters
     ----------
     n_values : array_like, shape (n_N,)
@@ -72,24 +76,18 @@ def fit_decay(n_values, w1) -> DecayFit:
     w = np.asarray(w1, dtype=np.float64)
     if w.ndim != 2 or w.shape[0] != n.size:
         raise ValueError(f"w1 must have shape ({n.size}, n_runs), got {w.shape}")
-    x = np.repeat(np.log(n), w.shape[1])
-    y = w.ravel()
-    ok = np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if (y <= 0).any():
+    n_x = np.repeat(n, w.shape[1])
+    w_y = w.ravel()
+    ok = np.isfinite(w_y)
+    n_x, w_y = n_x[ok], w_y[ok]
+    if (w_y <= 0).any():
         raise ValueError("w1 must be > 0 to fit a power law")
-    y = np.log(y)
-    if y.size < 3 or np.unique(x).size < 2:
-        raise ValueError(f"need at least 3 runs over 2 distinct N to fit, got {y.size} runs, "
-                         f"{np.unique(x).size} N values")
-    A = np.stack([np.ones_like(x), x], axis=1)
-    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
-    resid = y - A @ coef
-    dof = max(y.size - 2, 1)
-    sigma2 = float(resid @ resid) / dof
-    cov = sigma2 * np.linalg.inv(A.T @ A)
-    return DecayFit(slope=float(coef[1]), slope_se=float(np.sqrt(cov[1, 1])), intercept=float(coef[0]),
-                    n_points=int(y.size))
+    n_distinct = np.unique(np.log(n_x)).size
+    if w_y.size < 3 or n_distinct < 2:
+        raise ValueError(f"need at least 3 runs over 2 distinct N to fit, got {w_y.size} runs, "
+                         f"{n_distinct} N values")
+    f = power_law_fit(n_x, w_y, method="lstsq_normal")
+    return DecayFit(slope=f.slope, slope_se=f.slope_se, intercept=f.intercept, n_points=f.n_points)
 
 
 def expected_slope(n_values, d: int) -> float:
@@ -109,8 +107,7 @@ def expected_slope(n_values, d: int) -> float:
     n = np.asarray(n_values, dtype=np.float64)
     if d == 1:
         return -0.5
-    y = np.log(n ** -0.5 * np.log(n))
-    return float(np.polyfit(np.log(n), y, 1)[0])
+    return power_law_fit(n, n ** -0.5 * np.log(n), method="polyfit").slope
 
 
 def load_study(path):

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rieszflow.engine import stats
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 from rieszflow.config import StudyConfig, config_int
 from rieszflow.studies.sweep import SweepSpec, Task
@@ -515,11 +516,8 @@ def format_table1(merged: dict) -> str:
 
 def _paired(ds, a: str, b: str) -> dict:
     """Matched comparison of variant ``b`` against ``a`` (same seeds): accuracy changes per seed,
-    McNemar per seed and pooled over seeds, and a paired t-test across seeds."""
-    from scipy.stats import ttest_rel
-
-    from rieszflow.studies.runs.inspect import mcnemar
-
+    McNemar per seed and pooled over seeds, and a paired t-test across seeds
+    (:mod:`rieszflow.engine.stats`)."""
     acc = list(ds["metric"].values).index("accuracy")
     Ma, Mb = _metrics(ds, a)[:, acc], _metrics(ds, b)[:, acc]
     ok = ~(np.isnan(Ma) | np.isnan(Mb))
@@ -528,18 +526,15 @@ def _paired(ds, a: str, b: str) -> dict:
     y = ds["test_label"].sel({"method": a}).values.reshape(Ma.size, -1)
     per_seed = []
     for i in np.flatnonzero(ok):
-        per_seed.append(mcnemar((pa[i] >= 0.5) == y[i], (pb[i] >= 0.5) == y[i]))
+        per_seed.append(stats.mcnemar((pa[i] >= 0.5) == y[i], (pb[i] >= 0.5) == y[i])._asdict())
     d = (Mb - Ma)[ok]
     best_b = ds["best_epoch"].sel({"method": b}).values.reshape(-1)[ok]
     out = {"n": int(ok.sum()), "delta": d, "mcnemar": per_seed, "best_epoch": best_b}
     if per_seed:
-        a_only = sum(t["a_only"] for t in per_seed)
-        b_only = sum(t["b_only"] for t in per_seed)
-        from scipy.stats import binomtest
-
-        out["pooled"] = {"a_only": a_only, "b_only": b_only, "p_value": 1.0 if a_only + b_only == 0
-                         else float(binomtest(a_only, a_only + b_only, 0.5).pvalue)}
-    out["t_p"] = float(ttest_rel(Mb[ok], Ma[ok]).pvalue) if ok.sum() >= 2 and np.ptp(d) > 0 else float("nan")
+        pooled = stats.mcnemar_counts(sum(t["a_only"] for t in per_seed), sum(t["b_only"] for t in per_seed),
+                                      sum(t["n"] for t in per_seed))
+        out["pooled"] = {"a_only": pooled.a_only, "b_only": pooled.b_only, "p_value": pooled.p_value}
+    out["t_p"] = stats.paired_test(Mb[ok], Ma[ok], test="t").p_value if ok.sum() >= 2 else float("nan")
     return out
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rieszflow.engine import stats
+
 __all__ = ["open_runs", "run_status", "format_status", "mcnemar", "compare_runs", "format_compare"]
 
 
@@ -150,21 +152,15 @@ def mcnemar(correct_a, correct_b) -> dict:
     -------
     dict
         ``n``, ``a_only`` (A right, B wrong), ``b_only``, ``p_value`` (two-sided exact binomial
-        test of the discordant pairs, scipy.stats.binomtest; 1.0 when there are none).
+        test of the discordant pairs, scipy.stats.binomtest; 1.0 when there are none): the
+        fields of :func:`rieszflow.engine.stats.mcnemar` as a dict.
 
     Raises
     ------
     ValueError
         If the arrays differ in length.
     """
-    from scipy.stats import binomtest
-
-    a, b = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"correct_a and correct_b must be 1-D of one length, got {a.shape}, {b.shape}")
-    a_only, b_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
-    p = 1.0 if a_only + b_only == 0 else float(binomtest(a_only, a_only + b_only, 0.5).pvalue)
-    return {"n": int(a.size), "a_only": a_only, "b_only": b_only, "p_value": p}
+    return stats.mcnemar(correct_a, correct_b)._asdict()
 
 
 def compare_runs(paths) -> dict:

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from rieszflow.config import StudyConfig, config_int, config_real
+from rieszflow.engine.stats import paired_test, power_law_fit
 from rieszflow.studies.synthetic.data import draw_labels, make_dataset
 from rieszflow.studies.synthetic.methods import (BENCHMARK_METHODS, METHODS, MethodUnavailable,
                                                  missing_dependency)
@@ -544,6 +545,8 @@ def specs(cfg: SyntheticConfig) -> list:
 def fit_power_law(n, seconds):
     """Least-squares fit of ``log t = log c + gamma log n`` (Table 4's ``t(n) = c n^gamma``).
 
+    The fit is :func:`rieszflow.engine.stats.power_law_fit` (``method="lstsq"``).
+
     Parameters
     ----------
     n : array_like, shape (k,)
@@ -572,15 +575,9 @@ def fit_power_law(n, seconds):
     ok = np.isfinite(n) & np.isfinite(t) & (n > 0) & (t > 0)
     if ok.sum() < 3:
         raise ValueError(f"fit_power_law needs >= 3 finite positive (n, t) pairs; got {int(ok.sum())}")
-    x, z = np.log(n[ok]), np.log(t[ok])
-    A = np.stack([np.ones_like(x), x], axis=1)
-    coef, *_ = np.linalg.lstsq(A, z, rcond=None)
-    resid = z - A @ coef
-    dof = max(x.size - 2, 1)
-    sigma = float(np.sqrt(resid @ resid / dof))
-    gamma_se = sigma / float(np.sqrt(((x - x.mean()) ** 2).sum()))
-    return {"gamma": float(coef[1]), "c": float(np.exp(coef[0])), "sigma_log": sigma,
-            "gamma_se": gamma_se, "n_obs": int(x.size)}
+    f = power_law_fit(n[ok], t[ok], method="lstsq")
+    return {"gamma": f.slope, "c": f.prefactor, "sigma_log": f.residual_std,
+            "gamma_se": f.slope_se, "n_obs": f.n_points}
 
 
 #: Table 4 of paper 000 as printed: label -> (gamma, c, sigma_log, n_obs, method here or None).
@@ -662,16 +659,13 @@ def format_ablation(ds) -> str:
 
 
 def _paired(a, b):
-    """Mean difference a - b over paired finite entries, its SE, n, and the two-sided Wilcoxon p."""
-    from scipy.stats import wilcoxon
-
+    """Mean difference a - b over paired finite entries, its SE, n, and the two-sided Wilcoxon p
+    (:func:`rieszflow.engine.stats.paired_test`); None with fewer than 2 such pairs."""
     a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
-    ok = np.isfinite(a) & np.isfinite(b)
-    d = a[ok] - b[ok]
-    if d.size < 2:
+    if np.count_nonzero(np.isfinite(a) & np.isfinite(b)) < 2:
         return None
-    p = float(wilcoxon(d).pvalue) if np.any(d != 0) else 1.0
-    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)), int(d.size), p
+    r = paired_test(a, b, test="wilcoxon")
+    return r.mean, r.se, r.n, r.p_value
 
 
 def _verdict(name, a, b, claim):

@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rieszflow.engine.stats import power_law_fit
+
 __all__ = [
     "PowerLawFit",
     "fit_power_law",
@@ -41,6 +43,9 @@ class PowerLawFit(NamedTuple):
 def fit_power_law(n, w) -> PowerLawFit:
     """Fit ``w = C n^{-alpha}`` by ordinary least squares of ``log w`` on ``log n``.
 
+    The fit is :func:`rieszflow.engine.stats.power_law_fit` (``method="linregress"``) with the
+    sign flipped (``alpha = -slope``).
+
     Parameters
     ----------
     n : array_like, shape (k,)
@@ -61,8 +66,6 @@ def fit_power_law(n, w) -> PowerLawFit:
     ----------
     Fournier and Guillin (2015), PTRF (empirical W1 rates); spec particles_pde_reference.md, 4.2.
     """
-    from scipy.stats import linregress
-
     n = np.asarray(n, dtype=np.float64).ravel()
     w = np.asarray(w, dtype=np.float64).ravel()
     if n.shape != w.shape:
@@ -71,10 +74,10 @@ def fit_power_law(n, w) -> PowerLawFit:
         raise ValueError("n and w must be finite and > 0 for a log-log fit")
     if np.unique(n).size < 2:
         raise ValueError(f"need at least 2 distinct sizes to fit a rate; got {np.unique(n).tolist()}")
-    res = linregress(np.log(n), np.log(w))
-    se = float(res.stderr) if np.unique(n).size >= 3 else math.nan
-    return PowerLawFit(alpha=-float(res.slope), alpha_se=se, prefactor=float(math.exp(res.intercept)),
-                       n_points=int(n.size))
+    f = power_law_fit(n, w, method="linregress")
+    se = f.slope_se if np.unique(n).size >= 3 else math.nan
+    return PowerLawFit(alpha=-f.slope, alpha_se=se, prefactor=float(math.exp(f.intercept)),
+                       n_points=f.n_points)
 
 
 def first_crossing(times, values, level: float) -> float:

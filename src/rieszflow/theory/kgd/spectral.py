@@ -20,6 +20,7 @@ from scipy import integrate
 from scipy.special import gammaln, roots_jacobi
 
 from rieszflow.engine.energy.interaction import riesz_kernel
+from rieszflow.engine.stats import power_law_fit
 
 __all__ = [
     "check_dim", "multiplicity", "gegenbauer_normalised", "c_d", "jacobi_nodes",
@@ -706,6 +707,8 @@ def kgd_listing(d, k1, k2, L_max=40, n_quad=400):
 def fit_loglog(x, y):
     """Least-squares fit ``log y = a + b log x``; returns ``(slope, prefactor, R^2)``.
 
+    A tuple view of :func:`rieszflow.engine.stats.power_law_fit` (``method="polyfit"``).
+
     Parameters
     ----------
     x, y : array_like, float, shape (n,)
@@ -719,9 +722,12 @@ def fit_loglog(x, y):
         ``exp(a)``.
     r2 : float
         Coefficient of determination of the fit in log-log space.
+
+    Raises
+    ------
+    ValueError
+        From :func:`rieszflow.engine.stats.power_law_fit`: an entry not finite and positive,
+        lengths that differ, fewer than 2 distinct ``x``.
     """
-    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
-    b, a = np.polyfit(lx, ly, 1)
-    res = ly - (a + b * lx)
-    r2 = 1 - np.sum(res ** 2) / np.sum((ly - ly.mean()) ** 2)
-    return float(b), float(np.exp(a)), float(r2)
+    f = power_law_fit(x, y, method="polyfit")
+    return f.slope, f.prefactor, f.r2

@@ -1,0 +1,491 @@
+"""Statistics used by the analyses: power-law fits, paired tests, MCMC convergence diagnostics.
+
+One home for each estimator or test the studies report, so that every table computes a given
+quantity the same way:
+
+* :func:`power_law_fit`: ordinary least squares of ``log y`` on ``log x``, giving
+  ``y ~ prefactor * x**slope`` with the slope's standard error and ``R^2``.
+* :func:`mcnemar`, :func:`mcnemar_counts`: McNemar's exact test of two classifiers on the same
+  examples (the two-sided binomial test of the discordant pairs).
+* :func:`paired_test`: paired t-test or Wilcoxon signed-rank test of matched measurements.
+* :func:`split_rhat`, :func:`effective_sample_size`: convergence diagnostics of a scalar trace
+  over several Markov chains.
+
+Every function checks its input and raises :class:`ValueError` naming the parameter, the value
+received and what is allowed. The tests themselves are those of :mod:`scipy.stats`
+(``binomtest``, ``ttest_rel``, ``wilcoxon``, ``linregress``).
+
+References
+----------
+McNemar, "Note on the sampling error of the difference between correlated proportions or
+percentages", Psychometrika 12 (1947) 153-157.
+Student, "The probable error of a mean", Biometrika 6 (1908) 1-25.
+Wilcoxon, "Individual comparisons by ranking methods", Biometrics Bulletin 1 (1945) 80-83.
+Gelman and Rubin, Statist. Sci. 7 (1992) 457-472; Gelman et al., Bayesian Data Analysis, 3rd ed.
+(2013), sections 11.4-11.5.
+Geyer, "Practical Markov chain Monte Carlo", Statist. Sci. 7 (1992) 473-483.
+Vehtari, Gelman, Simpson, Carpenter and Buerkner, "Rank-normalization, folding, and
+localization: an improved R-hat for assessing convergence of MCMC", Bayesian Analysis 16 (2021)
+667-718.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from scipy.stats import binomtest, linregress, ttest_rel, wilcoxon
+
+__all__ = [
+    "POWER_LAW_METHODS",
+    "PAIRED_TESTS",
+    "PowerLawFit",
+    "power_law_fit",
+    "McNemarResult",
+    "mcnemar",
+    "mcnemar_counts",
+    "PairedTest",
+    "paired_test",
+    "split_rhat",
+    "effective_sample_size",
+]
+
+#: Arithmetic recipes of :func:`power_law_fit` (one estimator, rounding differs in the last bits).
+POWER_LAW_METHODS = ("lstsq", "lstsq_normal", "polyfit", "linregress")
+#: Tests of :func:`paired_test`.
+PAIRED_TESTS = ("t", "wilcoxon")
+
+
+# --------------------------------------------------------------------------------------------
+# power laws
+# --------------------------------------------------------------------------------------------
+class PowerLawFit(NamedTuple):
+    """Least-squares fit ``log y = intercept + slope * log x``, i.e. ``y ~ prefactor * x**slope``.
+
+    Sign convention: ``slope`` is the exponent of ``x`` as it stands (negative for a decay);
+    a caller reporting a decay rate ``alpha`` with ``y ~ C x**(-alpha)`` uses ``-slope``.
+
+    Parameters
+    ----------
+    slope : float
+        The exponent.
+    slope_se : float
+        Its classical OLS standard error, ``s / sqrt(sum (log x - mean log x)^2)`` with
+        ``s^2 = RSS / (n - 2)``; NaN with only 2 points (no residual degree of freedom).
+    intercept : float
+        ``log(prefactor)``.
+    prefactor : float
+        ``exp(intercept)``.
+    r2 : float
+        Coefficient of determination in log-log space, ``1 - RSS / TSS`` (NaN when all
+        ``log y`` are equal).
+    residual_std : float
+        ``s``, the standard deviation of the log residuals with ``ddof = 2``; NaN with 2 points.
+    n_points : int
+        Number of (x, y) pairs fitted.
+    """
+
+    slope: float
+    slope_se: float
+    intercept: float
+    prefactor: float
+    r2: float
+    residual_std: float
+    n_points: int
+
+
+def _as_1d(value, name: str) -> np.ndarray:
+    a = np.asarray(value, dtype=np.float64)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, shape (n,); got shape {a.shape}")
+    return a
+
+
+def _check_positive_finite(a: np.ndarray, name: str) -> None:
+    bad = ~(np.isfinite(a) & (a > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} must be finite and > 0 for a log-log fit; {name}[{i}] = {float(a[i])!r} "
+                         f"({int(bad.sum())} such entries)")
+
+
+def power_law_fit(x, y, *, method: str = "lstsq") -> PowerLawFit:
+    """Fit ``y ~ prefactor * x**slope`` by ordinary least squares of ``log y`` on ``log x``.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,)
+        Abscissae (converted to float64), finite and ``> 0``; repeated values (replicates) are
+        allowed, at least 2 distinct values are needed.
+    y : array_like, shape (n,)
+        Ordinates (converted to float64), finite and ``> 0``.
+    method : {"lstsq", "polyfit", "lstsq_normal", "linregress"}, default "lstsq"
+        How the one estimator is evaluated in floating point. All four give the same
+        mathematical quantities and differ only in rounding (last bits); they are kept so
+        that each study writes the numbers it has always written. New code should use the
+        default.
+
+        * ``"lstsq"``: :func:`numpy.linalg.lstsq` on the design ``[1, log x]``; residuals
+          ``log y - A @ coef``; ``slope_se = s / sqrt(S_xx)`` with ``S_xx`` the centred sum of
+          squares of ``log x``.
+        * ``"lstsq_normal"``: as ``"lstsq"`` but ``slope_se = sqrt(s^2 [(A^T A)^{-1}]_{11})``
+          (the normal-equations form of the same standard error).
+        * ``"polyfit"``: :func:`numpy.polyfit` of degree 1; residuals
+          ``log y - (intercept + slope log x)``; ``slope_se`` as ``"lstsq"``.
+        * ``"linregress"``: :func:`scipy.stats.linregress`; residuals as ``"polyfit"``;
+          ``slope_se`` is scipy's ``stderr``.
+
+    Returns
+    -------
+    PowerLawFit
+        ``r2 = 1 - sum(res**2) / sum((log y - mean)**2)`` and ``residual_std = sqrt(RSS / (n-2))``
+        from the method's residuals; ``prefactor = numpy.exp(intercept)``.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` or ``y`` is not 1-D, their lengths differ, an entry is not finite or not
+        ``> 0``, fewer than 2 distinct ``x`` remain, or ``method`` is unknown.
+
+    Notes
+    -----
+    ``slope = S_xy / S_xx`` and ``intercept = mean(log y) - slope mean(log x)`` (Gauss-Markov);
+    with independent homoscedastic errors in ``log y`` the standard error is
+    ``s / sqrt(S_xx)`` (e.g. Seber and Lee, Linear Regression Analysis, 2nd ed. (2003), 4.1).
+
+    Examples
+    --------
+    >>> f = power_law_fit([1, 2, 4, 8], [3.0, 1.5, 0.75, 0.375])
+    >>> round(f.slope, 12), round(f.prefactor, 12)
+    (-1.0, 3.0)
+    """
+    if method not in POWER_LAW_METHODS:
+        raise ValueError(f"method must be one of {POWER_LAW_METHODS}; got {method!r}")
+    x, y = _as_1d(x, "x"), _as_1d(y, "y")
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same length; got {x.size} and {y.size}")
+    _check_positive_finite(x, "x")
+    _check_positive_finite(y, "y")
+    distinct = np.unique(x).size
+    if distinct < 2:
+        raise ValueError(f"x must hold at least 2 distinct values to fit a slope; got {distinct} "
+                         f"({x.size} points)")
+    lx, ly = np.log(x), np.log(y)
+    n = lx.size
+    stderr = math.nan
+    if method in ("lstsq", "lstsq_normal"):
+        A = np.stack([np.ones_like(lx), lx], axis=1)
+        coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
+        intercept, slope = coef[0], coef[1]
+        res = ly - A @ coef
+    elif method == "polyfit":
+        slope, intercept = np.polyfit(lx, ly, 1)
+        res = ly - (intercept + slope * lx)
+    else:
+        lr = linregress(lx, ly)
+        slope, intercept, stderr = lr.slope, lr.intercept, float(lr.stderr)
+        res = ly - (intercept + slope * lx)
+    dof = n - 2
+    if dof > 0:
+        rss = res @ res
+        sigma = float(np.sqrt(rss / dof))
+        if method == "lstsq_normal":
+            cov = (float(rss) / dof) * np.linalg.inv(A.T @ A)
+            se = float(np.sqrt(cov[1, 1]))
+        elif method == "linregress":
+            se = stderr
+        else:
+            se = sigma / float(np.sqrt(((lx - lx.mean()) ** 2).sum()))
+    else:
+        sigma = se = math.nan
+    tss = np.sum((ly - ly.mean()) ** 2)
+    r2 = float(1 - np.sum(res ** 2) / tss) if tss > 0 else math.nan
+    return PowerLawFit(slope=float(slope), slope_se=se, intercept=float(intercept),
+                       prefactor=float(np.exp(intercept)), r2=r2, residual_std=sigma, n_points=int(n))
+
+
+# --------------------------------------------------------------------------------------------
+# McNemar
+# --------------------------------------------------------------------------------------------
+class McNemarResult(NamedTuple):
+    """McNemar's exact test of two classifiers A and B on the same examples.
+
+    Parameters
+    ----------
+    n : int
+        Number of paired examples.
+    a_only : int
+        Examples A got right and B wrong.
+    b_only : int
+        Examples B got right and A wrong.
+    p_value : float
+        Two-sided exact binomial test of ``a_only`` successes in ``a_only + b_only`` trials
+        with probability 1/2 (:func:`scipy.stats.binomtest`); 1.0 when there are no
+        discordant pairs.
+    """
+
+    n: int
+    a_only: int
+    b_only: int
+    p_value: float
+
+
+def _count(value, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0; got {value!r}")
+    return int(value)
+
+
+def mcnemar_counts(a_only, b_only, n) -> McNemarResult:
+    """McNemar's exact test from the discordant counts.
+
+    Pooling several tables (e.g. seeds on the same examples) is summing their counts and
+    calling this function.
+
+    Parameters
+    ----------
+    a_only : int
+        Pairs where only A is right, ``>= 0``.
+    b_only : int
+        Pairs where only B is right, ``>= 0``.
+    n : int
+        Number of pairs, ``>= a_only + b_only``.
+
+    Returns
+    -------
+    McNemarResult
+
+    Raises
+    ------
+    ValueError
+        If a count is not a non-negative integer or ``n < a_only + b_only``.
+
+    References
+    ----------
+    McNemar, Psychometrika 12 (1947) 153-157 (the exact form is the binomial sign test of the
+    discordant pairs); Dietterich, Neural Computation 10 (1998) 1895-1923.
+    """
+    a_only, b_only, n = _count(a_only, "a_only"), _count(b_only, "b_only"), _count(n, "n")
+    if n < a_only + b_only:
+        raise ValueError(f"n must be >= a_only + b_only = {a_only + b_only}; got {n}")
+    p = 1.0 if a_only + b_only == 0 else float(binomtest(a_only, a_only + b_only, 0.5).pvalue)
+    return McNemarResult(n=n, a_only=a_only, b_only=b_only, p_value=p)
+
+
+def mcnemar(correct_a, correct_b) -> McNemarResult:
+    """McNemar's exact test of two classifiers on the same examples.
+
+    Parameters
+    ----------
+    correct_a : array_like of bool, shape (n,)
+        Whether classifier A got each example right.
+    correct_b : array_like of bool, shape (n,)
+        The same for classifier B, on the same examples in the same order.
+
+    Returns
+    -------
+    McNemarResult
+        See :func:`mcnemar_counts`.
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not 1-D of one length.
+
+    References
+    ----------
+    McNemar, Psychometrika 12 (1947) 153-157; Dietterich, Neural Computation 10 (1998)
+    1895-1923.
+    """
+    a, b = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"correct_a and correct_b must be 1-D of one length, got {a.shape}, {b.shape}")
+    return mcnemar_counts(int(np.sum(a & ~b)), int(np.sum(~a & b)), int(a.size))
+
+
+# --------------------------------------------------------------------------------------------
+# paired tests
+# --------------------------------------------------------------------------------------------
+class PairedTest(NamedTuple):
+    """A paired comparison of ``a`` against ``b`` (differences ``d = a - b``).
+
+    Parameters
+    ----------
+    mean : float
+        Mean of ``d``.
+    se : float
+        Its standard error, ``std(d, ddof=1) / sqrt(n)``.
+    n : int
+        Number of pairs used (pairs with a non-finite entry are dropped).
+    statistic : float
+        The test statistic (t, or the Wilcoxon signed-rank statistic); NaN when the test is
+        undefined (see :func:`paired_test`).
+    p_value : float
+        Two-sided p-value.
+    """
+
+    mean: float
+    se: float
+    n: int
+    statistic: float
+    p_value: float
+
+
+def paired_test(a, b, *, test: str = "t") -> PairedTest:
+    """Two-sided paired test of ``a`` against ``b``: t-test or Wilcoxon signed-rank test.
+
+    Parameters
+    ----------
+    a : array_like, shape (n,) or any shape equal to ``b``'s
+        First measurements (flattened, converted to float64).
+    b : array_like, same shape as ``a``
+        Matched second measurements.
+    test : {"t", "wilcoxon"}, default "t"
+        ``"t"``: :func:`scipy.stats.ttest_rel` (Student 1908); when the differences are all
+        equal (zero spread) t is undefined and ``statistic = p_value = NaN``.
+        ``"wilcoxon"``: :func:`scipy.stats.wilcoxon` of the differences with scipy's defaults
+        (zero differences dropped, exact distribution for small samples); when every
+        difference is zero no pair favours either side and ``p_value = 1.0``,
+        ``statistic = NaN``.
+
+    Returns
+    -------
+    PairedTest
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, fewer than 2 pairs with both entries finite remain, or ``test``
+        is unknown.
+
+    References
+    ----------
+    Student, Biometrika 6 (1908) 1-25; Wilcoxon, Biometrics Bulletin 1 (1945) 80-83.
+    """
+    if test not in PAIRED_TESTS:
+        raise ValueError(f"test must be one of {PAIRED_TESTS}; got {test!r}")
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must have the same shape; got {a.shape} and {b.shape}")
+    a, b = a.ravel(), b.ravel()
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]
+    d = a - b
+    if d.size < 2:
+        raise ValueError(f"a and b need at least 2 pairs with both entries finite; got {d.size}")
+    mean, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))
+    if test == "t":
+        if np.ptp(d) > 0:
+            r = ttest_rel(a, b)
+            stat, p = float(r.statistic), float(r.pvalue)
+        else:
+            stat = p = math.nan
+    elif np.any(d != 0):
+        r = wilcoxon(d)
+        stat, p = float(r.statistic), float(r.pvalue)
+    else:
+        stat, p = math.nan, 1.0
+    return PairedTest(mean=mean, se=se, n=int(d.size), statistic=stat, p_value=p)
+
+
+# --------------------------------------------------------------------------------------------
+# MCMC diagnostics
+# --------------------------------------------------------------------------------------------
+def _chains(chains, name: str, min_draws: int, what: str) -> np.ndarray:
+    x = np.asarray(chains, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < min_draws:
+        raise ValueError(f"{name} has shape {x.shape}; {what} needs (C, n) with C >= 1 and n >= {min_draws}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name} must be finite; {int((~np.isfinite(x)).sum())} entries are not "
+                         f"(first at index {tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])})")
+    return x
+
+
+def split_rhat(chains) -> float:
+    """Split-R-hat of a scalar trace over several chains.
+
+    Each chain is cut into two halves (the middle draw of an odd-length chain is dropped);
+    over the ``2C`` half-chains of length ``n'`` with within-half variance ``W`` (mean of the
+    ``ddof=1`` variances) and between-half variance ``B = n' var(half means, ddof=1)``,
+    ``R = sqrt(((n'-1)/n' W + B/n') / W)``.
+
+    Parameters
+    ----------
+    chains : array_like, shape (C, n)
+        One row per chain (kept draws only), ``C >= 1``, ``n >= 4``, finite.
+
+    Returns
+    -------
+    float
+        1 at convergence, larger when the chains disagree; NaN if every half is constant.
+
+    Raises
+    ------
+    ValueError
+        If ``chains`` is not of shape (C, n) with ``C >= 1`` and ``n >= 4``, or has a
+        non-finite entry.
+
+    References
+    ----------
+    Gelman et al., Bayesian Data Analysis, 3rd ed. (2013), section 11.4, eq. (11.4);
+    Vehtari et al., Bayesian Analysis 16 (2021) 667-718, section 2 (the classic split-R-hat,
+    without their rank normalisation and folding).
+    """
+    x = _chains(chains, "chains", 4, "split-R-hat")
+    n = x.shape[1] // 2
+    halves = np.concatenate([x[:, :n], x[:, n:2 * n]])
+    w = halves.var(axis=1, ddof=1).mean()
+    b = n * halves.mean(axis=1).var(ddof=1)
+    if w <= 0:
+        return math.nan
+    return float(math.sqrt(((n - 1) / n * w + b / n) / w))
+
+
+def effective_sample_size(chains) -> float:
+    """Effective sample size of a scalar trace over chains (Geyer's initial positive sequence).
+
+    ``C n / tau`` with ``tau = 1 + 2 sum_t rho_t``: the autocorrelations ``rho_t`` of each
+    chain (about its own mean, FFT, biased ``1/n`` normalisation) are averaged over chains and
+    summed in consecutive pairs ``rho_t + rho_{t+1}`` (t = 1, 3, ...) while the pair sums stay
+    positive.
+
+    Parameters
+    ----------
+    chains : array_like, shape (C, n)
+        One row per chain, ``C >= 1``, ``n >= 2``, finite.
+
+    Returns
+    -------
+    float
+        The effective number of independent draws; NaN for constant traces. For an AR(1)
+        chain with coefficient ``rho`` it tends to ``C n (1 - rho) / (1 + rho)``.
+
+    Raises
+    ------
+    ValueError
+        If ``chains`` is not of shape (C, n) with ``C >= 1`` and ``n >= 2``, or has a
+        non-finite entry.
+
+    References
+    ----------
+    Geyer, Statist. Sci. 7 (1992) 473-483; Gelman et al. (2013), section 11.5. Vehtari et al.
+    (2021), section 3.2, combine the chains' autocorrelations with the between-chain variance
+    and use the initial monotone sequence; this estimator averages the within-chain
+    autocorrelations only.
+    """
+    x = _chains(chains, "chains", 2, "an effective sample size")
+    c, n = x.shape
+    xc = x - x.mean(axis=1, keepdims=True)
+    var = np.mean(xc * xc)
+    if var <= 0:
+        return math.nan
+    f = np.fft.rfft(xc, 2 * n, axis=1)
+    acov = np.fft.irfft(f * np.conj(f), axis=1)[:, :n].mean(0) / n
+    rho = acov / acov[0]
+    tau = 1.0
+    for t in range(1, n - 1, 2):
+        pair = rho[t] + rho[t + 1]
+        if pair <= 0:
+            break
+        tau += 2.0 * pair
+    return float(c * n / tau)

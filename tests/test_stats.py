@@ -1,0 +1,219 @@
+"""rieszflow.engine.stats against closed forms computed independently here."""
+import math
+
+import numpy as np
+import pytest
+from scipy.signal import lfilter
+from scipy.stats import t as student_t
+
+from rieszflow.engine import stats
+from rieszflow.engine.stats import (POWER_LAW_METHODS, effective_sample_size, mcnemar, mcnemar_counts,
+                                    paired_test, power_law_fit, split_rhat)
+
+
+# ------------------------------------------------------------------ power laws
+@pytest.mark.parametrize("method", POWER_LAW_METHODS)
+def test_exact_power_law_is_recovered(method):
+    x = np.array([1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0])
+    f = power_law_fit(x, 3.5 * x ** -1.7, method=method)
+    assert f.slope == pytest.approx(-1.7, abs=1e-12)            # sign: y ~ prefactor x**slope
+    assert f.prefactor == pytest.approx(3.5, rel=1e-12)
+    assert f.intercept == pytest.approx(math.log(3.5), abs=1e-12)
+    assert 0.0 <= f.slope_se < 1e-12 and f.residual_std < 1e-12
+    assert f.r2 == pytest.approx(1.0, abs=1e-12)
+    assert f.n_points == 7
+
+
+def _textbook_ols(x, y):
+    """Simple regression from sums (math.fsum), without numpy's linear algebra."""
+    lx, ly = [math.log(v) for v in x], [math.log(v) for v in y]
+    n = len(lx)
+    mx, my = math.fsum(lx) / n, math.fsum(ly) / n
+    sxx = math.fsum((a - mx) ** 2 for a in lx)
+    sxy = math.fsum((a - mx) * (b - my) for a, b in zip(lx, ly))
+    slope = sxy / sxx
+    icpt = my - slope * mx
+    rss = math.fsum((b - icpt - slope * a) ** 2 for a, b in zip(lx, ly))
+    tss = math.fsum((b - my) ** 2 for b in ly)
+    s = math.sqrt(rss / (n - 2))
+    return slope, s / math.sqrt(sxx), icpt, 1 - rss / tss, s
+
+
+@pytest.mark.parametrize("method", POWER_LAW_METHODS)
+def test_noisy_fit_matches_the_textbook_ols_formulas(method):
+    rng = np.random.default_rng(7)
+    x = np.repeat([10.0, 20.0, 50.0, 100.0, 200.0, 500.0], 3)        # replicates allowed
+    y = 2.0 * x ** -0.5 * np.exp(0.3 * rng.standard_normal(x.size))
+    slope, se, icpt, r2, s = _textbook_ols(x, y)
+    f = power_law_fit(x, y, method=method)
+    assert f.slope == pytest.approx(slope, rel=1e-10)
+    assert f.slope_se == pytest.approx(se, rel=1e-10)
+    assert f.intercept == pytest.approx(icpt, rel=1e-10)
+    assert f.prefactor == pytest.approx(math.exp(icpt), rel=1e-10)
+    assert f.r2 == pytest.approx(r2, rel=1e-10)
+    assert f.residual_std == pytest.approx(s, rel=1e-10)
+    assert f.n_points == x.size
+
+
+def test_two_points_give_the_line_and_no_standard_error():
+    f = power_law_fit([2.0, 8.0], [1.0, 4.0])
+    assert f.slope == pytest.approx(1.0, abs=1e-14)
+    assert math.isnan(f.slope_se) and math.isnan(f.residual_std)
+
+
+@pytest.mark.parametrize("x, y, match", [
+    ([1.0, 2.0, 3.0], [1.0, np.nan, 2.0], r"y must be finite and > 0.*y\[1\] = nan"),
+    ([1.0, 0.0, 3.0], [1.0, 1.0, 2.0], r"x must be finite and > 0.*x\[1\] = 0\.0"),
+    ([1.0, 2.0, 3.0], [1.0, -1.0, 2.0], r"y\[1\] = -1\.0"),
+    ([1.0, 2.0, 3.0], [1.0, 2.0], "same length; got 3 and 2"),
+    ([[1.0, 2.0]], [[1.0, 2.0]], r"x must be 1-D.*\(1, 2\)"),
+    ([4.0, 4.0, 4.0], [1.0, 2.0, 3.0], "at least 2 distinct values.*got 1"),
+])
+def test_power_law_fit_rejects_bad_input(x, y, match):
+    with pytest.raises(ValueError, match=match):
+        power_law_fit(x, y)
+
+
+def test_power_law_fit_rejects_an_unknown_method():
+    with pytest.raises(ValueError, match="method must be one of.*'ols'"):
+        power_law_fit([1.0, 2.0], [1.0, 2.0], method="ols")
+
+
+def test_callers_are_views_of_power_law_fit():
+    from rieszflow.engine.spectral import fit_loglog
+    from rieszflow.studies.mean_field.analysis import fit_decay
+    from rieszflow.studies.token_flow.analysis import fit_power_law
+
+    rng = np.random.default_rng(3)
+    n = np.array([16.0, 64.0, 256.0, 1024.0])
+    w = n[:, None] ** -0.5 * np.exp(0.1 * rng.standard_normal((4, 3)))
+    ref = power_law_fit(np.repeat(n, 3), w.ravel(), method="lstsq_normal")
+    d = fit_decay(n, w)
+    assert (d.slope, d.slope_se, d.intercept, d.n_points) == (ref.slope, ref.slope_se, ref.intercept, 12)
+    tf = fit_power_law(np.repeat(n, 3), w.ravel())
+    assert tf.alpha == -power_law_fit(np.repeat(n, 3), w.ravel(), method="linregress").slope   # rate = -slope
+    f = power_law_fit(n, w[:, 0], method="polyfit")
+    assert fit_loglog(n, w[:, 0]) == (f.slope, f.prefactor, f.r2)
+
+
+# ------------------------------------------------------------------ McNemar
+def test_mcnemar_matches_the_hand_computed_binomial_tail():
+    a = np.array([True] * 3 + [False] * 9 + [True] * 20 + [False] * 5)
+    b = np.array([False] * 3 + [True] * 9 + [True] * 20 + [False] * 5)
+    r = mcnemar(a, b)
+    # two-sided exact: 2 P(Bin(12, 1/2) <= 3) = 2 (1 + 12 + 66 + 220) / 4096
+    assert (r.n, r.a_only, r.b_only) == (37, 3, 9)
+    assert r.p_value == pytest.approx(2 * 299 / 4096, rel=1e-12)
+    assert mcnemar(a, a).p_value == 1.0                          # no discordant pairs
+    assert mcnemar_counts(5, 5, 10).p_value == pytest.approx(1.0, abs=1e-12)
+    assert mcnemar_counts(0, 6, 6).p_value == pytest.approx(2 / 64, rel=1e-12)
+    assert mcnemar(a, b)._asdict() == {"n": 37, "a_only": 3, "b_only": 9, "p_value": r.p_value}
+
+
+@pytest.mark.parametrize("args, match", [
+    ((-1, 2, 5), "a_only must be an integer >= 0; got -1"),
+    ((1, 2.5, 5), "b_only must be an integer >= 0; got 2.5"),
+    ((3, 4, 6), "n must be >= a_only \\+ b_only = 7; got 6"),
+])
+def test_mcnemar_counts_rejects_bad_counts(args, match):
+    with pytest.raises(ValueError, match=match):
+        mcnemar_counts(*args)
+
+
+def test_mcnemar_rejects_unequal_lengths():
+    with pytest.raises(ValueError, match="1-D of one length"):
+        mcnemar([True, False], [True])
+
+
+# ------------------------------------------------------------------ paired tests
+def test_paired_t_against_the_t_distribution():
+    rng = np.random.default_rng(11)
+    a = rng.normal(size=15)
+    b = a - 0.3 + 0.5 * rng.normal(size=15)
+    d = a - b
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(d.size))
+    r = paired_test(a, b, test="t")
+    assert r.n == 15 and r.mean == pytest.approx(d.mean(), rel=1e-12)
+    assert r.se == pytest.approx(d.std(ddof=1) / math.sqrt(15), rel=1e-12)
+    assert r.statistic == pytest.approx(t, rel=1e-10)
+    assert r.p_value == pytest.approx(2 * student_t.sf(abs(t), 14), rel=1e-9)
+
+
+def test_paired_wilcoxon_exact_and_degenerate_cases():
+    a = np.array([2.0, 3.0, 4.0, 5.0, 6.0, np.nan])
+    b = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 0.0])
+    r = paired_test(a, b, test="wilcoxon")                      # d = 1..5, all positive, NaN pair dropped
+    assert r.n == 5 and r.statistic == 0.0
+    assert r.p_value == pytest.approx(2 / 2 ** 5, rel=1e-12)   # exact: only the all-positive sign pattern
+    z = paired_test(b, b, test="wilcoxon")
+    assert z.p_value == 1.0 and math.isnan(z.statistic)
+    c = paired_test(b + 1.0, b, test="t")                       # constant differences: t undefined
+    assert math.isnan(c.p_value) and c.mean == 1.0
+
+
+@pytest.mark.parametrize("a, b, kw, match", [
+    ([1.0, np.nan], [1.0, 2.0], {}, "at least 2 pairs.*got 1"),
+    ([1.0, 2.0, 3.0], [1.0, 2.0], {}, r"same shape; got \(3,\) and \(2,\)"),
+    ([1.0, 2.0], [1.0, 2.0], {"test": "sign"}, "test must be one of"),
+])
+def test_paired_test_rejects_bad_input(a, b, kw, match):
+    with pytest.raises(ValueError, match=match):
+        paired_test(a, b, **kw)
+
+
+# ------------------------------------------------------------------ R-hat and ESS
+def test_split_rhat_of_iid_chains_is_one_within_its_standard_error():
+    C, n = 4, 2000
+    x = np.random.default_rng(5).normal(size=(C, n))
+    # R^2 ~ 1 - 1/n' + chi2_{2C-1} / ((2C-1) n'), n' = n/2: sd(R) ~ sqrt(2/(2C-1)) / (2 n')
+    sd = math.sqrt(2 / (2 * C - 1)) / n
+    assert abs(split_rhat(x) - 1.0) < 6 * sd
+
+
+def test_split_rhat_of_chains_with_shifted_means_exceeds_1_1():
+    C, n, delta = 4, 1000, 2.0
+    x = np.random.default_rng(6).normal(size=(C, n)) + delta * np.array([0, 0, 1, 1])[:, None]
+    # 8 half-chain means, 4 at 0 and 4 at delta: var (ddof 1) = delta^2 * 8/28 -> R^2 ~ 1 + that
+    expected = math.sqrt(1 + delta ** 2 * 8 / 28)
+    # sd(R) ~ 2 delta sd(mean) sqrt(var(mu) / 7) / (2 R) ~ 0.012 here; 5 sd
+    r = split_rhat(x)
+    assert r > 1.1 and abs(r - expected) < 0.06
+
+
+def test_split_rhat_sees_a_trend_inside_each_chain():
+    x = np.linspace(0, 10, 1000)[None, :].repeat(2, 0) + np.random.default_rng(0).normal(size=(2, 1000))
+    assert split_rhat(x) > 1.5                                   # the halves disagree
+
+
+def test_ess_of_ar1_chains_matches_the_closed_form():
+    rho, C, n = 0.5, 4, 5000
+    e = np.random.default_rng(9).normal(size=(C, n + 200))
+    x = lfilter([1.0], [1.0, -rho], e, axis=1)[:, 200:]          # stationary AR(1)
+    closed = C * n * (1 - rho) / (1 + rho)
+    # relative sd of the estimate ~ sqrt(2 (2M+1) / (C n)) ~ 0.046 for a window M ~ 10 (Sokal);
+    # 20 % is > 4 sd
+    assert effective_sample_size(x) == pytest.approx(closed, rel=0.20)
+
+
+def test_constant_traces_give_nan():
+    x = np.ones((2, 10))
+    assert math.isnan(split_rhat(x)) and math.isnan(effective_sample_size(x))
+
+
+@pytest.mark.parametrize("fn", [split_rhat, effective_sample_size])
+def test_diagnostics_reject_bad_chains(fn):
+    for bad in (np.zeros(10), np.zeros((2, 1))):
+        with pytest.raises(ValueError, match=r"chains has shape"):
+            fn(bad)
+    x = np.zeros((2, 10))
+    x[1, 3] = np.nan
+    with pytest.raises(ValueError, match=r"chains must be finite.*\(1, 3\)"):
+        fn(x)
+
+
+def test_public_api():
+    assert set(stats.__all__) >= {"power_law_fit", "PowerLawFit", "mcnemar", "mcnemar_counts",
+                                  "McNemarResult", "paired_test", "PairedTest", "split_rhat",
+                                  "effective_sample_size"}
+    for name in stats.__all__:
+        assert getattr(stats, name).__doc__ or name.isupper()
