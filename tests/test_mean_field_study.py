@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from rieszflow.studies.mean_field.analysis import expected_slope, fit_decay, load_study, summary_tables
+from rieszflow.engine.stats import expected_slope, fit_decay
+from rieszflow.studies.mean_field.analysis import load_study, summary_tables
 from rieszflow.studies.mean_field.config import MeanFieldConfig, ProblemConfig, full_config, quick_config
 from rieszflow.engine.measures import (
     AtomicMeasure1D,

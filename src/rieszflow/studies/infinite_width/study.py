@@ -675,7 +675,7 @@ def write_kl_tables(tables, path: Path) -> Path:
 def decay_slope(n, kl):
     """OLS slope of ``ln KL`` against ``ln n`` over every trial (the KL decay exponent), with its SE.
 
-    A thin wrapper of :func:`rieszflow.studies.mean_field.analysis.fit_decay` (the project's one
+    A thin wrapper of :func:`rieszflow.engine.stats.fit_decay` (the project's one
     log-log fit with a standard error).
 
     Parameters
@@ -687,7 +687,7 @@ def decay_slope(n, kl):
 
     Returns
     -------
-    rieszflow.studies.mean_field.analysis.DecayFit
+    rieszflow.engine.stats.DecayFit
         ``slope``, ``slope_se`` (OLS standard error from the residual scatter), ``intercept``,
         ``n_points``.
 
@@ -696,7 +696,7 @@ def decay_slope(n, kl):
     ValueError
         From ``fit_decay``: fewer than 3 finite points, fewer than 2 distinct n, a KL <= 0.
     """
-    from rieszflow.studies.mean_field.analysis import fit_decay
+    from rieszflow.engine.stats import fit_decay
 
     return fit_decay(n, kl)
 

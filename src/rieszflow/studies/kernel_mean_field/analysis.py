@@ -1,6 +1,6 @@
 """Analysis of a ``rieszflow kernel-mean-field`` file: W1 rates, free energy, Gibbs test, accuracy tables, plots.
 
-* **Rates.** :func:`rieszflow.studies.mean_field.analysis.fit_decay` (OLS of log W1 on log N over
+* **Rates.** :func:`rieszflow.engine.stats.fit_decay` (OLS of log W1 on log N over
   every run, with the slope's standard error) at each comparison time, next to the same fit of the
   iid reference and the Fournier-Guillin slope over the same N.
 * **Gibbs test** (:func:`gibbs_histogram_test`). The long-run particle histograms are aggregated to
@@ -178,7 +178,7 @@ def summary_tables(ds) -> dict:
         ``pde_long_chi2``/``pde_long_p``/``pde_long_max_z`` (the same test against the PDE density at
         ``long_time``) and ``d``.
     """
-    from rieszflow.studies.mean_field.analysis import expected_slope, fit_decay
+    from rieszflow.engine.stats import expected_slope, fit_decay
 
     cfg = json.loads(ds.attrs["config"])
     out = {}

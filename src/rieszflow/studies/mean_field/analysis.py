@@ -18,96 +18,16 @@ Fournier and Guillin, PTRF 162 (2015) 707-738; paper 000, Thm 1.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
 
-from rieszflow.engine.stats import power_law_fit
+from rieszflow.engine.stats import expected_slope, fit_decay
 
-__all__ = ["DecayFit", "fit_decay", "expected_slope", "load_study", "summary_tables",
+__all__ = ["load_study", "summary_tables",
            "format_tables", "make_plots"]
 
-
-@dataclasses.dataclass(frozen=True)
-class DecayFit:
-    """Least-squares fit :math:`\\log W_1 = \\log C + p \\log N`.
-
-    Parameters
-    ----------
-    slope, slope_se : float
-        The exponent p and its standard error.
-    intercept : float
-        :math:`\\log C`.
-    n_points : int
-        Number of (N, run) pairs used.
-    """
-
-    slope: float
-    slope_se: float
-    intercept: float
-    n_points: int
-
-
-def fit_decay(n_values, w1) -> DecayFit:
-    """OLS of :math:`\\log W_1` on :math:`\\log N` over all runs.
-
-    The fit is :func:`rieszflow.engine.stats.power_law_fit` (``method="lstsq_normal"``).
-
-    Parameters
-    ----------
-    n_values : array_like, shape (n_N,)
-        Particle numbers.
-    w1 : array_like, shape (n_N, n_runs)
-        Distances; NaN entries (runs not made) are ignored.
-
-    Returns
-    -------
-    DecayFit
-
-    Raises
-    ------
-    ValueError
-        If fewer than 3 finite points or fewer than 2 distinct N remain, or a
-        distance is not positive.
-    """
-    n = np.asarray(n_values, dtype=np.float64)
-    w = np.asarray(w1, dtype=np.float64)
-    if w.ndim != 2 or w.shape[0] != n.size:
-        raise ValueError(f"w1 must have shape ({n.size}, n_runs), got {w.shape}")
-    n_x = np.repeat(n, w.shape[1])
-    w_y = w.ravel()
-    ok = np.isfinite(w_y)
-    n_x, w_y = n_x[ok], w_y[ok]
-    if (w_y <= 0).any():
-        raise ValueError("w1 must be > 0 to fit a power law")
-    n_distinct = np.unique(np.log(n_x)).size
-    if w_y.size < 3 or n_distinct < 2:
-        raise ValueError(f"need at least 3 runs over 2 distinct N to fit, got {w_y.size} runs, "
-                         f"{n_distinct} N values")
-    f = power_law_fit(n_x, w_y, method="lstsq_normal")
-    return DecayFit(slope=f.slope, slope_se=f.slope_se, intercept=f.intercept, n_points=f.n_points)
-
-
-def expected_slope(n_values, d: int) -> float:
-    """Least-squares slope of the Fournier-Guillin curve over ``n_values``.
-
-    Parameters
-    ----------
-    n_values : array_like
-        Particle numbers (at least 2 distinct).
-    d : int
-        Dimension: 1 gives exactly -0.5; 2 fits :math:`N^{-1/2}\\log N`.
-
-    Returns
-    -------
-    float
-    """
-    n = np.asarray(n_values, dtype=np.float64)
-    if d == 1:
-        return -0.5
-    return power_law_fit(n, n ** -0.5 * np.log(n), method="polyfit").slope
 
 
 def load_study(path):
