@@ -12,10 +12,11 @@ A study offers a page by one entry in :data:`REPORTERS` (file kind -> function `
 from __future__ import annotations
 
 import importlib
-import os
 from pathlib import Path
 
 import numpy as np
+
+from rieszflow.engine.storage import atomic_output
 
 __all__ = ["REPORTERS", "report_markdown", "main_job_summary", "write_report"]
 
@@ -246,7 +247,6 @@ def write_report(paths, out, *, overwrite: bool = False, title: str | None = Non
     if not out.parent.is_dir():
         raise FileNotFoundError(f"the directory {out.parent} of {out} does not exist")
     text = report_markdown(paths, title=title)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
+    with atomic_output(out) as tmp:
+        tmp.write_text(text)
     return out
