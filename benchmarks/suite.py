@@ -417,17 +417,18 @@ def update_readme(path, payload) -> bool:
     new = head + readme_section(payload) + tail
     if new == text:
         return False
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(new)
-    tmp.replace(path)
+    from rieszflow.engine.storage import atomic_output      # lazily: the suite starts on the stdlib
+
+    with atomic_output(path) as tmp:
+        tmp.write_text(new)
     return True
 
 
 def _write(path, text):
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    from rieszflow.engine.storage import atomic_output      # lazily: the suite starts on the stdlib
+
+    with atomic_output(Path(path)) as tmp:
+        tmp.write_text(text)
 
 
 def build_parser():

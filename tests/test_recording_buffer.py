@@ -123,7 +123,7 @@ def test_append_validates_at_once_and_options_are_checked(tmp_path):
 
 def _count_host_copies(monkeypatch):
     """Count the writer's device-to-host copies (``engine.backend.to_numpy`` inside storage)."""
-    from rieszflow.engine import storage
+    from rieszflow.engine.storage import writer as storage
 
     calls = []
     real = storage.to_numpy
@@ -195,7 +195,7 @@ def test_sigterm_and_sigint_lose_nothing(tmp_path, sig, during_write):
     proc = _child(f"""
         import sys, time, numpy as np
         sys.path.insert(0, {str(ROOT)!r})
-        from rieszflow.engine import storage
+        from rieszflow.engine.storage import writer as storage
         from rieszflow.engine.storage import RunInterrupted, TrajectoryWriter, interruptible
         stack = storage._stack_to_host
         def slow_stack(arrays):                 # the block write pauses where the signal arrives
@@ -235,7 +235,7 @@ def test_sigterm_and_sigint_lose_nothing(tmp_path, sig, during_write):
 def test_a_signal_during_an_explicit_flush_is_raised_after_the_block(tmp_path, monkeypatch):
     """The main job's checkpoint calls flush(): a SIGTERM that arrives while the block is written
     waits for the block, then flush() raises RunInterrupted; the file then holds every record."""
-    from rieszflow.engine import storage
+    from rieszflow.engine.storage import writer as storage
     from rieszflow.engine.storage import RunInterrupted, interruptible
 
     real = storage._stack_to_host
@@ -287,7 +287,7 @@ def test_main_job_killed_mid_block_resumes_bit_identically(tmp_path, uninterrupt
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         import os, signal, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from rieszflow.engine import storage
+        from rieszflow.engine.storage import writer as storage
         storage.FLUSH_RECORDS, storage.FLUSH_SECONDS = 3, float("inf")   # blocks of 3 records
         append, calls = storage.TrajectoryWriter.append, [0]
         def killed(self, dim, values, coord=None):

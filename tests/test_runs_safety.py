@@ -162,7 +162,7 @@ def test_a_signal_whose_exception_python_swallowed_is_raised_at_the_next_record(
     """CI found it: a SIGTERM delivered inside a weakref callback raised there, Python printed
     'Exception ignored' and the run went on to exit 0. The handler now also records the signal,
     and the writer's next append raises it."""
-    from rieszflow.engine import storage
+    from rieszflow.engine.storage import signals as storage
 
     with storage.interruptible():
         with pytest.raises(storage.RunInterrupted) as e:

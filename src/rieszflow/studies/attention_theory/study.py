@@ -22,7 +22,6 @@ import numpy as np
 from rieszflow.engine.storage import RunLock, TrajectoryWriter, check_resumable, open_run
 from rieszflow.studies.attention_theory.config import AttentionTheoryConfig
 
-
 from rieszflow.studies.attention_theory.analysis import make_plots, format_table
 from rieszflow.studies.attention_theory.experiments import RTOL, experiments
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine.stats import effective_sample_size, split_rhat
+from rieszflow.engine.storage import atomic_output
 
 __all__ = ["KIND", "COMPARISONS", "MEASURES", "verdict", "quench", "run_gibbs_check"]
 
@@ -405,8 +406,6 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
     ----------
     paper 000, eq. (2.2), (2.3), (4.3), (C.4), (E.7); Gretton et al., JMLR 13 (2012) (MMD).
     """
-    import os
-
     from tqdm.auto import tqdm
 
     from rieszflow.engine.storage import TrajectoryWriter, open_run
@@ -460,9 +459,6 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
 
     L, H, m = rc.n_layers, rc.n_heads, rc.m
     dk = rc.d_model // rc.n_heads
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        tmp.unlink()
     attrs = {"seed": config.seed, "run_file": str(run_path), "verdict": overall,
              "run_file_status": setup.status, "run_file_commit": setup_commit,
              "verdicts": json.dumps({f"L{l}H{h}": r["verdict"] for (l, h), r in zip(heads, results)}),
@@ -489,7 +485,8 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
                                        ("alignment", rc.alignment))}
     attrs.update(rcfg)
     one = {"units": "1"}
-    with TrajectoryWriter(tmp, KIND, config=config.to_dict(), attrs=attrs) as w:
+    # written whole beside ``out`` and renamed onto it once closed and verified
+    with atomic_output(out) as tmp, TrajectoryWriter(tmp, KIND, config=config.to_dict(), attrs=attrs) as w:
         w.dimension("layer", L, coords=np.arange(L), attrs={"long_name": "encoder layer index", **one})
         w.dimension("head", H, coords=np.arange(H), attrs={"long_name": "attention head index", **one})
         C = config.chains
@@ -590,7 +587,6 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
         # the study computes first and writes at the end: its wall time is the run's, to which the
         # writer adds its own (short) session on close
         w.set_attrs(wall_seconds=wall)
-    os.replace(tmp, out)
     pngs = _plots(out, heads, results, traces, rc, config, setup) if plots else []
     return {"path": str(out), "plots": pngs, "report": report, "verdict": overall, "seconds": wall}
 

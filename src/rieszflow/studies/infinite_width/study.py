@@ -16,10 +16,8 @@ Tensor Programs", arXiv:2506.00846, Section 5, App. B.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import os
 import time
 from pathlib import Path
 
@@ -658,17 +656,12 @@ def write_kl_tables(tables, path: Path) -> Path:
     -------
     pathlib.Path
     """
-    from rieszflow.engine.storage import _attr_value, provenance
+    from rieszflow.engine.storage import _attr_value, atomic_output, provenance
 
     tables = tables.copy()
     tables.attrs = {k: _attr_value(v) for k, v in {**provenance(), "kind": "infinite_width_kl"}.items()}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_output(path) as tmp:
         tables.to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
     return path
 
 

@@ -13,9 +13,9 @@ A study offers a page by registering a reporter (file kind -> function ``ds -> s
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from rieszflow.engine.storage import atomic_output
 from rieszflow.studies.reporting import reporter, sweep_reporter
 
 __all__ = ["report_markdown", "sweep_report", "write_report"]
@@ -148,7 +148,6 @@ def write_report(paths, out, *, overwrite: bool = False, title: str | None = Non
     if not out.parent.is_dir():
         raise FileNotFoundError(f"the directory {out.parent} of {out} does not exist")
     text = report_markdown(paths, title=title)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
+    with atomic_output(out) as tmp:
+        tmp.write_text(text)
     return out

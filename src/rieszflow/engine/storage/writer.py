@@ -1,92 +1,29 @@
-"""HDF5 trajectories with named dimensions: written incrementally, read with xarray.
+"""The incremental writer :class:`TrajectoryWriter` of one rieszflow HDF5 file, and its block sizes.
 
-Every rieszflow run or study writes one netCDF4-compatible HDF5 file through
-:class:`TrajectoryWriter`. Each dimension is a real netCDF dimension (an HDF5
-dimension scale, created by h5netcdf), so
-
->>> import xarray as xr
->>> ds = xr.open_dataset(path, engine="h5netcdf")   # doctest: +SKIP
-
-returns variables with named dimensions (``time``, ``layer``, ``head``,
-``particle``, ``coord``, ...). :func:`open_run` does the same after checking
-that the file is a rieszflow file.
-
-Crash safety and resumption
----------------------------
-Growing dimensions (``time``, ``epoch``, ...) are unlimited and chunked along
-themselves. :meth:`TrajectoryWriter.append` keeps each record in memory (a copy, on the
-array's own device: CuPy records stay on the GPU) and writes the records of every
-unlimited dimension in *blocks*: one host copy and one HDF5 write per variable per block,
-then one flush of the file. A block is written when one dimension holds ``flush_records``
-unwritten records (default :data:`FLUSH_RECORDS` = 256), when the unwritten records hold
-``flush_bytes`` bytes (default :data:`FLUSH_BYTES` = 16 MiB), or at the first append
-``flush_seconds`` seconds after the last flush (default :data:`FLUSH_SECONDS` = 10 s);
-:meth:`TrajectoryWriter.flush`, :meth:`~TrajectoryWriter.set`,
-:meth:`~TrajectoryWriter.set_attrs`, :meth:`~TrajectoryWriter.read`,
-:meth:`~TrajectoryWriter.truncate` and :meth:`~TrajectoryWriter.close` write it at once.
-``flush_records=1`` writes and flushes every record as it is appended.
-
-What a kill loses: SIGINT and SIGTERM inside :func:`interruptible` (every ``rieszflow``
-command) raise :class:`RunInterrupted`; the writer's ``close("interrupted")`` writes the
-buffered block first, so nothing is lost (a signal that arrives while a block is being
-written is held until the block is complete). SIGKILL (or a crash of the interpreter) loses
-the records appended since the last flush and nothing else: per unlimited dimension at most
-``flush_records - 1`` records, together less than ``flush_bytes`` bytes, all appended less
-than ``flush_seconds`` before the last append. The file stays valid and holds every record
-of the earlier blocks. The root attribute ``status`` is ``"running"`` until
-:meth:`TrajectoryWriter.close` sets it to ``"complete"``; a file left ``"running"`` was
-interrupted and can be reopened with ``resume=True``. Checkpointing callers call
-:meth:`TrajectoryWriter.flush` before they store :meth:`TrajectoryWriter.length`, so a
-checkpoint never counts records that are not on disk.
-
-An existing file is never overwritten unless ``overwrite=True`` is passed.
-
-One writer per path
--------------------
-A writer holds ``<file>.lock`` (owner pid, host, start time) from before it touches the
-path until it has closed and verified the file. A second writer of the same path, with or
-without ``overwrite``, is refused while the lock is held; a lock left by a dead process
-on this host is stale and taken over (with a warning). A fresh file is written under a
-temporary name in the same directory and renamed onto the path right after its header
-is written and flushed (the *first flush*): a run killed at any later point leaves a
-valid, resumable file at the path, and an ``overwrite`` never truncates the old file in
-place (the rename swaps it atomically). At close the writer re-opens its file and checks
-it (:func:`open_run`, status, every variable readable) before reporting success.
-
-Live reading
-------------
-The writer opens the file without HDF5's own file lock (our lock file takes its place),
-so ``xarray.open_dataset(path, engine="h5netcdf")`` (or :func:`open_run`, ``rieszflow
-status``) reads a running file; a reader sees the records flushed so far (at most one block,
-``flush_seconds`` of records, behind the writer). This is not HDF5 SWMR: a reader that opens the file in the middle of a
-write can, rarely, see an inconsistent state and should simply retry.
+The crash-safety contract (blocks of records, what a kill loses, one writer per path, the
+rename of a fresh file onto its path at the first flush) is described in the docstring of
+:mod:`rieszflow.engine.storage`.
 """
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import json
-import os
-import platform
-import signal
-import socket
-import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from rieszflow.engine.backend import namespace, to_numpy
+from rieszflow.engine.storage.atomic import atomic_output
+from rieszflow.engine.storage.lock import RunLock
+from rieszflow.engine.storage.provenance import _command, provenance
+from rieszflow.engine.storage.reader import FORMAT, RunFileError, check_run_file, open_run
+from rieszflow.engine.storage.signals import _raise_held_signal, _signals_held, raise_pending_signal
 
-__all__ = ["raise_pending_signal", "FORMAT", "FLUSH_RECORDS", "FLUSH_SECONDS", "FLUSH_BYTES",
-           "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
-           "check_resumable", "RunInterrupted", "interruptible", "RunLock", "missing_cf_attributes"]
+__all__ = ["FLUSH_RECORDS", "FLUSH_SECONDS", "FLUSH_BYTES", "TrajectoryWriter"]
 
-#: Value of the root attribute ``rieszflow_format`` of every file rieszflow writes.
-FORMAT = "rieszflow/1"
 
 #: Default block size of :class:`TrajectoryWriter`: records of one unlimited dimension kept in
 #: memory before they are written (``flush_records``).
@@ -102,264 +39,6 @@ def _string_dtype():
     import h5py
 
     return h5py.string_dtype("utf-8")
-
-
-class RunFileError(ValueError):
-    """A file is not a readable rieszflow run (foreign, corrupt, or of another kind)."""
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """A run stopped by a signal (SIGINT or SIGTERM).
-
-    A ``KeyboardInterrupt``, so every ``except KeyboardInterrupt`` (and the writers'
-    ``status = "interrupted"``) handles SIGTERM exactly like Ctrl-C.
-
-    Parameters
-    ----------
-    signum : int
-        The signal number.
-
-    Attributes
-    ----------
-    signum : int
-    exit_code : int
-        128 + signum (130 for SIGINT, 143 for SIGTERM), the shell convention.
-    """
-
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = int(signum)
-        self.exit_code = 128 + int(signum)
-
-
-@contextlib.contextmanager
-def interruptible():
-    """Turn SIGTERM and SIGINT into :class:`RunInterrupted` inside the block.
-
-    The previous handlers are restored on exit. Outside the main thread (where Python
-    cannot install handlers) the block runs unchanged.
-
-    Yields
-    ------
-    None
-    """
-    global _PENDING_SIGNAL, _HELD_SIGNAL
-
-    def handler(signum, frame):
-        global _PENDING_SIGNAL, _HELD_SIGNAL
-        _PENDING_SIGNAL = signum    # kept: an exception raised inside a weakref or __del__
-        if _HOLD_SIGNALS:           # callback is swallowed by Python; writers re-raise it.
-            _HELD_SIGNAL = signum   # A block is being written: raised once it is complete.
-            return
-        raise RunInterrupted(signum)
-
-    try:
-        old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    except ValueError:              # not the main thread
-        yield
-        return
-    _PENDING_SIGNAL = _HELD_SIGNAL = None
-    try:
-        yield
-    finally:
-        _PENDING_SIGNAL = _HELD_SIGNAL = None
-        for sig, h in old.items():
-            signal.signal(sig, h)
-
-
-#: The signal caught by :func:`interruptible` (None if none): when Python swallowed the
-#: exception of the handler (it was raised inside a weakref or ``__del__`` callback), the next
-#: :meth:`TrajectoryWriter.append` raises it again, so no interrupt is lost.
-_PENDING_SIGNAL: int | None = None
-
-#: Nesting depth of :func:`_signals_held`: while positive, the handler of :func:`interruptible`
-#: only records the signal (a block of records is written whole or not at all) in
-#: ``_HELD_SIGNAL``, which :meth:`TrajectoryWriter.flush` raises once the block is written.
-_HOLD_SIGNALS = 0
-_HELD_SIGNAL: int | None = None
-
-
-@contextlib.contextmanager
-def _signals_held():
-    """Hold SIGINT/SIGTERM caught by :func:`interruptible` in ``_PENDING_SIGNAL`` inside the block."""
-    global _HOLD_SIGNALS
-    _HOLD_SIGNALS += 1
-    try:
-        yield
-    finally:
-        _HOLD_SIGNALS -= 1
-
-
-def _raise_held_signal() -> None:
-    """Raise :class:`RunInterrupted` for a signal held while a block was written (if any)."""
-    global _PENDING_SIGNAL, _HELD_SIGNAL
-    if _HELD_SIGNAL is not None and not _HOLD_SIGNALS:
-        signum, _HELD_SIGNAL, _PENDING_SIGNAL = _HELD_SIGNAL, None, None
-        raise RunInterrupted(signum)
-
-
-def raise_pending_signal() -> None:
-    """Raise :class:`RunInterrupted` if :func:`interruptible` caught a signal that was swallowed.
-
-    Raises
-    ------
-    RunInterrupted
-        With the pending signal (SIGINT or SIGTERM).
-    """
-    global _PENDING_SIGNAL, _HELD_SIGNAL
-    if _PENDING_SIGNAL is not None:
-        # one signal, raised once: a copy held while a block was written is consumed too
-        signum, _PENDING_SIGNAL, _HELD_SIGNAL = _PENDING_SIGNAL, None, None
-        raise RunInterrupted(signum)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class RunLock:
-    """The exclusive writer lock of one output path: the file ``<path>.lock``.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The output file the lock protects.
-
-    Raises
-    ------
-    RunFileError
-        On :meth:`acquire`, if another live process (or a process on another host) holds it;
-        the message names its pid, host and start time.
-    """
-
-    def __init__(self, path):
-        self.path = Path(path)
-        self.lock_path = self.path.with_name(self.path.name + ".lock")
-        self.held = False
-
-    def owner(self) -> dict | None:
-        """The holder recorded in the lock file (``pid``, ``host``, ``started``), or None.
-
-        Returns
-        -------
-        dict or None
-            The lock file's JSON record (``pid`` int, ``host`` str, ``started`` ISO 8601 UTC
-            time); None if there is no lock file or it cannot be read or parsed.
-        """
-        try:
-            return json.loads(self.lock_path.read_text())
-        except (OSError, ValueError):
-            return None
-
-    def acquire(self) -> None:
-        """Create the lock file atomically, taking over a stale lock of a dead local process."""
-        me = {"pid": os.getpid(), "host": socket.gethostname(),
-              "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        for _ in range(3):
-            try:
-                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                other = self.owner()
-                if other is None:            # being written right now, or unreadable: look again
-                    import time
-
-                    time.sleep(0.05)
-                    other = self.owner() or {}
-                same_host = other.get("host") == me["host"]
-                pid = other.get("pid")
-                if same_host and isinstance(pid, int) and pid != me["pid"] and not _pid_alive(pid):
-                    warnings.warn(f"{self.lock_path}: taking over the stale lock of process {pid} "
-                                  f"(no longer running)", RuntimeWarning, stacklevel=3)
-                    with contextlib.suppress(FileNotFoundError):
-                        self.lock_path.unlink()
-                    continue
-                raise RunFileError(
-                    f"{self.path} is being written by process {pid} on host {other.get('host')} "
-                    f"(since {other.get('started')}); refusing to touch it. Wait for that run to end, "
-                    f"or choose another output path (if that process is gone, delete "
-                    f"{self.lock_path}).") from None
-            with os.fdopen(fd, "w") as f:
-                json.dump(me, f)
-            self.held = True
-            return
-        raise RunFileError(f"could not acquire {self.lock_path}")
-
-    def release(self) -> None:
-        """Remove the lock file if this process holds it (idempotent)."""
-        if self.held:
-            with contextlib.suppress(FileNotFoundError):
-                self.lock_path.unlink()
-            self.held = False
-
-
-def _git_commit() -> str:
-    root = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return out + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-#: The command line of the running ``rieszflow`` process (set by :func:`record_command`).
-_COMMAND: str | None = None
-
-
-def record_command(argv) -> None:
-    """Remember the command line that every file written by this process records.
-
-    Parameters
-    ----------
-    argv : sequence of str
-        The command and its arguments (the CLI passes ``["rieszflow", *args]``).
-    """
-    global _COMMAND
-    import shlex
-
-    _COMMAND = shlex.join(str(a) for a in argv)
-
-
-def _command() -> str:
-    import shlex
-
-    return _COMMAND if _COMMAND is not None else "python " + shlex.join(sys.argv)
-
-
-def provenance() -> dict[str, str]:
-    """Versions, commit and host facts recorded in every file's root attributes.
-
-    Returns
-    -------
-    dict of str to str
-        ``version_<package>`` for rieszflow's dependencies, ``git_commit``
-        (``"-dirty"`` appended when tracked files differ), ``python``,
-        ``platform``, ``created`` (UTC, ISO 8601) and ``command`` (the ``rieszflow`` command
-        line that wrote the file, or the Python command of an API call).
-    """
-    import importlib.metadata as md
-
-    info = {}
-    for pkg in ("rieszflow", "numpy", "scipy", "numba", "h5py", "h5netcdf", "xarray",
-                "tokenizers", "scikit-learn", "fipy", "pot", "cupy-cuda12x"):
-        try:
-            info[f"version_{pkg.replace('-', '_')}"] = md.version(pkg)
-        except md.PackageNotFoundError:
-            continue
-    info["git_commit"] = _git_commit()
-    info["python"] = platform.python_version()
-    info["platform"] = platform.platform()
-    info["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    info["command"] = _command()
-    return info
 
 
 def _attr_value(v: Any):
@@ -466,7 +145,8 @@ class TrajectoryWriter:
         self.path = Path(path)
         self.kind = kind
         self._f = None
-        self._tmp = None
+        self._tmp = None                # the temporary name of a fresh file, until its first flush
+        self._atomic = None             # the atomic_output context that renames it onto the path
         self.flush_records = check_int("flush_records", FLUSH_RECORDS if flush_records is None
                                        else flush_records, minimum=1)
         self.flush_seconds = check_real("flush_seconds", FLUSH_SECONDS if flush_seconds is None
@@ -511,7 +191,8 @@ class TrajectoryWriter:
                 self._f.attrs["resumed"] = int(self._f.attrs.get("resumed", 0)) + 1
                 self._f.attrs["resume_command"] = _command()
             else:
-                self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+                self._atomic = atomic_output(self.path)
+                self._tmp = self._atomic.__enter__()
                 self._f = h5netcdf.File(self._tmp, "w", locking=False)
                 root = self._f.attrs
                 root["rieszflow_format"] = FORMAT
@@ -532,9 +213,10 @@ class TrajectoryWriter:
                 with contextlib.suppress(Exception):
                     self._f.close()
                 self._f = None
-            if self._tmp is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    self._tmp.unlink()
+            if self._atomic is not None:    # removes the temporary file, leaves the path as it was
+                with contextlib.suppress(BaseException):
+                    self._atomic.__exit__(*sys.exc_info())
+                self._atomic = self._tmp = None
             self._lock.release()
             raise
         self.resumed = bool(resume)
@@ -669,8 +351,8 @@ class TrajectoryWriter:
         self._last_flush = time.monotonic()
         self._new_structure = False
         if self._tmp is not None:     # first flush of a fresh file: move it onto the path
-            os.replace(self._tmp, self.path)
-            self._tmp = None
+            atomic, self._atomic, self._tmp = self._atomic, None, None
+            atomic.__exit__(None, None, None)       # fsync, then os.replace onto the path
 
     def _write_pending(self) -> bool:
         """Write the block of every unlimited dimension (no HDF5 flush); True if there was one.
@@ -1029,179 +711,3 @@ class TrajectoryWriter:
         else:
             self.close("complete")
         return False
-
-
-def check_run_file(path, kind: str | None = None) -> None:
-    """Check that ``path`` is a readable rieszflow HDF5 file (of ``kind`` when given).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-    kind : str, optional
-
-    Raises
-    ------
-    RunFileError
-        If the file is not HDF5, not written by rieszflow, or of another kind.
-    """
-    path = Path(path)
-    import h5py
-
-    try:
-        with h5py.File(path, "r") as f:
-            fmt = f.attrs.get("rieszflow_format")
-            got_kind = f.attrs.get("kind")
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path} is not a readable HDF5 file ({e}); expected a file written "
-                           f"by rieszflow") from e
-    if isinstance(fmt, bytes):
-        fmt = fmt.decode()
-    if isinstance(got_kind, bytes):
-        got_kind = got_kind.decode()
-    if fmt != FORMAT:
-        raise RunFileError(f"{path} is an HDF5 file but not a rieszflow run: root attribute "
-                           f"rieszflow_format={fmt!r}, expected {FORMAT!r}")
-    if kind is not None and got_kind != kind:
-        raise RunFileError(f"{path} holds a rieszflow run of kind={got_kind!r}, expected {kind!r}")
-
-
-def open_run(path, kind: str | None = None):
-    """Open a rieszflow HDF5 file as an :class:`xarray.Dataset` with named dimensions.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-    kind : str, optional
-        If given, the file's root attribute ``kind`` must equal it.
-
-    Returns
-    -------
-    xarray.Dataset
-        Loaded into memory (the file is closed on return); ``ds.attrs``
-        holds the configuration (``config``, JSON), seed, backend, versions
-        and commit.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` does not exist.
-    RunFileError
-        If the file is corrupt, foreign, or of another kind.
-    """
-    import xarray as xr
-
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist")
-    check_run_file(path, kind)
-    try:
-        with xr.open_dataset(os.fspath(path), engine="h5netcdf") as ds:
-            return ds.load()
-    except (OSError, RuntimeError, KeyError, ValueError) as e:
-        if isinstance(e, RunFileError):
-            raise
-        raise RunFileError(f"{path} is a rieszflow file but cannot be read ({type(e).__name__}: {e}); "
-                           f"it may be truncated or corrupt") from e
-
-
-def _config_diff(stored, given, prefix=""):
-    """(key, stored value, given value) for every leaf where two JSON-like mappings differ."""
-    out = []
-    for key in sorted(set(stored) | set(given), key=str):
-        a, b = stored.get(key, "<absent>"), given.get(key, "<absent>")
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += _config_diff(a, b, f"{prefix}{key}.")
-        elif a != b:
-            out.append((f"{prefix}{key}", a, b))
-    return out
-
-
-def check_resumable(path, kind: str, config, *, allow_complete: bool = True) -> dict:
-    """Refuse to resume a missing, foreign, finished or differently configured run file.
-
-    The one resume check of rieszflow: every study calls it before it touches the file.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The run file to continue.
-    kind : str
-        The ``kind`` root attribute the study writes.
-    config : Mapping
-        The configuration exactly as the study stores it in the root attribute ``config``
-        (e.g. ``cfg.to_dict()``, or a wrapper such as ``{"json": cfg.to_dict()}``).
-    allow_complete : bool, default True
-        When False, a file whose ``status`` is ``"complete"`` is an error (nothing to resume).
-
-    Returns
-    -------
-    dict
-        The stored configuration (parsed JSON).
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` does not exist.
-    RunFileError
-        If it is not a rieszflow run of ``kind`` or its ``config`` attribute is not JSON.
-    ValueError
-        If the run is complete (with ``allow_complete=False``), or the configurations differ;
-        the message lists every differing key with the stored and the given value.
-    """
-    import h5py
-
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"resume: {path} does not exist")
-    check_run_file(path, kind)
-    with h5py.File(path, "r") as f:
-        raw = f.attrs.get("config", "{}")
-        status = f.attrs.get("status")
-    if isinstance(status, bytes):
-        status = status.decode()
-    try:
-        stored = json.loads(raw)
-    except (TypeError, ValueError) as e:
-        raise RunFileError(f"{path}: root attribute 'config' is not valid JSON ({e})") from e
-    if not allow_complete and status == "complete":
-        raise ValueError(f"resume: {path} holds a complete run; there is nothing to resume")
-    given = json.loads(json.dumps(dict(config), default=str))
-    diff = _config_diff(stored, given)
-    if diff:
-        lines = "; ".join(f"{k}: stored {a!r}, given {b!r}" for k, a, b in diff)
-        raise ValueError(f"resume: {path} was written with another configuration ({lines}); resume "
-                         f"with the same options, or start again with --overwrite")
-    return stored
-
-
-def missing_cf_attributes(path) -> list[str]:
-    """Variables of a file (coordinates included) that lack ``long_name`` or ``units``.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        An HDF5/netCDF file.
-
-    Returns
-    -------
-    list of str
-        ``"name (missing long_name, units)"`` entries; empty when every variable describes
-        itself as the CF conventions ask.
-
-    Raises
-    ------
-    RunFileError
-        If the file cannot be read.
-    """
-    import xarray as xr
-
-    try:
-        with xr.open_dataset(os.fspath(path), engine="h5netcdf") as ds:
-            out = []
-            for name in ds.variables:
-                miss = [a for a in ("long_name", "units") if a not in ds[name].attrs]
-                if miss:
-                    out.append(f"{name} (missing {', '.join(miss)})")
-            return out
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path} cannot be read ({e})") from e
