@@ -80,7 +80,7 @@ def test_power_law_fit_rejects_an_unknown_method():
 
 
 def test_callers_are_views_of_power_law_fit():
-    from rieszflow.engine.spectral import fit_loglog
+    from rieszflow.theory.kgd.spectral import fit_loglog
     from rieszflow.engine.stats import fit_decay
     from rieszflow.studies.token_flow.analysis import fit_power_law
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import time
 import uuid
 from pathlib import Path
@@ -44,7 +43,7 @@ from rieszflow.engine.backend import get_backend, to_numpy
 from rieszflow.engine.attention.data import (CLASS_NAMES as DATASET_CLASSES, WordPieceTokenizer,
                                              batches, encode, load_qqp, load_split)
 from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metrics
-from rieszflow.engine.storage import TrajectoryWriter
+from rieszflow.engine.storage import TrajectoryWriter, atomic_output
 from rieszflow.learning.objectives import ALIGNMENTS
 from rieszflow.learning.config import MainJobConfig
 
@@ -332,12 +331,9 @@ class MainJob:
                 "elapsed": self.elapsed if elapsed is None else elapsed,
                 # inside a Phase A epoch: batches done and the generator state at the epoch start
                 "partial": partial}
-        tmp = self.ckpt_path.with_name(self.ckpt_path.name + ".tmp.npz")
-        with open(tmp, "wb") as f:
-            np.savez(f, meta=np.array(json.dumps(meta)), **state)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.ckpt_path)          # atomic: the old checkpoint or the new, never half
+        # atomic: the old checkpoint or the new, never half, and no temporary file left behind
+        with atomic_output(self.ckpt_path, suffix=".tmp.npz") as tmp:
+            np.savez(tmp, meta=np.array(json.dumps(meta)), **state)
 
     def _load_ckpt(self, w):
         if not self.ckpt_path.exists():
