@@ -52,7 +52,7 @@ if __name__ == "__main__":
                         grid={"N": (25, 100, 400)}, trials=4, root_seed=0)
     rf.run_sweep(spec, out, workers=2, progress=False)
     ds = rf.open_sweep(out)
-    w1 = ds["w1"].sel(method="euler")
+    w1 = ds["w1"].sel({"method": "euler"})            # (a dimension named "method": pass a dict)
     print(w1.mean("trial").to_series().to_string())
     fit = rf.stats.power_law_fit(w1["N"].values, w1.mean("trial").values)
     print(f"W1 ~ N^{fit.slope:.2f} +- {fit.slope_se:.2f} (sampling rate N^-0.5 for i.i.d. points)")

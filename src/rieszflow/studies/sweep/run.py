@@ -86,7 +86,7 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
             if result["status"] == "failed":
                 failures.append({k: result[k] for k in ("task", "error", "traceback")})
 
-        jobs = [Job(t.as_dict(), _run_task, (spec.function, t, spec.config, spec.root_seed,
+        jobs = [Job(t.as_dict(), _run_task, (spec.task_function, t, spec.config, spec.root_seed,
                                              str(task_dir / t.filename), spec.task_config(t)))
                 for t in todo]
         try:

@@ -119,8 +119,12 @@ class SweepSpec:
     ----------
     name : str
         Sweep name (file names, the merged file ``<name>.h5``); letters, digits, ``_``, ``-``.
-    function : str
-        ``"package.module:function"`` of the task function, importable on every worker.
+    function : str or callable
+        The task function ``fn(task, config, rng) -> xarray.Dataset``: ``"package.module:function"``
+        (importable on every worker), or the function itself, e.g. one defined in the user's
+        script: it is then shipped to the workers by value (cloudpickle, as dask.distributed does
+        for ``__main__``) and named ``"module:qualname"`` in the files. Lambdas and functions
+        defined inside another function are refused (their names do not identify them).
     methods : tuple of str
         Method names (non-empty, distinct).
     grid : tuple of (str, tuple) pairs, or a mapping
@@ -140,25 +144,45 @@ class SweepSpec:
     ------
     ValueError
         On an empty or repeated method or grid value, a bad name, ``trials < 1``, a negative
-        seed or a configuration that is not JSON-able.
+        seed, a configuration that is not JSON-able, or a lambda / local function.
     """
 
     name: str
-    function: str
+    function: Any
     methods: tuple
     grid: Any
     trials: int
     config: Any = dataclasses.field(default_factory=dict)
     root_seed: int = 0
     units: Any = dataclasses.field(default_factory=dict)
+    _callable: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def task_function(self):
+        """What the workers call: the function given to the spec, else its ``"module:function"``.
+
+        Returns
+        -------
+        callable or str
+        """
+        return self._callable if self._callable is not None else self.function
 
     def __post_init__(self):
         import re
 
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", self.name):
             raise ValueError(f"sweep name={self.name!r}: use letters, digits, '_' and '-'")
+        if callable(self.function):
+            fn = self.function
+            qual = getattr(fn, "__qualname__", "")
+            if not qual or "<" in qual:
+                raise ValueError(f"function={fn!r}: a lambda or a function defined inside another "
+                                 f"function has no name that identifies it; define it at module level")
+            object.__setattr__(self, "_callable", fn)
+            object.__setattr__(self, "function", f"{fn.__module__}:{qual}")
         if not isinstance(self.function, str) or ":" not in self.function:
-            raise ValueError(f"function={self.function!r}: expected 'package.module:function'")
+            raise ValueError(f"function={self.function!r}: expected 'package.module:function' or a "
+                             f"module-level function")
         methods = tuple(self.methods)
         if not methods or len(set(methods)) != len(methods) or not all(isinstance(m, str) and m for m in methods):
             raise ValueError(f"methods={methods!r}: need distinct non-empty names")

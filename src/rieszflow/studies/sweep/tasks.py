@@ -24,7 +24,9 @@ from rieszflow.studies.sweep.spec import TASK_KIND, SweepSpec, Task
 __all__ = ["execute_task"]
 
 
-def _resolve(function: str) -> Callable:
+def _resolve(function) -> Callable:
+    if callable(function):          # shipped by value (a function of the user's script)
+        return function
     module, _, name = function.partition(":")
     try:
         return getattr(importlib.import_module(module), name)
@@ -49,6 +51,7 @@ def _run_task(function: str, task: Task, config: Mapping, root_seed: int, path: 
 
     t0 = time.perf_counter()
     fn = _resolve(function)
+    function = function if isinstance(function, str) else f"{fn.__module__}:{fn.__qualname__}"
     ds = fn(task, dict(config), np.random.default_rng(task.seed_sequence(root_seed)))
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"task function {function} returned {type(ds).__name__}, expected an "
@@ -71,8 +74,8 @@ def execute_task(function: str, task: Task, config: Mapping, root_seed: int, pat
 
     Parameters
     ----------
-    function : str
-        ``"module:function"`` of the task function.
+    function : str or callable
+        ``"module:function"`` of the task function, or the function itself.
     task : Task
     config : mapping
         The sweep's shared configuration.
