@@ -41,7 +41,8 @@ import numpy as np
 
 from rieszflow.engine.attention.layers import _split_heads, masked_mean_pool_backward
 from rieszflow.engine.backend import to_numpy
-from rieszflow.engine.features import FEATURE_MAPS, _L1FeatureMap
+from rieszflow.engine.features import FEATURE_MAPS
+from rieszflow.engine.features.fixed import _L1FeatureMap
 
 __all__ = ["SUPPORTED_FEATURE_MAPS", "HeadPotential", "attention_output_gradient"]
 
