@@ -23,21 +23,16 @@ import numpy as np
 
 from rieszflow.engine._checks import is_host
 from rieszflow.engine.backend import get_backend, namespace, to_numpy
-from rieszflow.engine.attention.layers import (
-    QK_MODES,
-    Dropout,
-    Embedding,
-    EncoderLayer,
-    KernelizedLinearAttention,
-    Linear,
-    LinformerAttention,
-    PositionEmbedding,
-    SoftmaxAttention,
-    check_mask,
-    masked_mean_pool,
-    masked_mean_pool_backward,
-    softmax_cross_entropy,
-)
+from rieszflow.engine.attention.basic import Dropout, LayerNorm, Linear
+from rieszflow.engine.attention.embedding import Embedding, PositionEmbedding
+from rieszflow.engine.attention.encoder import EncoderLayer
+from rieszflow.engine.attention.kernelized import KernelizedLinearAttention
+from rieszflow.engine.attention.linformer import LinformerAttention
+from rieszflow.engine.attention.loss import softmax_cross_entropy
+from rieszflow.engine.attention.multihead import QK_MODES
+from rieszflow.engine.attention.ops import check_mask
+from rieszflow.engine.attention.pooling import masked_mean_pool, masked_mean_pool_backward
+from rieszflow.engine.attention.softmax import SoftmaxAttention
 
 __all__ = ["TransformerClassifier", "softmax_cross_entropy", "ATTENTIONS", "PARAMETER_GROUPS"]
 
@@ -89,7 +84,7 @@ class TransformerClassifier:
     attention : {"linear", "softmax", "linformer"}, default "linear"
         Kernelised linear attention (eq. (C.2)), exact softmax (eq. (C.1)),
         or Linformer attention (Wang et al. 2020; a baseline, see
-        :class:`~engine.attention.layers.LinformerAttention`).
+        :class:`~rieszflow.engine.attention.linformer.LinformerAttention`).
     feature_map : str or None
         Feature-map name for ``attention="linear"`` (required there; one of
         ``engine.features``' names, e.g. "favor", "elu", "softplus",
@@ -108,7 +103,7 @@ class TransformerClassifier:
         must be None or empty for softmax and Linformer attention.
     attn_eps : float or None, default None
         Normaliser epsilon of linear attention (see
-        :class:`~engine.attention.layers.KernelizedLinearAttention`); None takes the
+        :class:`~rieszflow.engine.attention.kernelized.KernelizedLinearAttention`); None takes the
         feature map's ``default_eps`` (0 for the random-feature maps, 1e-6 for LUNA).
     pre_ln : bool, default False
         Pre-LN blocks (``x + Attn(LN(x))``, ``x + FFN(LN(x))``) and a final LayerNorm
@@ -117,7 +112,7 @@ class TransformerClassifier:
     dwc : dict or None
         Depthwise-convolution branch on the values of linear attention
         (``{"kind": "1d"|"2d", "kernel": k, "grid": (h, w)}``, see
-        :class:`~engine.attention.layers.KernelizedLinearAttention`); None: off.
+        :class:`~rieszflow.engine.attention.kernelized.KernelizedLinearAttention`); None: off.
     linformer_k : int or None
         Projected length k of Linformer attention (required, >= 1, with
         ``attention="linformer"``; must be None otherwise). Each layer's
@@ -165,7 +160,7 @@ class TransformerClassifier:
     ``make_feature_map(name, d_k, m, rng=rng, **feature_options)`` with the
     same initialisation generator, so fixed parts of a map (e.g. phases) are
     fixed by the seed. Linformer layers draw their ``W``'s and then ``E``,
-    ``F`` (see :class:`~engine.attention.layers.LinformerAttention`). The
+    ``F`` (see :class:`~rieszflow.engine.attention.linformer.LinformerAttention`). The
     classifier sees the pooled last-layer output (no
     dropout before it).
 
@@ -268,7 +263,6 @@ class TransformerClassifier:
                 host[f"layers.{i}.{k}"] = v
         self.final_ln = None
         if pre_ln:
-            from rieszflow.engine.attention.layers import LayerNorm
             self.final_ln = LayerNorm(d_model)
             for k, v in self.final_ln.init_params(rng, self.dtype).items():
                 host[f"final_ln.{k}"] = v

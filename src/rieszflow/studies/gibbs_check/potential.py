@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rieszflow.engine.attention.layers import _split_heads, masked_mean_pool_backward
+from rieszflow.engine.attention.ops import _split_heads
+from rieszflow.engine.attention.pooling import masked_mean_pool_backward
 from rieszflow.engine.backend import to_numpy
 from rieszflow.engine.features import FEATURE_MAPS
 from rieszflow.engine.features.fixed import _L1FeatureMap

@@ -112,7 +112,7 @@ def convert(method: str, rng, *, teacher_steps: int = 300, stage1_epochs: int = 
         On an unknown method.
     """
     from rieszflow.engine.attention.data import batches
-    from rieszflow.engine.attention.layers import softmax_cross_entropy
+    from rieszflow.engine.attention.loss import softmax_cross_entropy
     from rieszflow.engine.attention.model import TransformerClassifier
     from rieszflow.engine.attention.optim import Adam, WarmupCosine
     from rieszflow.studies.luna.lra import BACKBONE, TASKS, evaluate, load_task, train_run

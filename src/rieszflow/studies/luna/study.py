@@ -267,7 +267,8 @@ def _p2(method, n, cfg, rng):
 
     import xarray as xr
 
-    from rieszflow.engine.attention.layers import KernelizedLinearAttention, SoftmaxAttention
+    from rieszflow.engine.attention.kernelized import KernelizedLinearAttention
+    from rieszflow.engine.attention.softmax import SoftmaxAttention
     from rieszflow.engine.features import make_feature_map
 
     nan = float("nan")

@@ -1,0 +1,83 @@
+"""The Q, K, V, O projections shared by the attention layers, and the query-key modes.
+
+References
+----------
+paper 000, App. C, eq. (C.1) and App. F.2 ("Q = K = reshape(x)" in the shared form).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rieszflow.engine._checks import check_int
+from rieszflow.engine.attention.ops import (
+    _linear_bwd,
+    _linear_fwd,
+    _merge_heads,
+    _split_heads,
+    _xavier_uniform,
+    check_mask,
+)
+
+__all__ = [
+    "QK_MODES",
+]
+
+
+QK_MODES = ("shared", "learned")
+
+
+# --------------------------------------------------------------------------- attention
+
+def _check_qk(qk):
+    if qk not in QK_MODES:
+        raise ValueError(f"qk={qk!r} is not supported; allowed: {', '.join(QK_MODES)}")
+    return qk
+
+
+class _MultiHead:
+    """Shared projections of the attention layers (Q, K, V, O)."""
+
+    def __init__(self, d_model, n_heads, qk):
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        self.n_heads = check_int("n_heads", n_heads, minimum=1)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_k = self.d_model // self.n_heads
+        self.qk = _check_qk(qk)
+
+    def _init_proj(self, rng, dtype):
+        d = self.d_model
+        p = {}
+        if self.qk == "learned":
+            p.update(w_q=_xavier_uniform(rng, d, d, dtype), b_q=np.zeros(d, dtype=dtype),
+                     w_k=_xavier_uniform(rng, d, d, dtype), b_k=np.zeros(d, dtype=dtype))
+        p.update(w_v=_xavier_uniform(rng, d, d, dtype), b_v=np.zeros(d, dtype=dtype),
+                 w_o=_xavier_uniform(rng, d, d, dtype), b_o=np.zeros(d, dtype=dtype))
+        return p
+
+    def _check_inputs(self, x, mask):
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, L, {self.d_model})")
+        check_mask(mask, x.shape[:2])
+
+    def _project_in(self, params, x):
+        """Heads of q, k, v as (H, B, L, d_k); q is k in the shared form."""
+        if self.qk == "learned":
+            q = _split_heads(_linear_fwd(x, params["w_q"], params["b_q"]), self.n_heads)
+            k = _split_heads(_linear_fwd(x, params["w_k"], params["b_k"]), self.n_heads)
+        else:
+            q = k = _split_heads(x, self.n_heads)
+        v = _split_heads(_linear_fwd(x, params["w_v"], params["b_v"]), self.n_heads)
+        return q, k, v
+
+    def _project_in_backward(self, params, x, dq, dk, dv, grads):
+        """Accumulate dx from head gradients dq, dk, dv (H, B, L, d_k); dk is None in shared form."""
+        dx, grads["w_v"], grads["b_v"] = _linear_bwd(_merge_heads(dv), x, params["w_v"])
+        if self.qk == "learned":
+            dxq, grads["w_q"], grads["b_q"] = _linear_bwd(_merge_heads(dq), x, params["w_q"])
+            dxk, grads["w_k"], grads["b_k"] = _linear_bwd(_merge_heads(dk), x, params["w_k"])
+            dx += dxq
+            dx += dxk
+        else:
+            dx += _merge_heads(dq)
+        return dx
