@@ -81,7 +81,9 @@ class KernelizedLinearAttention(_MultiHead):
         For maps that are not positive (fixed RFF): the denominator becomes
         ``sign(den) max(|den|, eps)`` (needs ``eps > 0``, non-causal); the fractions of
         clamped and of negative denominators of the last call are in ``last_clamped``
-        and ``last_negative``.
+        and ``last_negative``: 0-d float arrays on the backend of ``x`` (the forward
+        pass does not synchronise with the device; convert with ``float`` where the
+        value is recorded). ``None`` before the first signed call.
 
     Notes
     -----
@@ -139,6 +141,8 @@ class KernelizedLinearAttention(_MultiHead):
             raise ValueError("causal=True with FAVOR stabilise='seq': the per-sequence shift uses future "
                              "keys; use stabilise='none'")
         self.dwc = self._check_dwc(dwc)
+        self.last_clamped = None
+        self.last_negative = None
 
     def _check_dwc(self, dwc):
         if dwc is None:
@@ -207,6 +211,182 @@ class KernelizedLinearAttention(_MultiHead):
     def _theta(self, params, i):
         return {k: params[f"phi_{k}"][i] for k in self.feature_map.theta_names}
 
+    def features(self, params, x):
+        """Feature map of every head applied to head-major token vectors.
+
+        Parameters
+        ----------
+        params : dict
+            The layer's parameters (local names): ``"omega"`` (S, m, d_k) and, for a
+            learned map, every ``"phi_<name>"`` (S, ...). Arrays of ``x``'s backend.
+        x : float array, shape (H, B, L, d_k)
+            Queries or keys of every head, e.g. from :meth:`project`.
+
+        Returns
+        -------
+        phi : float array, shape (H, B, L, D)
+            ``phi_h(x_h)`` with ``D = feature_map.n_features``, dtype of ``x``. Padded
+            tokens are not masked here (the forward pass zeroes padded keys' features).
+        caches : list
+            The feature map's forward caches (one per particle set), for
+            :meth:`features_backward`.
+
+        Raises
+        ------
+        KeyError
+            If ``params`` lacks ``"omega"`` or a learned map's parameter.
+        ValueError, TypeError
+            As the feature map's ``forward``.
+
+        References
+        ----------
+        paper 000, App. D; paper 001 (LUNA), eq. (11).
+        """
+        return self._features(x, params["omega"], params)
+
+    def features_backward(self, params, dphi, caches, grads):
+        """VJP of :meth:`features`: gradients of the token vectors and of the map's parameters.
+
+        Parameters
+        ----------
+        params : dict
+            The parameters passed to :meth:`features` (``"omega"`` gives the shape of
+            its gradient).
+        dphi : float array, shape (H, B, L, D)
+            Upstream gradient of ``phi``.
+        caches : list
+            The caches returned by :meth:`features`.
+        grads : dict
+            Updated in place: a learned map's ``"phi_<name>"`` gradients (S, ...) are
+            added to the entries already there (created when absent).
+
+        Returns
+        -------
+        dx : float array, shape (H, B, L, d_k)
+            Gradient of the token vectors.
+        domega : float array, shape (S, m, d_k)
+            Gradient of the particles (not written into ``grads``).
+
+        References
+        ----------
+        paper 000, App. D (hand-written backward passes of the maps).
+        """
+        return self._features_backward(dphi, caches, params["omega"], grads)
+
+    def kernel_terms(self, params, x, mask):
+        """The intermediate arrays of the forward pass: projections, features, normaliser.
+
+        Computed with the forward pass's operations in its order, so every array is
+        bit-identical to the one :meth:`forward` uses. Diagnostics of a signed
+        denominator are not recorded here.
+
+        Parameters
+        ----------
+        params : dict
+            See class Notes.
+        x : float array, shape (B, L, D)
+            The layer input.
+        mask : bool array, shape (B, L)
+            True on real tokens; every row needs one.
+
+        Returns
+        -------
+        dict
+            ``"q"``, ``"k"``, ``"v"`` (H, B, L, d_k) from :meth:`project`; ``"phi_q"``
+            (H, B, L, D); ``"phi_k"`` (H, B, L, D) with padded keys' rows zero;
+            ``"caches_q"``, ``"caches_k"``: the feature caches (``caches_k`` is None in
+            the shared form, where ``phi_k`` is ``phi_q`` masked); ``"den"`` (H, B, L):
+            the normaliser ``phi(q_i)^T z + eps`` (signed: ``sign(den) max(|den|, eps)``),
+            or None when ``causal`` (the causal normaliser changes with i, see
+            :meth:`attention_rows`). Arrays of ``x``'s backend and dtype.
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`forward`.
+
+        References
+        ----------
+        paper 000, eq. (3.2) and App. C, eqs. (C.2)-(C.3).
+        """
+        xp, q, k, v, phi_q, cq, phi_k, ck, keym, phi_km = self._kernel_inputs(params, x, mask)
+        den = None
+        if not self.causal:
+            z = phi_km.sum(axis=2)                                        # (H, B, m)
+            den = self._normaliser(xp, xp.matmul(phi_q, z[..., None])[..., 0])
+        return {"q": q, "k": k, "v": v, "phi_q": phi_q, "phi_k": phi_km, "caches_q": cq,
+                "caches_k": ck, "den": den}
+
+    def attention_rows(self, params, x, mask):
+        """The explicit attention matrix of every head: ``a_i = sum_j A[i, j] v_j``.
+
+        ``A[h, b, i, j] = m_j phi(q_i) . phi(k_j) / den_i`` with the forward pass's
+        normaliser ``den_i = phi(q_i)^T z + eps`` (``sum_{j <= i}`` when ``causal``);
+        each row sums to 1 over the real keys when ``eps = 0``, and padded keys get 0.
+        O(H B L^2 D) time and O(H B L^2) memory: a diagnostic, not a forward pass.
+        The DWC branch, if any, is not an attention term and is left out.
+
+        Parameters
+        ----------
+        params : dict
+            See class Notes.
+        x : float array, shape (B, L, D)
+            The layer input.
+        mask : bool array, shape (B, L)
+            True on real tokens; every row needs one.
+
+        Returns
+        -------
+        float array, shape (H, B, L, L)
+            Rows indexed by queries, columns by keys; dtype and backend of ``x``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`forward`.
+
+        References
+        ----------
+        paper 000, eq. (3.2) and App. C, eq. (C.2); Katharopoulos et al. (2020),
+        "Transformers are RNNs", arXiv:2006.16236 (the causal form).
+        """
+        xp, q, k, v, phi_q, cq, phi_k, ck, keym, phi_km = self._kernel_inputs(params, x, mask)
+        kern = xp.matmul(phi_q, phi_km.transpose(0, 1, 3, 2))           # (H, B, L, L)
+        if self.causal:
+            n = x.shape[1]
+            kern = kern * xp.asarray(np.tril(np.ones((n, n), dtype=bool)))
+            den = kern.sum(axis=-1) + self.eps
+        else:
+            den = self._normaliser(xp, xp.matmul(phi_q, phi_km.sum(axis=2)[..., None])[..., 0])
+        return kern / den[..., None]
+
+    def _kernel_inputs(self, params, x, mask):
+        """Checks, projections and masked features: the first half of :meth:`forward`."""
+        self._check_inputs(x, mask)
+        omega = params["omega"]
+        if omega.ndim != 3 or omega.shape[0] != self.n_sets or omega.shape[2] != self.d_k:
+            raise ValueError(f"params['omega'] has shape {tuple(omega.shape)}; expected "
+                             f"({self.n_sets}, m, {self.d_k})")
+        xp = namespace(x, omega)
+        q, k, v = self.project(params, x)
+        phi_q, cq = self._features(q, omega, params)
+        if self.qk == "shared":
+            phi_k, ck = phi_q, None
+        else:
+            phi_k, ck = self._features(k, omega, params)
+        keym = mask.astype(x.dtype)[None, :, :, None]                # (1, B, L, 1)
+        phi_km = phi_k * keym                                         # (H, B, L, m)
+        return xp, q, k, v, phi_q, cq, phi_k, ck, keym, phi_km
+
+    def _normaliser(self, xp, den):
+        """``den + eps``, or ``sign(den) max(|den|, eps)`` when signed (no diagnostics)."""
+        if self.signed:
+            small = xp.abs(den) <= self.eps
+            return xp.where(small, xp.where(den < 0, -self.eps, self.eps), den)
+        if self.eps:
+            return den + self.eps
+        return den
+
     def _features(self, x, omega, params=None):
         """phi over heads: x (H, B, L, d_k), omega (S, m, d_k) -> phi (H, B, L, D), caches."""
         xp = namespace(x, omega)
@@ -271,20 +451,7 @@ class KernelizedLinearAttention(_MultiHead):
             On wrong shapes, a bad mask, or a ``params["omega"]`` whose shape is
             not (S, m, d_k).
         """
-        self._check_inputs(x, mask)
-        omega = params["omega"]
-        if omega.ndim != 3 or omega.shape[0] != self.n_sets or omega.shape[2] != self.d_k:
-            raise ValueError(f"params['omega'] has shape {tuple(omega.shape)}; expected "
-                             f"({self.n_sets}, m, {self.d_k})")
-        xp = namespace(x, omega)
-        q, k, v = self._project_in(params, x)
-        phi_q, cq = self._features(q, omega, params)
-        if self.qk == "shared":
-            phi_k, ck = phi_q, None
-        else:
-            phi_k, ck = self._features(k, omega, params)
-        keym = mask.astype(x.dtype)[None, :, :, None]                # (1, B, L, 1)
-        phi_km = phi_k * keym                                         # (H, B, L, m)
+        xp, q, k, v, phi_q, cq, phi_k, ck, keym, phi_km = self._kernel_inputs(params, x, mask)
         cdw = None
         if self.causal:
             a, ccausal = causal_linear_attention(phi_q, phi_km, v, eps=self.eps, chunk=self.chunk)
@@ -295,13 +462,10 @@ class KernelizedLinearAttention(_MultiHead):
             z = phi_km.sum(axis=2)                                        # (H, B, m)
             num = xp.matmul(phi_q, g)                                     # (H, B, L, d_k)
             den = xp.matmul(phi_q, z[..., None])[..., 0]                  # (H, B, L)
-            if self.signed:                       # sign(den) max(|den|, eps); clamped rows logged
-                small = xp.abs(den) <= self.eps
-                self.last_clamped = float(small.mean())
-                self.last_negative = float((den < 0).mean())
-                den = xp.where(small, xp.where(den < 0, -self.eps, self.eps), den)
-            elif self.eps:
-                den = den + self.eps
+            if self.signed:                       # clamped rows logged as device scalars: no host sync
+                self.last_clamped = (xp.abs(den) <= self.eps).mean()
+                self.last_negative = (den < 0).mean()
+            den = self._normaliser(xp, den)       # sign(den) max(|den|, eps), or den + eps
             a = num / den[..., None]
         if self.dwc is not None:
             conv, cdw = depthwise_conv(v * keym, params["dwc_w"], params["dwc_b"], grid=self.dwc["grid"],

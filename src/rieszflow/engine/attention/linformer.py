@@ -181,7 +181,7 @@ class LinformerAttention(_MultiHead):
                 raise ValueError(f"params[{name!r}] has shape {tuple(params[name].shape)}; expected "
                                  f"(k, max_len) = ({self.k}, {self.max_len})")
         xp = namespace(x)
-        q, k, v = self._project_in(params, x)
+        q, k, v = self.project(params, x)
         keym = mask.astype(x.dtype)[None, :, :, None]                # (1, B, L, 1)
         km = k * keym                                                 # (H, B, L, d_k)
         vm = v * keym

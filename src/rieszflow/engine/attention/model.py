@@ -318,6 +318,87 @@ class TransformerClassifier:
 
     # ------------------------------------------------------------------ forward/backward
 
+    def _check_layer(self, i):
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(self.layers):
+            raise ValueError(f"layer={i!r} is not allowed; expected an int in [0, {len(self.layers)})")
+        return int(i)
+
+    def layer_params(self, i):
+        """The parameters of encoder block ``i`` under the block's local names.
+
+        Parameters
+        ----------
+        i : int
+            Block index, ``0 <= i < n_layers``.
+
+        Returns
+        -------
+        dict
+            ``name -> array`` with the prefix ``"layers.<i>."`` removed (e.g.
+            ``"attn.omega"``, ``"ffn.w1"``): the arrays of :attr:`params` themselves, not
+            copies, as :meth:`pooled` passes them to the block.
+
+        Raises
+        ------
+        ValueError
+            If ``i`` is not a block index.
+        """
+        return self._layer_params(self._check_layer(i))
+
+    def attention_params(self, i):
+        """The parameters of block ``i``'s attention under the attention layer's local names.
+
+        Parameters
+        ----------
+        i : int
+            Block index, ``0 <= i < n_layers``.
+
+        Returns
+        -------
+        dict
+            ``name -> array`` with the prefix ``"layers.<i>.attn."`` removed (``"omega"``,
+            ``"w_v"``, ...): what ``self.layers[i].attn`` receives in the forward pass,
+            e.g. for its ``project``, ``features`` or ``attention_rows``.
+
+        Raises
+        ------
+        ValueError
+            If ``i`` is not a block index.
+        """
+        return EncoderLayer._sub(self._layer_params(self._check_layer(i)), "attn")
+
+    def attention_inputs(self, ids, mask):
+        """The input of every block's attention sublayer, from a forward pass without dropout.
+
+        Runs :meth:`pooled` (``train=False``, which also replaces the cached pass that
+        :meth:`backward_pooled` uses) and returns what each attention layer received:
+        the block input for post-LN blocks, the first LayerNorm's output for pre-LN.
+
+        Parameters
+        ----------
+        ids : int array, shape (B, L)
+            Token ids in ``[0, vocab_size)``, on the model's backend.
+        mask : bool array, shape (B, L)
+            True on real tokens; every row needs one.
+
+        Returns
+        -------
+        list of float array, shape (B, L, d_model)
+            One per block, in order; the model's dtype and backend (the arrays the
+            forward pass used, not copies).
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`pooled`.
+
+        References
+        ----------
+        paper 000, App. C (the encoder block and its attention input).
+        """
+        self.pooled(ids, mask, train=False, rng=None)
+        return [c[0][0] for c in self._cache["layers"]]
+
     def _layer_params(self, i):
         prefix = f"layers.{i}."
         n = len(prefix)

@@ -35,7 +35,7 @@ def _check_qk(qk):
 
 
 class _MultiHead:
-    """Shared projections of the attention layers (Q, K, V, O)."""
+    """Shared projections of the attention layers (Q, K, V, O); :meth:`project` is public API."""
 
     def __init__(self, d_model, n_heads, qk):
         self.d_model = check_int("d_model", d_model, minimum=1)
@@ -60,8 +60,41 @@ class _MultiHead:
             raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, L, {self.d_model})")
         check_mask(mask, x.shape[:2])
 
-    def _project_in(self, params, x):
-        """Heads of q, k, v as (H, B, L, d_k); q is k in the shared form."""
+    def project(self, params, x):
+        """Queries, keys and values of every head, as the forward pass computes them.
+
+        Parameters
+        ----------
+        params : dict
+            The layer's parameters (local names): ``"w_v"``, ``"b_v"`` (D, D), (D,)
+            and, with ``qk="learned"``, ``"w_q"``, ``"b_q"``, ``"w_k"``, ``"b_k"``.
+        x : float array, shape (B, L, D)
+            The layer input (float32 or float64, NumPy or CuPy); the outputs have its
+            dtype and backend.
+
+        Returns
+        -------
+        q : float array, shape (H, B, L, d_k)
+            Head-major, C-contiguous. ``q = x W_Q + b_Q`` split into heads, or the head
+            slices of ``x`` itself with ``qk="shared"``.
+        k : float array, shape (H, B, L, d_k)
+            ``x W_K + b_K`` split into heads; the same object as ``q`` with ``qk="shared"``.
+        v : float array, shape (H, B, L, d_k)
+            ``x W_V + b_V`` split into heads.
+
+        Raises
+        ------
+        ValueError
+            If ``x`` is not of shape (B, L, D) with ``D = d_model``.
+        KeyError
+            If ``params`` lacks a projection of this layer.
+
+        References
+        ----------
+        paper 000, App. C, eq. (C.1) and App. F.2 ("Q = K = reshape(x)").
+        """
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x has shape {tuple(x.shape)}; expected (B, L, {self.d_model})")
         if self.qk == "learned":
             q = _split_heads(_linear_fwd(x, params["w_q"], params["b_q"]), self.n_heads)
             k = _split_heads(_linear_fwd(x, params["w_k"], params["b_k"]), self.n_heads)

@@ -93,17 +93,55 @@ class SoftmaxAttention(_MultiHead):
         """
         self._check_inputs(x, mask)
         xp = namespace(x)
-        q, k, v = self._project_in(params, x)
+        q, k, v = self.project(params, x)
+        p, scale = self._probs(xp, q, k, mask)
+        a = xp.matmul(p, v)
+        am = _merge_heads(a)
+        y = _linear_fwd(am, params["w_o"], params["b_o"])
+        return y, (x, q, k, v, p, am, scale, params)
+
+    def attention_rows(self, params, x, mask):
+        """The attention matrix of every head, as the forward pass computes it.
+
+        ``A[h, b, i, j] = softmax_j(q_i . k_j / sqrt(d_k))`` over the real keys
+        (padded keys get 0), so ``a_i = sum_j A[i, j] v_j``; bit-identical to the
+        forward pass's probabilities.
+
+        Parameters
+        ----------
+        params : dict
+            The projections (see :meth:`init_params`).
+        x : float array, shape (B, L, D)
+            The layer input.
+        mask : bool array, shape (B, L)
+            True on real tokens; every row needs one.
+
+        Returns
+        -------
+        float array, shape (H, B, L, L)
+            Row-stochastic over the keys; dtype and backend of ``x``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            On wrong shapes or a bad mask.
+
+        References
+        ----------
+        paper 000, App. C, eq. (C.1).
+        """
+        self._check_inputs(x, mask)
+        q, k, _ = self.project(params, x)
+        return self._probs(namespace(x), q, k, mask)[0]
+
+    def _probs(self, xp, q, k, mask):
+        """Masked, scaled softmax scores (H, B, L, L) and the scale 1/sqrt(d_k)."""
         scale = 1.0 / math.sqrt(self.d_k)
         s = xp.matmul(q, k.transpose(0, 1, 3, 2))                     # (H, B, L, L)
         s *= scale
         keyok = mask[None, :, None, :]
         s = xp.where(keyok, s, -xp.inf)
-        p = _softmax_last(xp, s)
-        a = xp.matmul(p, v)
-        am = _merge_heads(a)
-        y = _linear_fwd(am, params["w_o"], params["b_o"])
-        return y, (x, q, k, v, p, am, scale, params)
+        return _softmax_last(xp, s), scale
 
     def backward(self, dy, cache):
         """VJP of :meth:`forward`.

@@ -99,7 +99,7 @@ def attention_output_gradient(model, dpooled, layer: int):
     dh = dh + dr2
     dr1, _ = lay.ln1.backward(dh, cl1)
     dy, _ = lay.drop1.backward(dr1, cd1)
-    params = ca[12]                                  # the attention params (cache layout of forward)
+    params = model.attention_params(layer)
     dam = dy @ params["w_o"].T                       # through out = concat_h(a) W_O + b_O
     return _split_heads(dam, lay.attn.n_heads), ca
 
@@ -182,7 +182,7 @@ class HeadPotential:
             da, ca = attention_output_gradient(model, -dvalue / nb, layer)
             x, keym, v, phi_q, *_rest = ca
             den, a, params = ca[9], ca[10], ca[12]
-            q, _, _ = model.layers[layer].attn._project_in(params, x)   # (H, B, L, d_k)
+            q, _, _ = model.layers[layer].attn.project(params, x)       # (H, B, L, d_k)
             h = head
             xq, phi, dah, ah, vh, denh = q[h], phi_q[h], da[h], a[h], v[h], den[h]
             km = keym[0, :, :, 0]                                        # (B, L)
