@@ -206,3 +206,61 @@ def test_model_attention_inputs_and_params_are_what_the_forward_pass_uses(attent
     for bad in (-1, 2, 1.0, True):
         with pytest.raises(ValueError, match="layer="):
             model.attention_params(bad)
+
+
+@pytest.mark.parametrize("pre_ln", [False, True])
+def test_backward_to_attention_matches_finite_differences(pre_ln):
+    model = TransformerClassifier(20, max_len=L, d_model=D, n_heads=H, d_ff=12, n_layers=3, n_classes=3,
+                                  dropout=0.1, m=4, seed=1, dtype="float64", feature_map="softplus",
+                                  pre_ln=pre_ln)
+    rng = np.random.default_rng(9)
+    ids, mask = rng.integers(0, 20, size=(B, L)), _mask()
+    dpooled = rng.standard_normal((B, D))
+    with pytest.raises(RuntimeError, match="cached"):
+        model.backward_to_attention(dpooled, 0)
+    with pytest.raises(RuntimeError, match="cached"):
+        model.last_attention_inputs()
+    for layer in range(3):
+        model.pooled(ids, mask)
+        dy = model.backward_to_attention(dpooled, layer)
+        assert dy.shape == (B, L, D)
+        delta = rng.standard_normal((B, L, D))
+        attn = model.layers[layer].attn
+        fwd = attn.forward
+
+        def shifted(s):                         # <dpooled, pooled> with the attention output moved
+            attn.forward = lambda p, x, m: (lambda y, c: (y + s * delta, c))(*fwd(p, x, m))
+            try:
+                return float(np.sum(dpooled * model.pooled(ids, mask)))
+            finally:
+                attn.forward = fwd
+        h = 1e-6
+        fd = (shifted(h) - shifted(-h)) / (2 * h)
+        assert abs(fd - np.sum(dy * delta)) <= 1e-6 * max(1.0, abs(fd))
+        # the per-head gradient before W_O: <da, delta_a> = <dy, concat_h(delta_a) W_O>
+        params = model.attention_params(layer)
+        da = attn.output_backward(params, dy)
+        assert da.shape == (H, B, L, DK)
+        delta_a = rng.standard_normal(da.shape)
+        np.testing.assert_allclose(np.sum(da * delta_a),
+                                   np.sum(dy * (np.concatenate(list(delta_a), -1) @ params["w_o"])), rtol=1e-12)
+    with pytest.raises(ValueError, match="layer="):
+        model.backward_to_attention(dpooled, 3)
+    xs = model.attention_inputs(ids, mask)
+    assert all(a is b for a, b in zip(xs, model.last_attention_inputs()))
+
+
+@pytest.mark.parametrize("name", ["elu", "softplus", "sigmoid2", "porf_softplus"])
+def test_l1_map_activation_reproduces_the_features(name):
+    fm = make_feature_map(name, DK, 5, rng=np.random.default_rng(0))
+    assert fm.l1_normalised and not make_feature_map("favor", DK, 5).l1_normalised
+    rng = np.random.default_rng(10)
+    x, omega = rng.standard_normal((7, DK)), fm.init_omega(rng)
+    u = x @ omega.T / fm.tau
+    if fm.has_bias:
+        u = u + fm.b
+    g, dg = fm.activation(u)
+    np.testing.assert_allclose(fm.forward(x, omega)[0], np.sqrt(5) * g / g.sum(-1, keepdims=True), rtol=1e-12)
+    hh = 1e-6
+    np.testing.assert_allclose(dg, (fm.activation(u + hh)[0] - fm.activation(u - hh)[0]) / (2 * hh),
+                               rtol=1e-6, atol=1e-8)

@@ -127,6 +127,41 @@ class EncoderLayer:
         y, cl2 = self.ln2.forward(self._sub(params, "ln2"), h + f)
         return y, (ca, cd1, cl1, cf, cd2, cl2)
 
+    def backward_to_attention(self, dy, cache):
+        """Gradient of ``<dy, y>`` with respect to the attention sublayer's output (after ``W_O``).
+
+        The part of :meth:`backward` above the attention layer (LayerNorms, FFN, dropout,
+        residuals), with the same operations; parameter gradients are not formed.
+
+        Parameters
+        ----------
+        dy : float array, shape (B, L, D)
+            Upstream gradient of the block output.
+        cache : tuple
+            From :meth:`forward`.
+
+        Returns
+        -------
+        float array, shape (B, L, D)
+            Gradient of the attention layer's output ``attn.forward(...)[0]``.
+
+        References
+        ----------
+        paper 000, App. C (closing Remark on FFN, residual and LayerNorm).
+        """
+        ca, cd1, cl1, cf, cd2, cl2 = cache
+        if self.pre_ln:
+            df, _ = self.drop2.backward(dy, cd2)
+            dn2, _ = self.ffn.backward(df, cf)
+            dh2, _ = self.ln2.backward(dn2, cl2)
+            return self.drop1.backward(dy + dh2, cd1)[0]
+        dr2, _ = self.ln2.backward(dy, cl2)
+        df, _ = self.drop2.backward(dr2, cd2)
+        dh, _ = self.ffn.backward(df, cf)
+        dh = dh + dr2
+        dr1, _ = self.ln1.backward(dh, cl1)
+        return self.drop1.backward(dr1, cd1)[0]
+
     def backward(self, dy, cache):
         """VJP of :meth:`forward`.
 

@@ -298,7 +298,9 @@ class KernelizedLinearAttention(_MultiHead):
             the shared form, where ``phi_k`` is ``phi_q`` masked); ``"den"`` (H, B, L):
             the normaliser ``phi(q_i)^T z + eps`` (signed: ``sign(den) max(|den|, eps)``),
             or None when ``causal`` (the causal normaliser changes with i, see
-            :meth:`attention_rows`). Arrays of ``x``'s backend and dtype.
+            :meth:`attention_rows`); ``"a"`` (H, B, L, d_k): the normalised attention
+            output of every head (before the DWC branch and ``W_O``). Arrays of ``x``'s
+            backend and dtype.
 
         Raises
         ------
@@ -311,11 +313,16 @@ class KernelizedLinearAttention(_MultiHead):
         """
         xp, q, k, v, phi_q, cq, phi_k, ck, keym, phi_km = self._kernel_inputs(params, x, mask)
         den = None
-        if not self.causal:
+        if self.causal:
+            a, _ = causal_linear_attention(phi_q, phi_km, v, eps=self.eps, chunk=self.chunk)
+        else:                                     # the forward pass's operations, in its order
+            g = xp.matmul(phi_km.transpose(0, 1, 3, 2), v)                # (H, B, m, d_k)
             z = phi_km.sum(axis=2)                                        # (H, B, m)
+            num = xp.matmul(phi_q, g)                                     # (H, B, L, d_k)
             den = self._normaliser(xp, xp.matmul(phi_q, z[..., None])[..., 0])
+            a = num / den[..., None]
         return {"q": q, "k": k, "v": v, "phi_q": phi_q, "phi_k": phi_km, "caches_q": cq,
-                "caches_k": ck, "den": den}
+                "caches_k": ck, "den": den, "a": a}
 
     def attention_rows(self, params, x, mask):
         """The explicit attention matrix of every head: ``a_i = sum_j A[i, j] v_j``.

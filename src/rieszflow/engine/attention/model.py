@@ -397,7 +397,68 @@ class TransformerClassifier:
         paper 000, App. C (the encoder block and its attention input).
         """
         self.pooled(ids, mask, train=False, rng=None)
+        return self.last_attention_inputs()
+
+    def last_attention_inputs(self):
+        """The input of every block's attention sublayer in the last cached forward pass.
+
+        Returns
+        -------
+        list of float array, shape (B, L, d_model)
+            One per block, in order (the arrays of the cached pass, with its dropout if it
+            was a training pass).
+
+        Raises
+        ------
+        RuntimeError
+            If no forward pass is cached.
+        """
+        if self._cache is None:
+            raise RuntimeError("last_attention_inputs needs a cached pooled/forward call")
         return [c[0][0] for c in self._cache["layers"]]
+
+    def backward_to_attention(self, dpooled, layer):
+        """Gradient of ``<dpooled, pooled>`` with respect to block ``layer``'s attention output.
+
+        Uses the last cached :meth:`pooled` (or :meth:`forward`) pass: the pooling's, the
+        final LayerNorm's (pre-LN) and the later blocks' backward passes, then the part of
+        block ``layer`` above its attention sublayer
+        (:meth:`EncoderLayer.backward_to_attention`). With the attention layer's
+        ``output_backward`` this gives the gradient of the per-head outputs ``a``.
+
+        Parameters
+        ----------
+        dpooled : float array, shape (B, d_model)
+            Upstream gradient of the pooled representations (cast to the model's dtype).
+        layer : int
+            Block index, ``0 <= layer < n_layers``.
+
+        Returns
+        -------
+        float array, shape (B, L, d_model)
+            Gradient of the attention layer's output (after ``W_O``).
+
+        Raises
+        ------
+        RuntimeError
+            If no forward pass is cached.
+        ValueError
+            If ``layer`` is not a block index.
+
+        References
+        ----------
+        paper 000, App. C.1 (pooling) and App. C (the encoder block).
+        """
+        layer = self._check_layer(layer)
+        if self._cache is None:
+            raise RuntimeError("backward_to_attention needs a cached pooled/forward call")
+        c = self._cache
+        dx = masked_mean_pool_backward(dpooled.astype(self.dtype, copy=False), c["pool"])
+        if c.get("final_ln") is not None:
+            dx, _ = self.final_ln.backward(dx, c["final_ln"])
+        for j in reversed(range(layer + 1, len(self.layers))):
+            dx, _ = self.layers[j].backward(dx, c["layers"][j])
+        return self.layers[layer].backward_to_attention(dx, c["layers"][layer])
 
     def _layer_params(self, i):
         prefix = f"layers.{i}."

@@ -103,6 +103,29 @@ class _MultiHead:
         v = _split_heads(_linear_fwd(x, params["w_v"], params["b_v"]), self.n_heads)
         return q, k, v
 
+    def output_backward(self, params, dy):
+        """VJP of the output projection: the gradient of every head's attention output.
+
+        ``out = concat_h(a_h) W_O + b_O``, so ``d a_h`` is the head slice of ``dy W_O^T``.
+
+        Parameters
+        ----------
+        params : dict
+            The layer's parameters (local names); ``"w_o"`` (D, D) is read.
+        dy : float array, shape (B, L, D)
+            Upstream gradient of the layer output.
+
+        Returns
+        -------
+        float array, shape (H, B, L, d_k)
+            Gradient of the per-head attention output ``a`` (before ``W_O``), head-major.
+
+        References
+        ----------
+        paper 000, App. C, eq. (C.1).
+        """
+        return _split_heads(dy @ params["w_o"].T, self.n_heads)
+
     def _project_in_backward(self, params, x, dq, dk, dv, grads):
         """Accumulate dx from head gradients dq, dk, dv (H, B, L, d_k); dk is None in shared form."""
         dx, grads["w_v"], grads["b_v"] = _linear_bwd(_merge_heads(dv), x, params["w_v"])

@@ -166,6 +166,9 @@ class FeatureMap(abc.ABC):
     shared_heads: bool = False
     #: True if the features of a token depend on its position (axis -2 of ``x``).
     position_dependent: bool = False
+    #: True for the l1-renormalised maps ``phi = sqrt(M) g(u) / sum_j g(u_j)`` (elu, softplus,
+    #: porf_softplus, sigmoid2, cos2), which expose ``g`` as ``activation(u)``.
+    l1_normalised: bool = False
     #: Denominator epsilon of normalised attention when the caller gives none (a map whose
     #: features can vanish for a whole token, like LUNA's ReLU output, needs one > 0).
     default_eps: float = 0.0

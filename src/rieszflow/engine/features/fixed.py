@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from rieszflow.engine._checks import check_real
+from rieszflow.engine.backend import namespace
 from rieszflow.engine.features.base import FeatureMap, _sigmoid, _softplus
 
 __all__ = [
@@ -138,11 +139,33 @@ class _L1FeatureMap(FeatureMap):
     """Shared forward/backward of ``phi = sqrt(M) g(u) / sum_j g(u_j)``, ``u = x.omega/tau + b``."""
 
     uses_floor = True
+    l1_normalised = True
     has_bias = False
 
     @abc.abstractmethod
     def _g(self, xp, u):
         """Return g(u) (floored, > 0) and dg/du, both of the shape of u."""
+
+    def activation(self, u):
+        """The unnormalised feature ``g(u)`` and its derivative, ``phi = sqrt(M) g(u) / sum_j g(u_j)``.
+
+        Parameters
+        ----------
+        u : float array, any shape
+            Pre-activations ``(omega_k . x) / tau + b_k`` (NumPy or CuPy).
+
+        Returns
+        -------
+        g : float array, shape of ``u``
+            ``g(u)``, floored so that ``g > 0`` (the map's ``floor``).
+        dg : float array, shape of ``u``
+            ``dg/du``.
+
+        References
+        ----------
+        paper 000, App. D ("Implementation details", l1 renormalisation).
+        """
+        return self._g(namespace(u), u)
 
     def _forward(self, xp, x, omega):
         u = xp.matmul(x, omega.T) / self.tau
