@@ -130,6 +130,7 @@ def test_kernel_terms_are_the_forward_pass_arrays(qk):
     np.testing.assert_array_equal(t["phi_q"], cache[3])
     np.testing.assert_array_equal(t["phi_k"], cache[4])
     np.testing.assert_array_equal(t["den"], cache[9])
+    np.testing.assert_array_equal(t["a"], cache[10])
     np.testing.assert_array_equal(t["v"], cache[2])
     assert (t["caches_k"] is None) == (qk == "shared")
     np.testing.assert_array_equal(t["caches_q"][0]["psi"]["u"], cache[5][0]["psi"]["u"])
