@@ -173,7 +173,7 @@ class HeadPotential:
             Ck = C * kappa
             r = Ck.sum(2) + Ck.sum(1)                                    # (B, L)
             u = xq @ self.reference.T / self.tau                         # (B, L, m)
-            A = self.fmap.activation(u)[0].mean(-1)                          # (B, L)
+            A = self.fmap.activation(u)[0].mean(-1)                      # (B, L)
             P, Q = dah / denh[..., None], vh * km[..., None]
             p = np.sum(dah * ah, -1) / denh
             for i in range(xq.shape[0]):                                 # one entry per sentence
