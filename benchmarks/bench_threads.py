@@ -39,7 +39,7 @@ def _operations(quick: bool, seed: int = 0):
     import numpy as np
 
     from rieszflow.engine.attention.data import batches
-    from rieszflow.engine.attention.layers import softmax_cross_entropy
+    from rieszflow.engine.attention.loss import softmax_cross_entropy
     from rieszflow.engine.energy.alignment import alignment_potential_and_grad
     from rieszflow.engine.energy.riesz import riesz_energy_and_grad
     from rieszflow.learning.config import SMOKE_OVERRIDES, MainJobConfig

@@ -553,3 +553,22 @@ def test_orthogonal_favor_estimates_the_softmax_kernel():
         est[i] = float(pq[0] @ pk[0])
     se = est.std(ddof=1) / math.sqrt(draws)
     assert abs(est.mean() - math.exp(q @ k / tau)) < 4 * se
+
+
+@pytest.mark.parametrize("name", sorted(FEATURE_MAPS))
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_rows_for_inverts_n_features(name, m):
+    """Each map class declares its particle-row count: rows_for(n_features) == m for the built map."""
+    opts = {"channels": 3} if name == "luna" else {}
+    fm = make_feature_map(name, 4, m, rng=np.random.default_rng(0), **opts)
+    assert FEATURE_MAPS[name].rows_for(fm.n_features, **opts) == m
+    assert fm.n_features == m * FEATURE_MAPS[name].features_per_row(**opts)
+    # options that do not change the count are ignored; LUNA's default has 8 channels
+    assert FEATURE_MAPS[name].rows_for(fm.n_features, tau=2.0, **opts) == m
+    expected = {"luna": 8, "hedgehog": 2, "cosformer": 2}.get(name, 1)
+    assert FEATURE_MAPS[name].rows_for(16 * expected) == 16
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match="n_features"):
+            FEATURE_MAPS[name].rows_for(bad)
+    with pytest.raises(TypeError, match="n_features"):
+        FEATURE_MAPS[name].rows_for(2.0)

@@ -357,6 +357,45 @@ def test_token_flow_transfers_only_at_records(kernel, method):
     assert np.array_equal(np.asarray(res.x), np.asarray(ref.x))
 
 
+# ----------------------------------------------------------------------------- attention layers
+
+@pytest.mark.parametrize("case", ["signed", "positive", "causal", "learned"])
+def test_linear_attention_forward_and_backward_make_no_transfer(case):
+    """KernelizedLinearAttention.forward/backward read nothing back; the signed denominator's
+    diagnostics (last_clamped, last_negative) stay device scalars until the caller reads them."""
+    from rieszflow.engine.attention import KernelizedLinearAttention
+    from rieszflow.engine.features import make_feature_map
+
+    rng = np.random.default_rng(30)
+    name, kw = {"signed": ("rff", dict(eps=0.5, signed=True)), "positive": ("softplus", dict(eps=1e-3)),
+                "causal": ("softplus", dict(causal=True, chunk=2)), "learned": ("luna", dict(eps=1e-3))}[case]
+    opts = {"channels": 2} if name == "luna" else {}
+    if name == "rff":
+        opts = {"omega_scale": 3.0}
+    fmap = make_feature_map(name, 4, 6, rng=rng, check_finite=False, **opts)
+    attn = KernelizedLinearAttention(8, 2, fmap, qk="learned", **kw)
+    params = attn.init_params(rng)
+    x0, mask0 = rng.standard_normal((3, 5, 8)), np.ones((3, 5), dtype=bool)
+    mask0[1, 3:] = False
+    be = get_backend("numpy", count_transfers=True)
+    dev = {k: be.asarray(v) for k, v in params.items()}
+    x, mask, dy = be.asarray(x0), be.asarray(mask0, dtype=bool), be.asarray(rng.standard_normal((3, 5, 8)))
+    with count_host_transfers() as c:
+        y, cache = attn.forward(dev, x, mask)
+        dx, grads = attn.backward(dy, cache)
+    assert c.total == 0, c.by_site()
+    diag = (attn.last_clamped, attn.last_negative)
+    y_ref, _ = attn.forward(params, x0, mask0)                    # the same layer on plain NumPy
+    np.testing.assert_allclose(to_numpy(y), y_ref, rtol=1e-12, atol=1e-14)   # device paths may differ in rounding
+    if case == "signed":
+        assert all(isinstance(d, CountingArray) for d in diag)    # still on the "device"
+        # read on the host, they are the fractions of the NumPy run
+        assert (float(diag[0]), float(diag[1])) == (float(attn.last_clamped), float(attn.last_negative))
+        assert 0.0 < float(diag[0]) < 1.0 and 0.0 < float(diag[1]) < 1.0
+    else:
+        assert diag == (None, None)
+
+
 # ----------------------------------------------------------------------------- benchmarks/gpu.py
 
 @pytest.mark.skipif(cupy_available(), reason="a CUDA device is present: benchmarks/gpu.py would measure")

@@ -362,13 +362,11 @@ class MainJobConfig(StudyConfig):
 
     @property
     def feature_rows(self) -> int:
-        """Rows of each feature map's particle matrix omega: ``m``, or ``m / luna_channels`` for
-        LUNA and ``m / 2`` for Hedgehog and Cosformer (whose feature dimension is 2 x rows)."""
-        if self.feature_map == "luna":
-            return self.m // self.luna_channels
-        if self.feature_map in ("hedgehog", "cosformer"):
-            return self.m // 2
-        return self.m
+        """Rows of each feature map's particle matrix omega for the feature budget ``m``, as the map
+        declares (``FeatureMap.rows_for``): ``m``, ``m / luna_channels`` for LUNA, ``m / 2`` for
+        Hedgehog and Cosformer; ``m`` without a feature map."""
+        cls = FEATURE_MAPS.get(self.feature_map)
+        return self.m if cls is None else cls.rows_for(self.m, channels=self.luna_channels)
 
     @property
     def learned_map(self) -> bool:

@@ -515,7 +515,7 @@ class MainJob:
         return float(np.sum(losses) / len(split)), float(np.mean((P[:, 1] >= 0.5) == split.labels)), P
 
     def _phase_b_epoch(self, w, opt, epoch):
-        from rieszflow.engine.attention.layers import softmax_cross_entropy
+        from rieszflow.engine.attention.loss import softmax_cross_entropy
 
         cfg, model = self.cfg, self.model
         xp = self.backend.xp

@@ -136,7 +136,7 @@ class FeedForward:
     b2 : array, shape (d_out,)
     activation : {"tanh", "relu", "identity", "gelu"}, default "tanh"
         ``"gelu"`` is the bundled Transformer's GELU (tanh form,
-        :class:`rieszflow.engine.attention.layers.GELU`), so :meth:`from_layer_params` turns a
+        :class:`rieszflow.engine.attention.basic.GELU`), so :meth:`from_layer_params` turns a
         trained FFN of the model into this kernel.
 
     Raises
@@ -174,7 +174,7 @@ class FeedForward:
         ----------
         params : dict
             ``w1`` (d_model, d_ff), ``b1`` (d_ff,), ``w2`` (d_ff, d_model), ``b2`` (d_model,), as
-            :meth:`rieszflow.engine.attention.layers.FeedForward.init_params` makes them
+            :meth:`rieszflow.engine.attention.basic.FeedForward.init_params` makes them
             (``x @ w`` convention).
 
         Returns
@@ -188,7 +188,7 @@ class FeedForward:
     def _act(self, Z):
         xp = namespace(Z)
         if self.activation == "gelu":
-            from rieszflow.engine.attention.layers import GELU
+            from rieszflow.engine.attention.basic import GELU
 
             y, (_, t) = GELU().forward(Z)
             c, a = GELU._C, GELU._A

@@ -23,21 +23,16 @@ import numpy as np
 
 from rieszflow.engine._checks import is_host
 from rieszflow.engine.backend import get_backend, namespace, to_numpy
-from rieszflow.engine.attention.layers import (
-    QK_MODES,
-    Dropout,
-    Embedding,
-    EncoderLayer,
-    KernelizedLinearAttention,
-    Linear,
-    LinformerAttention,
-    PositionEmbedding,
-    SoftmaxAttention,
-    check_mask,
-    masked_mean_pool,
-    masked_mean_pool_backward,
-    softmax_cross_entropy,
-)
+from rieszflow.engine.attention.basic import Dropout, LayerNorm, Linear
+from rieszflow.engine.attention.embedding import Embedding, PositionEmbedding
+from rieszflow.engine.attention.encoder import EncoderLayer
+from rieszflow.engine.attention.kernelized import KernelizedLinearAttention
+from rieszflow.engine.attention.linformer import LinformerAttention
+from rieszflow.engine.attention.loss import softmax_cross_entropy
+from rieszflow.engine.attention.multihead import QK_MODES
+from rieszflow.engine.attention.ops import check_mask
+from rieszflow.engine.attention.pooling import masked_mean_pool, masked_mean_pool_backward
+from rieszflow.engine.attention.softmax import SoftmaxAttention
 
 __all__ = ["TransformerClassifier", "softmax_cross_entropy", "ATTENTIONS", "PARAMETER_GROUPS"]
 
@@ -89,7 +84,7 @@ class TransformerClassifier:
     attention : {"linear", "softmax", "linformer"}, default "linear"
         Kernelised linear attention (eq. (C.2)), exact softmax (eq. (C.1)),
         or Linformer attention (Wang et al. 2020; a baseline, see
-        :class:`~engine.attention.layers.LinformerAttention`).
+        :class:`~rieszflow.engine.attention.linformer.LinformerAttention`).
     feature_map : str or None
         Feature-map name for ``attention="linear"`` (required there; one of
         ``engine.features``' names, e.g. "favor", "elu", "softplus",
@@ -108,7 +103,7 @@ class TransformerClassifier:
         must be None or empty for softmax and Linformer attention.
     attn_eps : float or None, default None
         Normaliser epsilon of linear attention (see
-        :class:`~engine.attention.layers.KernelizedLinearAttention`); None takes the
+        :class:`~rieszflow.engine.attention.kernelized.KernelizedLinearAttention`); None takes the
         feature map's ``default_eps`` (0 for the random-feature maps, 1e-6 for LUNA).
     pre_ln : bool, default False
         Pre-LN blocks (``x + Attn(LN(x))``, ``x + FFN(LN(x))``) and a final LayerNorm
@@ -117,7 +112,7 @@ class TransformerClassifier:
     dwc : dict or None
         Depthwise-convolution branch on the values of linear attention
         (``{"kind": "1d"|"2d", "kernel": k, "grid": (h, w)}``, see
-        :class:`~engine.attention.layers.KernelizedLinearAttention`); None: off.
+        :class:`~rieszflow.engine.attention.kernelized.KernelizedLinearAttention`); None: off.
     linformer_k : int or None
         Projected length k of Linformer attention (required, >= 1, with
         ``attention="linformer"``; must be None otherwise). Each layer's
@@ -165,7 +160,7 @@ class TransformerClassifier:
     ``make_feature_map(name, d_k, m, rng=rng, **feature_options)`` with the
     same initialisation generator, so fixed parts of a map (e.g. phases) are
     fixed by the seed. Linformer layers draw their ``W``'s and then ``E``,
-    ``F`` (see :class:`~engine.attention.layers.LinformerAttention`). The
+    ``F`` (see :class:`~rieszflow.engine.attention.linformer.LinformerAttention`). The
     classifier sees the pooled last-layer output (no
     dropout before it).
 
@@ -268,7 +263,6 @@ class TransformerClassifier:
                 host[f"layers.{i}.{k}"] = v
         self.final_ln = None
         if pre_ln:
-            from rieszflow.engine.attention.layers import LayerNorm
             self.final_ln = LayerNorm(d_model)
             for k, v in self.final_ln.init_params(rng, self.dtype).items():
                 host[f"final_ln.{k}"] = v
@@ -323,6 +317,148 @@ class TransformerClassifier:
         return self.parameter_names("particles")
 
     # ------------------------------------------------------------------ forward/backward
+
+    def _check_layer(self, i):
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(self.layers):
+            raise ValueError(f"layer={i!r} is not allowed; expected an int in [0, {len(self.layers)})")
+        return int(i)
+
+    def layer_params(self, i):
+        """The parameters of encoder block ``i`` under the block's local names.
+
+        Parameters
+        ----------
+        i : int
+            Block index, ``0 <= i < n_layers``.
+
+        Returns
+        -------
+        dict
+            ``name -> array`` with the prefix ``"layers.<i>."`` removed (e.g.
+            ``"attn.omega"``, ``"ffn.w1"``): the arrays of :attr:`params` themselves, not
+            copies, as :meth:`pooled` passes them to the block.
+
+        Raises
+        ------
+        ValueError
+            If ``i`` is not a block index.
+        """
+        return self._layer_params(self._check_layer(i))
+
+    def attention_params(self, i):
+        """The parameters of block ``i``'s attention under the attention layer's local names.
+
+        Parameters
+        ----------
+        i : int
+            Block index, ``0 <= i < n_layers``.
+
+        Returns
+        -------
+        dict
+            ``name -> array`` with the prefix ``"layers.<i>.attn."`` removed (``"omega"``,
+            ``"w_v"``, ...): what ``self.layers[i].attn`` receives in the forward pass,
+            e.g. for its ``project``, ``features`` or ``attention_rows``.
+
+        Raises
+        ------
+        ValueError
+            If ``i`` is not a block index.
+        """
+        return EncoderLayer._sub(self._layer_params(self._check_layer(i)), "attn")
+
+    def attention_inputs(self, ids, mask):
+        """The input of every block's attention sublayer, from a forward pass without dropout.
+
+        Runs :meth:`pooled` (``train=False``, which also replaces the cached pass that
+        :meth:`backward_pooled` uses) and returns what each attention layer received:
+        the block input for post-LN blocks, the first LayerNorm's output for pre-LN.
+
+        Parameters
+        ----------
+        ids : int array, shape (B, L)
+            Token ids in ``[0, vocab_size)``, on the model's backend.
+        mask : bool array, shape (B, L)
+            True on real tokens; every row needs one.
+
+        Returns
+        -------
+        list of float array, shape (B, L, d_model)
+            One per block, in order; the model's dtype and backend (the arrays the
+            forward pass used, not copies).
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`pooled`.
+
+        References
+        ----------
+        paper 000, App. C (the encoder block and its attention input).
+        """
+        self.pooled(ids, mask, train=False, rng=None)
+        return self.last_attention_inputs()
+
+    def last_attention_inputs(self):
+        """The input of every block's attention sublayer in the last cached forward pass.
+
+        Returns
+        -------
+        list of float array, shape (B, L, d_model)
+            One per block, in order (the arrays of the cached pass, with its dropout if it
+            was a training pass).
+
+        Raises
+        ------
+        RuntimeError
+            If no forward pass is cached.
+        """
+        if self._cache is None:
+            raise RuntimeError("last_attention_inputs needs a cached pooled/forward call")
+        return [c[0][0] for c in self._cache["layers"]]
+
+    def backward_to_attention(self, dpooled, layer):
+        """Gradient of ``<dpooled, pooled>`` with respect to block ``layer``'s attention output.
+
+        Uses the last cached :meth:`pooled` (or :meth:`forward`) pass: the pooling's, the
+        final LayerNorm's (pre-LN) and the later blocks' backward passes, then the part of
+        block ``layer`` above its attention sublayer
+        (:meth:`EncoderLayer.backward_to_attention`). With the attention layer's
+        ``output_backward`` this gives the gradient of the per-head outputs ``a``.
+
+        Parameters
+        ----------
+        dpooled : float array, shape (B, d_model)
+            Upstream gradient of the pooled representations (cast to the model's dtype).
+        layer : int
+            Block index, ``0 <= layer < n_layers``.
+
+        Returns
+        -------
+        float array, shape (B, L, d_model)
+            Gradient of the attention layer's output (after ``W_O``).
+
+        Raises
+        ------
+        RuntimeError
+            If no forward pass is cached.
+        ValueError
+            If ``layer`` is not a block index.
+
+        References
+        ----------
+        paper 000, App. C.1 (pooling) and App. C (the encoder block).
+        """
+        layer = self._check_layer(layer)
+        if self._cache is None:
+            raise RuntimeError("backward_to_attention needs a cached pooled/forward call")
+        c = self._cache
+        dx = masked_mean_pool_backward(dpooled.astype(self.dtype, copy=False), c["pool"])
+        if c.get("final_ln") is not None:
+            dx, _ = self.final_ln.backward(dx, c["final_ln"])
+        for j in reversed(range(layer + 1, len(self.layers))):
+            dx, _ = self.layers[j].backward(dx, c["layers"][j])
+        return self.layers[layer].backward_to_attention(dx, c["layers"][layer])
 
     def _layer_params(self, i):
         prefix = f"layers.{i}."

@@ -39,23 +39,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from rieszflow.engine.attention.layers import _split_heads, masked_mean_pool_backward
 from rieszflow.engine.backend import to_numpy
-from rieszflow.engine.features import FEATURE_MAPS, _L1FeatureMap
+from rieszflow.engine.features import FEATURE_MAPS
 
 __all__ = ["SUPPORTED_FEATURE_MAPS", "HeadPotential", "attention_output_gradient"]
 
 #: Feature maps whose kernel is the ratio form above: l1-renormalised, no per-particle constants.
 SUPPORTED_FEATURE_MAPS = tuple(n for n, c in FEATURE_MAPS.items()
-                               if issubclass(c, _L1FeatureMap) and not c.has_bias)
+                               if c.l1_normalised and not c.has_bias)
 
 
 def attention_output_gradient(model, dpooled, layer: int):
     """Gradient of ``<dpooled, pooled>`` with respect to one layer's per-head attention output.
 
     Uses the cache of the last ``model.pooled`` call (dropout off) and the layers' own
-    backward passes, down to the normalised attention output ``a`` of ``layer`` (before the
-    output projection ``W_O``).
+    backward passes (``model.backward_to_attention``), down to the normalised attention
+    output ``a`` of ``layer`` (before the output projection ``W_O``, ``attn.output_backward``).
 
     Parameters
     ----------
@@ -70,8 +69,6 @@ def attention_output_gradient(model, dpooled, layer: int):
     -------
     da : array, shape (H, B, L, d_k)
         ``d<dpooled, pooled> / da`` for every head of ``layer``.
-    cache : tuple
-        The attention layer's forward cache (inputs, values, features, outputs).
 
     Raises
     ------
@@ -80,26 +77,11 @@ def attention_output_gradient(model, dpooled, layer: int):
     ValueError
         If ``layer`` is out of range.
     """
-    c = model._cache
-    if c is None:
-        raise RuntimeError("attention_output_gradient needs a cached model.pooled(...) call")
     n_layers = len(model.layers)
     if not 0 <= layer < n_layers:
         raise ValueError(f"layer={layer} is out of range; the model has {n_layers} layer(s)")
-    dx = masked_mean_pool_backward(dpooled.astype(model.dtype, copy=False), c["pool"])
-    for j in reversed(range(layer + 1, n_layers)):
-        dx, _ = model.layers[j].backward(dx, c["layers"][j])
-    lay = model.layers[layer]
-    ca, cd1, cl1, cf, cd2, cl2 = c["layers"][layer]
-    dr2, _ = lay.ln2.backward(dx, cl2)
-    df, _ = lay.drop2.backward(dr2, cd2)
-    dh, _ = lay.ffn.backward(df, cf)
-    dh = dh + dr2
-    dr1, _ = lay.ln1.backward(dh, cl1)
-    dy, _ = lay.drop1.backward(dr1, cd1)
-    params = ca[12]                                  # the attention params (cache layout of forward)
-    dam = dy @ params["w_o"].T                       # through out = concat_h(a) W_O + b_O
-    return _split_heads(dam, lay.attn.n_heads), ca
+    dy = model.backward_to_attention(dpooled, layer)
+    return model.layers[layer].attn.output_backward(model.attention_params(layer), dy)
 
 
 class HeadPotential:
@@ -177,13 +159,13 @@ class HeadPotential:
             pooled = model.pooled(ids, mask, train=False, rng=None)
             value, dvalue = objective(pooled, labels)
             energy += -float(value) / nb
-            da, ca = attention_output_gradient(model, -dvalue / nb, layer)
-            x, keym, v, phi_q, *_rest = ca
-            den, a, params = ca[9], ca[10], ca[12]
-            q, _, _ = model.layers[layer].attn._project_in(params, x)   # (H, B, L, d_k)
+            da = attention_output_gradient(model, -dvalue / nb, layer)
+            x = model.last_attention_inputs()[layer]                     # (B, L, D)
+            t = model.layers[layer].attn.kernel_terms(model.attention_params(layer), x, mask)
+            q, v, phi_q, den, a = t["q"], t["v"], t["phi_q"], t["den"], t["a"]   # (H, B, L, .)
             h = head
             xq, phi, dah, ah, vh, denh = q[h], phi_q[h], da[h], a[h], v[h], den[h]
-            km = keym[0, :, :, 0]                                        # (B, L)
+            km = mask.astype(x.dtype)                                    # (B, L)
             kappa = phi @ phi.transpose(0, 2, 1)                         # (B, L, L)
             # C(t, s) = dE/dkappa(t, s) = m_s da_t . (v_s - a_t) / den_t
             C = (dah @ vh.transpose(0, 2, 1) - np.sum(dah * ah, -1)[..., None]) * km[:, None, :]
@@ -191,7 +173,7 @@ class HeadPotential:
             Ck = C * kappa
             r = Ck.sum(2) + Ck.sum(1)                                    # (B, L)
             u = xq @ self.reference.T / self.tau                         # (B, L, m)
-            A = self.fmap._g(np, u)[0].mean(-1)                          # (B, L)
+            A = self.fmap.activation(u)[0].mean(-1)                      # (B, L)
             P, Q = dah / denh[..., None], vh * km[..., None]
             p = np.sum(dah * ah, -1) / denh
             for i in range(xq.shape[0]):                                 # one entry per sentence
@@ -240,7 +222,7 @@ class HeadPotential:
         for t in self._terms:
             d = t["d"]
             u = t["x"] @ wc.T / self.dtype.type(self.tau)                # (B, L, K)
-            g, dg = self.fmap._g(np, u)
+            g, dg = self.fmap.activation(u)
             hmat = g / t["A"][..., None]                                 # h_t(w)
             prod = hmat.transpose(0, 2, 1) @ t["right"]                  # (B, K, 2d + 2)
             alpha, beta = prod[..., :d], prod[..., d:2 * d]

@@ -273,10 +273,9 @@ def _analyse_head(pot, setup, layer, head, res, heldout, run_cfg, burn_in):
     model, fmap = setup.model, setup.model.feature_maps[layer]
     per = {k: [] for k in COMPARISONS}
     for ids, mask, _ in heldout:
-        model.pooled(ids, mask, train=False, rng=None)
-        ca = model._cache["layers"][layer][0]
-        x, keym, params = ca[0], ca[1][0, :, :, 0], ca[12]
-        q = model.layers[layer].attn._project_in(params, x)[0][head]
+        x = model.attention_inputs(ids, mask)[layer]
+        keym = mask.astype(x.dtype)
+        q = model.layers[layer].attn.project(model.attention_params(layer), x)[0][head]
         rows = {k: _attention_rows(q, keym, om, fmap) for k, om in
                 (("learned", learned), ("initial", initial), ("gibbs", gibbs), ("gibbs_b", gibbs_b))}
         mk = np.asarray(mask, dtype=np.float64)

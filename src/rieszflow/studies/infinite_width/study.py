@@ -429,7 +429,7 @@ def timing_task(task: Task, config: dict, rng: np.random.Generator):
 def bundled_task(task: Task, config: dict, rng: np.random.Generator):
     """The bundled model's linear attention at initialisation: one output coordinate over fresh inits.
 
-    The layer is :class:`rieszflow.engine.attention.layers.KernelizedLinearAttention` with the main
+    The layer is :class:`rieszflow.engine.attention.kernelized.KernelizedLinearAttention` with the main
     job's defaults (``d_model = 128``, ``n_heads = 2``, softplus features with ``m = 256``,
     ``qk = "shared"``); each sample is a fresh initialisation (particles, ``W_V``, ``W_O``) and a
     fresh input of ``s`` tokens with i.i.d. ``N(0, 1)`` entries (the embedding's initial law);
@@ -449,7 +449,7 @@ def bundled_task(task: Task, config: dict, rng: np.random.Generator):
     """
     import xarray as xr
 
-    from rieszflow.engine.attention.layers import KernelizedLinearAttention
+    from rieszflow.engine.attention.kernelized import KernelizedLinearAttention
     from rieszflow.engine.features import make_feature_map
 
     s = int(dict(task.params)["s"])

@@ -287,10 +287,10 @@ class LearnedKernels:
         self.tokens_note = "validation split through the rebuilt initial network"
         per_layer = [[] for _ in range(self.n_layers)]
         for ids, mask, _, _ in batches(job.val, 64, pad_id=job.tok.pad_id):
-            model.pooled(model.backend.asarray(ids, dtype=np.int64), model.backend.asarray(mask, dtype=bool))
+            xs = model.attention_inputs(model.backend.asarray(ids, dtype=np.int64),
+                                        model.backend.asarray(mask, dtype=bool))   # (B, L, D) per layer
             for i, layer in enumerate(model.layers):
-                x = model._cache["layers"][i][0][0]                # attention input (B, L, D)
-                q = layer.attn._project_in(layer._sub(model._layer_params(i), "attn"), x)[0]
+                q = layer.attn.project(model.attention_params(i), xs[i])[0]
                 per_layer[i].append(np.asarray(q)[:, np.asarray(mask)])   # (H, n_real, d_k)
         out = []
         for chunks in per_layer:

@@ -50,9 +50,9 @@ def student_rows_loss(attn, params, x, mask, teacher_rows):
         The student rows.
     """
     xp = np
-    q, k, _ = attn._project_in(params, x)
-    phi_q, cq = attn._features(q, params["omega"], params)
-    phi_k, ck = attn._features(k, params["omega"], params)
+    q, k, _ = attn.project(params, x)
+    phi_q, cq = attn.features(params, q)
+    phi_k, ck = attn.features(params, k)
     km = mask.astype(x.dtype)[None, :, None, :]
     kern = xp.matmul(phi_q, phi_k.transpose(0, 1, 3, 2)) * km
     s = kern.sum(-1, keepdims=True) + attn.eps
@@ -66,8 +66,8 @@ def student_rows_loss(attn, params, x, mask, teacher_rows):
     dphi_q = xp.matmul(dkern, phi_k)
     dphi_k = xp.matmul(dkern.transpose(0, 1, 3, 2), phi_q)
     grads = {}
-    _, dom_q = attn._features_backward(dphi_q, cq, params["omega"], grads)
-    _, dom_k = attn._features_backward(dphi_k, ck, params["omega"], grads)
+    _, dom_q = attn.features_backward(params, dphi_q, cq, grads)
+    _, dom_k = attn.features_backward(params, dphi_k, ck, grads)
     grads["omega"] = dom_q + dom_k
     return loss, grads, rows
 
@@ -112,7 +112,7 @@ def convert(method: str, rng, *, teacher_steps: int = 300, stage1_epochs: int = 
         On an unknown method.
     """
     from rieszflow.engine.attention.data import batches
-    from rieszflow.engine.attention.layers import softmax_cross_entropy
+    from rieszflow.engine.attention.loss import softmax_cross_entropy
     from rieszflow.engine.attention.model import TransformerClassifier
     from rieszflow.engine.attention.optim import Adam, WarmupCosine
     from rieszflow.studies.luna.lra import BACKBONE, TASKS, evaluate, load_task, train_run
@@ -140,11 +140,11 @@ def convert(method: str, rng, *, teacher_steps: int = 300, stage1_epochs: int = 
     losses = []
     for _ in range(stage1_epochs):
         for ids, mask, _, _ in batches(train, 32, rng=rng):
-            teacher.forward(ids.astype(np.int64), mask)
+            xs = teacher.attention_inputs(ids.astype(np.int64), mask)
             grads = {}
             total = 0.0
             for i, layer in enumerate(teacher.layers):
-                x = teacher._cache["layers"][i][0][0]
+                x = xs[i]
                 tp = {k[len(f"layers.{i}.attn."):]: v for k, v in teacher.params.items()
                       if k.startswith(f"layers.{i}.attn.")}
                 t_rows, _ = attention_rows(layer.attn, tp, x, mask)
@@ -160,10 +160,10 @@ def convert(method: str, rng, *, teacher_steps: int = 300, stage1_epochs: int = 
 
     def kl_now():
         ids, mask, _, _ = next(batches(val, 64))
-        teacher.forward(ids.astype(np.int64), mask)
+        xs = teacher.attention_inputs(ids.astype(np.int64), mask)
         kls = []
         for i, layer in enumerate(teacher.layers):
-            x = teacher._cache["layers"][i][0][0]
+            x = xs[i]
             tp = {k[len(f"layers.{i}.attn."):]: v for k, v in teacher.params.items()
                   if k.startswith(f"layers.{i}.attn.")}
             t_rows, _ = attention_rows(layer.attn, tp, x, mask)

@@ -345,9 +345,8 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
     attn = model.layers[0].attn
     if hasattr(attn, "feature_map"):
         ids, mask, _, _ = next(batches(val, 64))
-        model.forward(model.backend.asarray(ids, dtype=np.int64), model.backend.asarray(mask, dtype=bool))
-        c = model._cache["layers"][0][0]
-        den = c[9]
+        ids, mask = model.backend.asarray(ids, dtype=np.int64), model.backend.asarray(mask, dtype=bool)
+        den = attn.kernel_terms(model.attention_params(0), model.attention_inputs(ids, mask)[0], mask)["den"]
         if den is not None:
             den = np.asarray(den)
             zero = float(np.mean(np.abs(den) <= 1e-6 + attn.eps))

@@ -267,7 +267,8 @@ def _p2(method, n, cfg, rng):
 
     import xarray as xr
 
-    from rieszflow.engine.attention.layers import KernelizedLinearAttention, SoftmaxAttention
+    from rieszflow.engine.attention.kernelized import KernelizedLinearAttention
+    from rieszflow.engine.attention.softmax import SoftmaxAttention
     from rieszflow.engine.features import make_feature_map
 
     nan = float("nan")
@@ -332,14 +333,14 @@ def _p7(cfg, rng):
     test = load_task("digits", 0)[2]
     ids = np.stack(test.ids[:16]).astype(np.int64)
     mask = np.ones(ids.shape, bool)
-    model.forward(ids, mask)
+    xs = model.attention_inputs(ids, mask)
     u_grid, curves, curves0, hist, maps, edges_all = [], [], [], [], [], []
     for i in range(len(model.layers)):
         fm = model.feature_maps[i]
         th = {k: np.asarray(model.params[f"layers.{i}.attn.phi_{k}"][0], dtype=np.float64) for k in fm.theta_names}
         th0 = {k: np.asarray(init[f"layers.{i}.attn.phi_{k}"][0], dtype=np.float64) for k in fm.theta_names}
-        c = model._cache["layers"][i][0]
-        q_phi_cache = c[5][0]
+        terms = model.layers[i].attn.kernel_terms(model.attention_params(i), xs[i], mask)
+        q_phi_cache = terms["caches_q"][0]
         u = (q_phi_cache["psi"]["u"]).astype(np.float64)
         lo, hi = np.percentile(u, [1, 99])
         grid = np.linspace(lo, hi, 200)
@@ -349,7 +350,7 @@ def _p7(cfg, rng):
         h, edges = np.histogram(u, bins=40, range=(lo, hi))
         hist.append(h / h.sum())
         edges_all.append(edges)
-        phi_q, phi_km = np.asarray(c[3], dtype=np.float64), np.asarray(c[4], dtype=np.float64)
+        phi_q, phi_km = np.asarray(terms["phi_q"], dtype=np.float64), np.asarray(terms["phi_k"], dtype=np.float64)
         qbar = phi_q.mean(axis=2)                                     # mean query (H, B, D)
         att = np.einsum("hbd,hbnd->hbn", qbar, phi_km)
         att /= att.sum(-1, keepdims=True)
@@ -386,14 +387,12 @@ def attention_rows(attn, params, x, mask):
     keys : ndarray, shape (H, B, n, d_k)
         The key vectors (the support on which the rows are compared).
     """
-    q, k, _ = attn._project_in(params, x)
+    q, k, _ = attn.project(params, x)
     q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
     km = mask[None, :, None, :]
     if hasattr(attn, "feature_map"):
-        phi_q, _ = attn._features(q, np.asarray(params["omega"], dtype=np.float64),
-                                  {kk: np.asarray(v, dtype=np.float64) for kk, v in params.items()})
-        phi_k, _ = attn._features(k, np.asarray(params["omega"], dtype=np.float64),
-                                  {kk: np.asarray(v, dtype=np.float64) for kk, v in params.items()})
+        phi_q, _ = attn.features({kk: np.asarray(v, dtype=np.float64) for kk, v in params.items()}, q)
+        phi_k, _ = attn.features({kk: np.asarray(v, dtype=np.float64) for kk, v in params.items()}, k)
         kern = np.einsum("hbid,hbjd->hbij", phi_q, phi_k) * km
         rows = kern / (kern.sum(-1, keepdims=True) + max(attn.eps, 1e-12))
     else:
@@ -444,8 +443,7 @@ def _kernels(method, task, cfg, rng):
     ids = ids.astype(np.int64)
 
     def layer0(mdl):
-        mdl.forward(ids, mask)
-        return np.asarray(mdl._cache["layers"][0][0][0], dtype=np.float64)   # the attention input
+        return np.asarray(mdl.attention_inputs(ids, mask)[0], dtype=np.float64)
 
     attn = model.layers[0].attn
     trained = {k[len("layers.0.attn."):]: np.asarray(v, dtype=np.float64) for k, v in model.params.items()
