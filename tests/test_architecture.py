@@ -6,7 +6,7 @@ lowest first: ``engine`` (the simulation core), ``config`` (configurations), ``s
 mean-field side and its particle systems), ``theory`` (each paper's mathematics), ``learning``
 (the bundled model's training), ``studies``. A module may import its own layer and the layers
 below, never above. Inside ``studies``, a study package (``studies/<name>/``) imports the layers
-below and the shared infrastructure modules (``studies/base.py``, ``cli.py``, ``sweep.py``,
+below and the shared infrastructure modules (``studies/base.py``, ``cli.py``, ``sweep/``,
 ``sweep_cli.py``, ``reporting.py``, ``bench_cli.py``), never another study package; the
 infrastructure imports no study package (the CLI finds the studies by name, at run time). And no
 module is part of an import circle. ``docs/architecture.md`` shows this graph.
@@ -19,6 +19,8 @@ import pytest
 SRC = pathlib.Path(__file__).resolve().parent.parent / "src"
 LAYERS = {"engine": 0, "config": 1, "solvers": 2, "theory": 3, "learning": 4, "studies": 5}
 TOP = {"__init__", "__main__"}      # the package's front door: it may name every layer
+#: The studies' shared infrastructure that is a package rather than a module.
+INFRASTRUCTURE = {"sweep"}
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -67,7 +69,8 @@ def _layer(module: str):
 def _study(module: str):
     """The study package of a module, or None (layers below, or the studies' infrastructure)."""
     parts = module.split(".")
-    if len(parts) >= 3 and parts[1] == "studies" and (SRC / "rieszflow" / "studies" / parts[2]).is_dir():
+    if (len(parts) >= 3 and parts[1] == "studies" and parts[2] not in INFRASTRUCTURE
+            and (SRC / "rieszflow" / "studies" / parts[2]).is_dir()):
         return parts[2]
     return None
 

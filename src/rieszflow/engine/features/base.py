@@ -181,9 +181,8 @@ class FeatureMap(abc.ABC):
 
     def __init__(self, d, m, *, tau=1.0, floor=1e-6, rng=None, **fixed):
         if type(self) is FeatureMap:
-            from rieszflow.engine.features.registry import FEATURE_MAPS   # the registry imports this module
             raise TypeError("FeatureMap is abstract; use make_feature_map(name, d, m) with a name "
-                            f"in {sorted(FEATURE_MAPS)}")
+                            "in rieszflow.engine.features.FEATURE_MAPS")
         self.d = check_int("d", d, minimum=1)
         self.m = check_int("m", m, minimum=1)
         self.tau = check_real("tau", tau, positive=True)

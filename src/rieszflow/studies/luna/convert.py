@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from rieszflow.studies.luna.rows import attention_rows
+
 __all__ = ["student_rows_loss", "convert"]
 
 _TINY = 1e-12
@@ -116,7 +118,6 @@ def convert(method: str, rng, *, teacher_steps: int = 300, stage1_epochs: int = 
     from rieszflow.engine.attention.model import TransformerClassifier
     from rieszflow.engine.attention.optim import Adam, WarmupCosine
     from rieszflow.studies.luna.lra import BACKBONE, TASKS, evaluate, load_task, train_run
-    from rieszflow.studies.luna.study import attention_rows
 
     if method not in ("luna", "hedgehog"):
         raise ValueError(f"method={method!r} is not allowed; allowed: luna, hedgehog")

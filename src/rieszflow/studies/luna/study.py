@@ -30,6 +30,8 @@ import time
 import numpy as np
 
 from rieszflow.config import StudyConfig, config_int
+from rieszflow.studies.luna.convert import convert
+from rieszflow.studies.luna.rows import attention_rows
 from rieszflow.studies.sweep import SweepSpec
 
 __all__ = ["LunaConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "SWEEP_NAMES", "specs", "task_config",
@@ -369,41 +371,6 @@ def _p7(cfg, rng):
     return ds
 
 
-def attention_rows(attn, params, x, mask):
-    """Explicit attention rows of one attention layer: (H, B, n, n), rows summing to 1.
-
-    Parameters
-    ----------
-    attn : KernelizedLinearAttention or SoftmaxAttention
-    params : dict
-        The layer's parameters (local names).
-    x : float array, shape (B, n, d_model)
-        The layer's attention input.
-    mask : bool array, shape (B, n)
-
-    Returns
-    -------
-    rows : ndarray, shape (H, B, n, n)
-    keys : ndarray, shape (H, B, n, d_k)
-        The key vectors (the support on which the rows are compared).
-    """
-    q, k, _ = attn.project(params, x)
-    q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
-    km = mask[None, :, None, :]
-    if hasattr(attn, "feature_map"):
-        phi_q, _ = attn.features({kk: np.asarray(v, dtype=np.float64) for kk, v in params.items()}, q)
-        phi_k, _ = attn.features({kk: np.asarray(v, dtype=np.float64) for kk, v in params.items()}, k)
-        kern = np.einsum("hbid,hbjd->hbij", phi_q, phi_k) * km
-        rows = kern / (kern.sum(-1, keepdims=True) + max(attn.eps, 1e-12))
-    else:
-        sc = np.einsum("hbid,hbjd->hbij", q, k) / math.sqrt(q.shape[-1])
-        sc = np.where(km, sc, -np.inf)
-        sc -= sc.max(-1, keepdims=True)
-        e = np.exp(sc)
-        rows = e / e.sum(-1, keepdims=True)
-    return rows, k
-
-
 def _mmd_rows(rows0, rows1, keys, mask):
     """Mean over sequences of the mean over queries of MMD(row0, row1) on the key vectors."""
     from scipy.spatial.distance import pdist
@@ -516,8 +483,6 @@ def luna_task(task, config, rng):
         method, over = P5_VARIANTS[task.method]
         return _run_metrics(train_run("digits", method, rng, steps=config["digits_steps"], overrides=over, **common))
     if task.sweep == "p6":
-        from rieszflow.studies.luna.convert import convert
-
         return _run_metrics(convert(task.method, rng, teacher_steps=config["digits_steps"],
                                     stage1_epochs=config["p6_stage1_epochs"],
                                     stage2_epochs=config["p6_stage2_epochs"], teacher_seed=config["seed"],
