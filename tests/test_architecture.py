@@ -141,3 +141,57 @@ def test_the_rule_catches_a_study_to_study_import():
     a, b = "rieszflow.studies.ldp.study", "rieszflow.studies.mean_field.study"
     assert _study(a) == "ldp" and _study(b) == "mean_field" and _study("rieszflow.studies.sweep") is None
     assert _layer("rieszflow.engine.space") < _layer("rieszflow.solvers.gibbs") < _layer("rieszflow.studies.cli")
+
+
+# --------------------------------------------------------------------------- the docs' picture
+
+DOC = SRC.parent / "docs" / "architecture.md"
+BEGIN, END = "<!-- imports:begin -->", "<!-- imports:end -->"
+
+
+def _unit(module: str) -> str:
+    """The unit of the import table: a layer, a study package, or a studies infrastructure module."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return "rieszflow"
+    if parts[1] != "studies":
+        return parts[1] if parts[1] in LAYERS else "rieszflow"
+    if len(parts) == 2:
+        return "studies"
+    return f"studies/{parts[2]}" if _study(module) else f"studies.{parts[2]}"
+
+
+def import_table() -> str:
+    """The Markdown table of docs/architecture.md: what each unit imports, read from the AST."""
+    deps = {}
+    for a, b, _ in EDGES:
+        ua, ub = _unit(a), _unit(b)
+        if ua != ub and ua != "rieszflow":
+            deps.setdefault(ua, set()).add(ub)
+    order = lambda u: (LAYERS.get(u.split("/")[0].split(".")[0], 9), "/" in u, u)
+    units = sorted({_unit(m) for m in MODULES} - {"rieszflow", "studies"}, key=order)
+    rows = ["| unit | imports (read from the source by tests/test_architecture.py) |", "| --- | --- |"]
+    for u in units:
+        rows.append(f"| `{u}` | {', '.join(f'`{d}`' for d in sorted(deps.get(u, ()), key=order)) or '(nothing of rieszflow)'} |")
+    return "\n".join(rows)
+
+
+def test_architecture_page_shows_the_imports():
+    """docs/architecture.md's import table is the one the source has (regenerate:
+    ``python tests/test_architecture.py --write``)."""
+    text = DOC.read_text()
+    assert BEGIN in text and END in text, f"{DOC} lacks the {BEGIN} ... {END} block"
+    shown = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    assert shown == import_table(), "docs/architecture.md's import table is stale: run " \
+                                    "python tests/test_architecture.py --write"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--write" in sys.argv:
+        text = DOC.read_text()
+        head, rest = text.split(BEGIN, 1)
+        DOC.write_text(head + BEGIN + "\n" + import_table() + "\n" + END + rest.split(END, 1)[1])
+    else:
+        print(import_table())

@@ -41,3 +41,16 @@ def test_console_script_and_module_entry_point():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert "usage: rieszflow" in out.stdout
+
+
+def test_a_folder_named_rieszflow_in_the_working_directory_does_not_shadow_the_package(tmp_path):
+    """The flat layout's trap (a clone named ``rieszflow/`` in the working directory imported as an
+    empty namespace package) cannot happen with the src layout: the real package is found."""
+    (tmp_path / "rieszflow").mkdir()
+    (tmp_path / "rieszflow" / "README.md").write_text("a clone's top folder\n")
+    out = subprocess.run([sys.executable, "-c", "import rieszflow; print(rieszflow.__file__); "
+                          "print(callable(rieszflow.open_runs))"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    init, has_api = out.stdout.split()
+    assert init.endswith("__init__.py") and "src" in Path(init).parts and has_api == "True"
