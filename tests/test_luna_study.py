@@ -13,7 +13,7 @@ from rieszflow.engine.attention.data import (LISTOPS_TOKENS, listops_value, load
                                              make_listops)
 from rieszflow.engine.attention.optim import WarmupLinear, clip_by_value
 from rieszflow.engine.measures import mmd2_weighted
-from rieszflow.studies.luna import theory as T
+from rieszflow.theory import luna as T
 
 
 # ----------------------------------------------------------------------------- P1, fast subset

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy.special import eval_gegenbauer
 
-from rieszflow.engine import rf_sampling as rs
-from rieszflow.engine import spectral as sp
+from rieszflow.theory.kgd import sampling as rs
+from rieszflow.theory.kgd import spectral as sp
 
 DS = [8, 16, 32, 64, 128]
 T2 = [0.08153606, 0.04696078, 0.02573236, 0.01367163, 0.00712171]
