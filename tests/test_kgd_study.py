@@ -30,6 +30,8 @@ def test_kgd_cli_runs_the_table_sweeps_and_prints_verdicts(tmp_path, capsys):
     assert args.func(args) == 0
     text = capsys.readouterr().out
     assert "Verdicts" in text and "Table 6 ranking" in text and "Table 5" in text
+    stored = (out / "report.txt").read_text()          # what rieszflow report OUT shows
+    assert "Verdicts" in stored and "Table 2" in stored and set(stored.splitlines()) <= set(text.splitlines())
     for name in cli.SWEEPS:
         assert (out / name / f"{name}.h5").is_file()
     # a rerun with another (non-grid) configuration is refused, not overwritten

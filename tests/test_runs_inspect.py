@@ -55,3 +55,32 @@ def test_status_and_compare_commands(two_runs, capsys, tmp_path):
     assert cli_main(["status", str(foreign)]) == 2
     assert "not a rieszflow run" in capsys.readouterr().err
     assert cli_main(["compare", str(two_runs[0])]) == 2
+
+
+def _square_task(task, config, rng):
+    import xarray as xr
+
+    x = float(dict(task.params)["x"])
+    return xr.Dataset({"y": ((), x * x + 0.0 * rng.standard_normal(), {"long_name": "x^2", "units": "1"})})
+
+
+def test_report_of_a_sweep_study_directory(tmp_path):
+    """``rieszflow report DIR``: a sweep study's stored report, after the provenance of the merged
+    sweep files under DIR; a directory without a report is a one-line error (exit 2)."""
+    from rieszflow.studies.cli import main as cli_main
+    from rieszflow.studies.runs.report import report_markdown
+    from rieszflow.studies.sweep import SweepSpec, open_sweep, run_sweep
+
+    out = tmp_path / "study"
+    out.mkdir()
+    spec = SweepSpec(name="sq", function=_square_task, methods=("m",), grid={"x": (1, 2)}, trials=1)
+    run_sweep(spec, out / "sq", workers=0, progress=False, log=None)
+    open_sweep(out / "sq")
+    assert cli_main(["report", str(out)]) == 2                       # no report.txt yet
+    (out / "report.txt").write_text("TABLE 1\nx  y\n1  1\n2  4\n")
+    page = report_markdown([out], title="a sweep study")
+    assert page.startswith("# Results: a sweep study")
+    assert "`sq/sq.h5`" in page and "2 of 2 tasks complete" in page
+    assert "```text\nTABLE 1\nx  y\n1  1\n2  4\n```" in page
+    assert cli_main(["report", str(out), "--out", str(tmp_path / "page.md")]) == 0
+    assert (tmp_path / "page.md").read_text().count("TABLE 1") == 1

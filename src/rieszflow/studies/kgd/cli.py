@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 import time
 from pathlib import Path
 
+from rieszflow.engine.storage import atomic_output
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
 from rieszflow.studies.reporting import register_reporter
@@ -207,13 +210,34 @@ def run_from_args(args) -> int:
         given=lambda: given_options(seed=args.seed, backend=args.backend))
     if status is not None:
         return status
-    closed = _closed_form(args)
+    report = io.StringIO()            # what is printed below is also the stored report.txt
+    with contextlib.redirect_stdout(_Tee(sys.stdout, report)):
+        closed = _closed_form(args)
     chosen = [s for s in specs(cfg) if s.name in (args.sweep or SWEEPS)]
     log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))
     merged, failed = run_sweeps(prog, out, chosen, args, log)
-    print(format_tables(merged, cfg))
-    print("Verdicts (claim | measured | verdict):")
-    print(format_verdicts(closed + verdicts(merged, cfg)))
-    print("merged: " + ", ".join(str(out / n / f"{n}.h5") for n in merged)
-          + f" (rieszflow.studies.sweep.open_sweep(dir)); wall time {time.perf_counter() - t0:.1f} s")
+    with contextlib.redirect_stdout(_Tee(sys.stdout, report)):
+        print(format_tables(merged, cfg))
+        print("Verdicts (claim | measured | verdict):")
+        print(format_verdicts(closed + verdicts(merged, cfg)))
+        print("merged: " + ", ".join(str(out / n / f"{n}.h5") for n in merged)
+              + f" (rieszflow.studies.sweep.open_sweep(dir)); wall time {time.perf_counter() - t0:.1f} s")
+    with atomic_output(out / "report.txt") as tmp:      # rieszflow report OUT reads it
+        tmp.write_text(report.getvalue())
     return 1 if failed else 0
+
+
+class _Tee:
+    """A text stream writing to several streams (the terminal and the stored report)."""
+
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for s in self.streams:
+            s.write(text)
+        return len(text)
+
+    def flush(self):
+        for s in self.streams:
+            s.flush()

@@ -63,7 +63,9 @@ def register_report(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("report", allow_abbrev=False,
                               help="a Markdown page of the tables of run files, with the command, "
                                    "commit, date and wall time of each (docs/results/)")
-    p.add_argument("files", type=Path, nargs="+", help="files written by rieszflow")
+    p.add_argument("files", type=Path, nargs="+",
+                   help="files written by rieszflow, or the --out directory of a sweep study that "
+                        "stores its report there (infinite-width, kgd, luna)")
     p.add_argument("--out", type=Path, default=None, metavar="PAGE.md",
                    help="write the page here (default: print it)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing page")
