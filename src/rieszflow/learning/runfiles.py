@@ -17,6 +17,9 @@ from rieszflow.engine._checks import check_int
 from rieszflow.engine.backend import to_numpy
 from rieszflow.engine.attention.metrics import METRIC_NAMES
 from rieszflow.engine.features import FEATURE_MAPS
+from rieszflow.engine.storage import RunFileError, open_run
+from rieszflow.learning.config import MainJobConfig
+from rieszflow.learning.train import MainJob
 
 __all__ = ["PhaseASetup", "load_learned_kernel", "load_phase_a_setup", "format_metrics",
            "main_job_summary"]
@@ -66,8 +69,6 @@ def load_learned_kernel(path, layer: int = 0, head: int = 0):
     ----------
     paper 000, App. F.2 (Phase A learns Omega, Phase B freezes it).
     """
-    from rieszflow.engine.storage import RunFileError, open_run
-
     ds = open_run(path, kind="main_job")
     if "omega" not in ds.variables:
         raise RunFileError(f"{path}: main-job file has no variable 'omega' (the learned "
@@ -195,10 +196,6 @@ def load_phase_a_setup(path, dtype: str = "float64") -> PhaseASetup:
     ----------
     paper 000, App. F.2 (Phase A on the initial network, then Phase B with Omega frozen).
     """
-    from rieszflow.engine.storage import RunFileError, open_run
-    from rieszflow.learning.config import MainJobConfig
-    from rieszflow.learning.train import MainJob
-
     ds = open_run(path, kind="main_job")
     if "omega" not in ds.variables or "config" not in ds.attrs:
         raise RunFileError(f"{path}: main-job file lacks the variable 'omega' or the attribute "

@@ -46,6 +46,14 @@ from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metr
 from rieszflow.engine.storage import TrajectoryWriter, atomic_output
 from rieszflow.learning.objectives import ALIGNMENTS
 from rieszflow.learning.config import MainJobConfig
+from rieszflow.engine._checks import is_host
+from rieszflow.engine.attention.loss import softmax_cross_entropy
+from rieszflow.engine.attention.model import TransformerClassifier
+from rieszflow.engine.attention.optim import Adam, WarmupCosine
+from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+from rieszflow.engine.simulate import LangevinState, projected_langevin
+from rieszflow.engine.space import Ball
+from rieszflow.engine.storage import check_resumable
 
 #: Labels of the two classes of Rotten Tomatoes and SST-2 (label 0 and 1); QQP's are in
 #: ``engine.attention.data.CLASS_NAMES``.
@@ -187,8 +195,6 @@ class MainJob:
 
     # -- set-up ------------------------------------------------------------------------------
     def _build(self):
-        from rieszflow.engine.attention.model import TransformerClassifier
-
         cfg = self.cfg
         ss = np.random.SeedSequence(cfg.seed)
         # spawn(4)[:3] == spawn(3): adding the redraw stream changed no earlier stream
@@ -217,8 +223,6 @@ class MainJob:
     def _project_particles(self):
         """Start inside the domain: project the particles onto the ball of radius ``radius``
         (the HDF5 attribute ``omega_init_projected`` counts the particles that moved)."""
-        from rieszflow.engine.space import Ball
-
         ball, moved = Ball(self.cfg.radius), 0
         for name in self.omega_names:
             om = self.model.params[name]                           # (H, m, d_k)
@@ -305,8 +309,6 @@ class MainJob:
     # -- checkpoints -------------------------------------------------------------------------
     def _check_resumable(self):
         """Refuse to resume a file written with another configuration (before touching it)."""
-        from rieszflow.engine.storage import check_resumable
-
         check_resumable(self.out, KIND, self.cfg.to_dict(), allow_complete=False)
         if not self.ckpt_path.exists():
             raise FileNotFoundError(f"--resume: no checkpoint {self.ckpt_path} next to {self.out}; "
@@ -368,9 +370,6 @@ class MainJob:
         argument (``step_fn(state, noise, grad=g)``): :meth:`_phase_a_epoch` computes it once per
         step, from the backward pass and the engine's Riesz energy, together with the diagnostics.
         """
-        from rieszflow.engine.simulate import projected_langevin
-        from rieszflow.engine.space import Ball
-
         cfg = self.cfg
         _, step_fn = projected_langevin(None, Ball(cfg.radius), eta=cfg.eta, beta=cfg.beta,
                                         clip_norm=cfg.clip_norm)
@@ -385,10 +384,6 @@ class MainJob:
         resumed epoch redraws the same order, skips the batches done and continues the noise
         stream exactly (bit-identical to an uninterrupted run).
         """
-        from rieszflow.engine._checks import is_host
-        from rieszflow.engine.energy.riesz import riesz_energy_and_grad
-        from rieszflow.engine.simulate import LangevinState
-
         cfg, xp, model = self.cfg, self.backend.xp, self.model
         if getattr(self, "_steppers", None) is None:
             self._steppers = self._phase_a_steppers()
@@ -515,8 +510,6 @@ class MainJob:
         return float(np.sum(losses) / len(split)), float(np.mean((P[:, 1] >= 0.5) == split.labels)), P
 
     def _phase_b_epoch(self, w, opt, epoch):
-        from rieszflow.engine.attention.loss import softmax_cross_entropy
-
         cfg, model = self.cfg, self.model
         xp = self.backend.xp
         n_batches = -(-len(self.train) // cfg.batch_size)
@@ -577,8 +570,6 @@ class MainJob:
 
     def _optimizer(self):
         """Phase B's optimiser: Adam (App. F.2) or AdamW (Section 5), constant or warm-up + cosine."""
-        from rieszflow.engine.attention.optim import Adam, WarmupCosine
-
         cfg = self.cfg
         schedule = None
         if cfg.schedule == "warmup_cosine":

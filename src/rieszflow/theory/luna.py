@@ -23,6 +23,7 @@ import numpy as np
 from scipy import stats
 
 from rieszflow.engine.stats import power_law_fit
+from rieszflow.engine.features import make_feature_map
 
 __all__ = ["random_mlp", "mlp_psi", "sampling_error", "parametrisation_error", "truncation_error",
            "rademacher_slope", "gram_min_eigenvalues", "single_sample_tails"]
@@ -269,8 +270,6 @@ def rademacher_slope(rng, ns=(64, 256, 1024, 4096, 16384), d: int = 32, draws: i
     dict
         ``n``, ``rademacher``, ``bound``, ``slope`` (log-log slope of ``rademacher`` in N).
     """
-    from rieszflow.engine.features import make_feature_map
-
     fm = make_feature_map("luna", d, 8)
     om, th = fm.init_omega(rng), fm.init_theta(rng)
     rad, bnd = [], []
@@ -296,8 +295,6 @@ def gram_min_eigenvalues(rng, n: int = 200, d: int = 32):
     dict
         ``variant`` (names) and ``ratio`` (``lambda_min / lambda_max``; PSD: ``>= -1e-10``).
     """
-    from rieszflow.engine.features import make_feature_map
-
     x = rng.standard_normal((n, d))
     names, ratios = [], []
     for name, opts in (("luna", {}), ("luna_gate", {"envelope": "gate"}),

@@ -36,6 +36,7 @@ from rieszflow.studies.attention_theory.instances import (
     _pair,
     _perturb_inside,
 )
+from rieszflow.theory import MultiHeadTransformerLayer
 
 __all__ = ["model_checks", "adversarial_local_lipschitz"]
 
@@ -68,8 +69,6 @@ def model_checks(rng: np.random.Generator, n_trials: int = 20) -> dict:
     ----------
     Paper 004 Prop. 9, Prop. 12 (appendix A); spec section 8, T01, T02, T05.
     """
-    from rieszflow.theory import MultiHeadTransformerLayer
-
     err = {k: 0.0 for k in ("prop9_cross", "prop9_self", "prop12_multihead", "permutation",
                             "duplication", "weighted_atoms")}
     for _ in range(n_trials):

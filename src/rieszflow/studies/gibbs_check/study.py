@@ -36,6 +36,15 @@ import numpy as np
 
 from rieszflow.engine.stats import effective_sample_size, split_rhat
 from rieszflow.engine.storage import atomic_output
+from rieszflow.engine.attention.data import batches
+from rieszflow.engine.energy.riesz import riesz_energy
+from rieszflow.engine.measures import median_bandwidth, mmd2
+from rieszflow.engine.simulate import adapt_step_size, mala_within_gibbs
+from rieszflow.engine.space import Ball
+from rieszflow.engine.storage import TrajectoryWriter, open_run
+from rieszflow.learning.objectives import ALIGNMENTS
+from rieszflow.learning.runfiles import load_phase_a_setup
+from rieszflow.studies.gibbs_check.potential import HeadPotential
 
 __all__ = ["KIND", "COMPARISONS", "MEASURES", "verdict", "quench", "run_gibbs_check"]
 
@@ -119,8 +128,6 @@ def quench(potential, omega, radius: float, steps: int, step: float):
     numpy.ndarray, shape (m, d)
         The quenched particles, inside the ball.
     """
-    from rieszflow.engine.space import Ball
-
     ball = Ball(radius)
     x = ball.project(np.asarray(omega, dtype=np.float64))
     for _ in range(steps):
@@ -134,8 +141,6 @@ def _sentences(split, n, rng):
 
 
 def _batches(split, batch_size, pad_id, model):
-    from rieszflow.engine.attention.data import batches
-
     xp = model.backend
     return [(xp.asarray(i, dtype=np.int64), xp.asarray(m, dtype=bool), xp.asarray(y, dtype=np.int64))
             for i, m, y, _ in batches(split, batch_size, pad_id=pad_id, min_last=2)]
@@ -156,10 +161,6 @@ def _kernel_tv(rows_a, rows_b, mask):
 
 def _sample_head(pot, starts, cfg, run_cfg, rng, progress):
     """Burn-in with adaptation, then kept sweeps; traces and saved configurations."""
-    from rieszflow.engine.energy.riesz import riesz_energy
-    from rieszflow.engine.simulate import adapt_step_size, mala_within_gibbs
-    from rieszflow.engine.space import Ball
-
     init_fn, step_fn = mala_within_gibbs(pot, Ball(run_cfg.radius), eta=cfg.eta0, beta=run_cfg.beta,
                                          lam=run_cfg.lam, s=run_cfg.s)
     m = starts[0].shape[0]
@@ -213,9 +214,6 @@ def _sample_head(pot, starts, cfg, run_cfg, rng, progress):
 
 def _analyse_head(pot, setup, layer, head, res, heldout, run_cfg, burn_in):
     """MMD, norms, Hamiltonians and attention comparisons of one head."""
-    from rieszflow.engine.energy.riesz import riesz_energy
-    from rieszflow.engine.measures import median_bandwidth, mmd2
-
     learned = setup.omega_final[layer, head]
     initial = setup.omega_initial[layer, head]
     gibbs, gibbs_b = res["final"][0], res["final"][1]
@@ -406,11 +404,6 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
     paper 000, eq. (2.2), (2.3), (4.3), (C.4), (E.7); Gretton et al., JMLR 13 (2012) (MMD).
     """
     from tqdm.auto import tqdm
-
-    from rieszflow.engine.storage import TrajectoryWriter, open_run
-    from rieszflow.studies.gibbs_check.potential import HeadPotential
-    from rieszflow.learning.objectives import ALIGNMENTS
-    from rieszflow.learning.runfiles import load_phase_a_setup
 
     t0 = time.perf_counter()
     out = Path(out)

@@ -26,6 +26,11 @@ import numpy as np
 from rieszflow.theory.infinite_width import (AttentionLayerSpec, kl_kde_paper, kl_rao_blackwell, paper_kde_grid, sample_finite_brute_force, sample_finite_reduced, sample_limit)
 from rieszflow.config import StudyConfig, config_int
 from rieszflow.studies.sweep import SweepSpec, Task
+from rieszflow.engine.attention.kernelized import KernelizedLinearAttention
+from rieszflow.engine.features import make_feature_map
+from rieszflow.engine.stats import fit_decay
+from rieszflow.engine.storage import _attr_value, atomic_output, provenance
+from rieszflow.theory.infinite_width import variance_gamma_cdf
 
 __all__ = ["InfiniteWidthConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "task_config", "specs",
            "experiment_layer", "width_task", "scaling_task", "hierarchical_task", "timing_task",
@@ -449,9 +454,6 @@ def bundled_task(task: Task, config: dict, rng: np.random.Generator):
     """
     import xarray as xr
 
-    from rieszflow.engine.attention.kernelized import KernelizedLinearAttention
-    from rieszflow.engine.features import make_feature_map
-
     s = int(dict(task.params)["s"])
     N = int(config["bundled_samples"])
     D, H, m = 128, 2, 256
@@ -523,8 +525,6 @@ def linear_task(task: Task, config: dict, rng: np.random.Generator):
     """
     import scipy.stats
     import xarray as xr
-
-    from rieszflow.theory.infinite_width import variance_gamma_cdf
 
     n = int(dict(task.params)["n"])
     N = int(config["linear_samples"])
@@ -656,8 +656,6 @@ def write_kl_tables(tables, path: Path) -> Path:
     -------
     pathlib.Path
     """
-    from rieszflow.engine.storage import _attr_value, atomic_output, provenance
-
     tables = tables.copy()
     tables.attrs = {k: _attr_value(v) for k, v in {**provenance(), "kind": "infinite_width_kl"}.items()}
     with atomic_output(path) as tmp:
@@ -689,8 +687,6 @@ def decay_slope(n, kl):
     ValueError
         From ``fit_decay``: fewer than 3 finite points, fewer than 2 distinct n, a KL <= 0.
     """
-    from rieszflow.engine.stats import fit_decay
-
     return fit_decay(n, kl)
 
 

@@ -25,6 +25,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+from rieszflow.engine.stats import expected_slope, fit_decay
+from rieszflow.engine.storage import open_run
+from rieszflow.studies.kernel_mean_field.study import KIND
 
 __all__ = ["load_study", "gibbs_bins", "gibbs_histogram_test", "summary_tables", "format_tables", "make_plots"]
 
@@ -43,9 +46,6 @@ def load_study(path):
     -------
     xarray.Dataset
     """
-    from rieszflow.engine.storage import open_run
-    from rieszflow.studies.kernel_mean_field.study import KIND
-
     return open_run(path, KIND)
 
 
@@ -178,8 +178,6 @@ def summary_tables(ds) -> dict:
         ``pde_long_chi2``/``pde_long_p``/``pde_long_max_z`` (the same test against the PDE density at
         ``long_time``) and ``d``.
     """
-    from rieszflow.engine.stats import expected_slope, fit_decay
-
     cfg = json.loads(ds.attrs["config"])
     out = {}
     for q in _problems(ds):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from rieszflow.studies.kernel_mean_field.config import PROBLEMS
 
 __all__ = ["ProblemData", "make_data", "problem_dim"]
 
@@ -65,8 +66,6 @@ def problem_dim(name: str) -> int:
     -------
     int
     """
-    from rieszflow.studies.kernel_mean_field.config import PROBLEMS
-
     if name not in PROBLEMS:
         raise ValueError(f"problem={name!r} is not allowed; choose one of {PROBLEMS}")
     return 1 if name == "sine1d" else 2
@@ -96,8 +95,6 @@ def make_data(name: str, n_train: int, n_test: int, seed: int) -> ProblemData:
     ValueError
         On an unknown problem name.
     """
-    from rieszflow.studies.kernel_mean_field.config import PROBLEMS
-
     p = problem_dim(name)
     if name == "breast_cancer":
         from sklearn.datasets import load_breast_cancer

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from rieszflow.engine._checks import check_points, check_real, check_vector
+from rieszflow.engine.backend import to_numpy
+from rieszflow.engine.features import make_feature_map
 
 __all__ = ["feature_kernel", "mean_field_kernel", "svm_accuracy", "rbf_svm_accuracy"]
 
@@ -52,9 +54,6 @@ def feature_kernel(X, Xp, omega, b) -> np.ndarray:
     ----------
     paper 000, eq. (B.5).
     """
-    from rieszflow.engine.backend import to_numpy
-    from rieszflow.engine.features import make_feature_map
-
     omega = np.asarray(to_numpy(omega), dtype=np.float64)
     omega = check_points("omega", omega)
     X = check_points("X", np.asarray(X, dtype=np.float64), d=omega.shape[1])

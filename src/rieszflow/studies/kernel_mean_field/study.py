@@ -52,6 +52,16 @@ from rieszflow.studies.kernel_mean_field.kernels import (
     rbf_svm_accuracy,
     svm_accuracy,
 )
+from rieszflow.engine.backend import get_backend, namespace
+from rieszflow.engine.energy import ExternalPotential
+from rieszflow.engine.energy.alignment import alignment_potential_and_grad
+from rieszflow.engine.space import Ball, Interval
+from rieszflow.engine.storage import TrajectoryWriter, check_resumable
+from rieszflow.solvers.gibbs import free_energy, gibbs_density
+from rieszflow.solvers.mckean_vlasov import (MeanFieldProblem, alignment_potential_on_mesh, disk_mesh,
+                                             interval_mesh, solve_mckean_vlasov)
+from rieszflow.solvers.particles import GridW1, MeanFieldParticles, TruncatedGaussian, make_interaction
+from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
 
 __all__ = ["KIND", "Setup", "setup", "alignment_field", "sample_rho0", "pde_task", "particle_task",
            "long_task", "run_kernel_mean_field_study"]
@@ -88,16 +98,6 @@ class Setup:
     """
 
     def __init__(self, config: KernelMeanFieldConfig, name: str):
-        from rieszflow.engine.space import Ball, Interval
-        from rieszflow.solvers.mckean_vlasov import (
-            MeanFieldProblem,
-            alignment_potential_on_mesh,
-            disk_mesh,
-            interval_mesh,
-        )
-        from rieszflow.solvers.particles import TruncatedGaussian
-        from rieszflow.solvers.particles import GridW1
-
         c = config
         self.config, self.name = c, name
         self.p = problem_dim(name)
@@ -150,8 +150,6 @@ class Setup:
         -------
         rieszflow.solvers.particles.MeanFieldParticles
         """
-        from rieszflow.solvers.particles import MeanFieldParticles, make_interaction
-
         c = self.config
         return MeanFieldParticles(space=self.space, potential=alignment_field(self.data.X_train, self.data.y_train),
                                   interaction=make_interaction(d=self.p, interaction=self.interaction),
@@ -180,10 +178,6 @@ def alignment_field(X, y):
     ----------
     paper 000, eq. (4.1), (B.8)-(B.9) (Lemma 3 as corrected in the engine).
     """
-    from rieszflow.engine.backend import namespace
-    from rieszflow.engine.energy import ExternalPotential
-    from rieszflow.engine.energy.alignment import alignment_potential_and_grad
-
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
 
@@ -284,9 +278,6 @@ def pde_task(config: KernelMeanFieldConfig, name: str) -> dict:
     RuntimeError
         If a PDE run or the Gibbs solve does not converge.
     """
-    from rieszflow.solvers.gibbs import free_energy, gibbs_density
-    from rieszflow.solvers.mckean_vlasov import solve_mckean_vlasov
-
     t0 = time.perf_counter()
     c = config
     s = setup(c, name)
@@ -348,8 +339,6 @@ def particle_task(config: KernelMeanFieldConfig, name: str, n: int, run: int, ma
         (test accuracy of the N-feature kernel), each (n_times,); ``wall`` (s); ``hist``
         (n_times, n_cells) or None.
     """
-    from rieszflow.engine.backend import get_backend
-
     c = config
     s = setup(c, name)
     ip = PROBLEMS.index(name)
@@ -393,8 +382,6 @@ def long_task(config: KernelMeanFieldConfig, name: str, run: int, gibbs_masses) 
         ``hist`` (n_cells,) particle mass per cell at ``long_time``; ``w1`` and ``w1_iid`` to the
         Gibbs masses; ``acc``; ``wall``.
     """
-    from rieszflow.engine.backend import get_backend
-
     c = config
     s = setup(c, name)
     ip = PROBLEMS.index(name)
@@ -471,9 +458,6 @@ def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite
         If a PDE or Gibbs solve did not converge, or particle tasks failed
         (:class:`rieszflow.studies.sweep.TasksFailed`; the others are stored, status "failed").
     """
-    from rieszflow.engine.storage import TrajectoryWriter, check_resumable
-    from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
-
     if not isinstance(config, KernelMeanFieldConfig):
         raise TypeError(f"config must be a KernelMeanFieldConfig, got {type(config).__name__}")
     if scheduler is not None and workers == 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from rieszflow.theory.kgd import spectral as sp
+from rieszflow.studies.kgd.learned import LearnedKernels
 
 __all__ = ["PAPER_TABLE2", "table2", "asymptotic_table", "kgd_to_initial"]
 
@@ -98,8 +99,6 @@ def kgd_to_initial(path, time, layer, head, **options):
     Peng & Yi, "Kernel Geometry Divergence", doi:10.20944/preprints202606.0665.v1, Def. 4.1.
     """
     from pathlib import Path
-
-    from rieszflow.studies.kgd.learned import LearnedKernels
 
     key = (str(Path(path).resolve()), tuple(sorted(options.items())))
     if key not in _LEARNED:

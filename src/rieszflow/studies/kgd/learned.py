@@ -56,6 +56,14 @@ import numpy as np
 
 from rieszflow.theory.kgd import spectral as sp
 from rieszflow.engine.features import make_feature_map
+from rieszflow.engine._checks import check_int
+from rieszflow.engine.attention.data import batches
+from rieszflow.engine.space import Ball
+from rieszflow.engine.storage import RunFileError, TrajectoryWriter, open_run
+from rieszflow.learning.config import MainJobConfig
+from rieszflow.learning.runfiles import load_learned_kernel
+from rieszflow.learning.train import MainJob
+from rieszflow.studies.base import check_hdf5_out
 
 __all__ = ["LearnedKernels", "sphere_probes", "sphere_distance", "token_distance", "write_learned_kgd",
            "format_learned", "run_from_run"]
@@ -223,10 +231,6 @@ class LearnedKernels:
     """
 
     def __init__(self, path, *, n_rot=400, n_nodes=16, n_tokens=600, n_noise=4, seed=0):
-        from rieszflow.engine._checks import check_int
-        from rieszflow.engine.storage import open_run
-        from rieszflow.learning.runfiles import load_learned_kernel
-
         t_start = time.perf_counter()
         self.path = Path(path)
         self.n_rot = check_int("n_rot", n_rot, minimum=10)
@@ -268,10 +272,6 @@ class LearnedKernels:
     # -- inputs ----------------------------------------------------------------------------
     def _held_out_tokens(self, rng):
         """Inputs of every attention head on the validation split through the initial network."""
-        from rieszflow.engine.attention.data import batches
-        from rieszflow.learning.config import MainJobConfig
-        from rieszflow.learning.train import MainJob
-
         cfg = MainJobConfig.from_dict({**self.config, "backend": "numpy", "dtype": "float64"})
         if cfg.phase_a_after > 0:
             self.tokens_note = "phase_a_after > 0: the network Phase A saw is not stored"
@@ -301,9 +301,6 @@ class LearnedKernels:
 
     def _redraws(self, rng):
         """``n_noise`` draws of every layer's initial law (projected onto the ball as the main job does)."""
-        from rieszflow.engine.space import Ball
-        from rieszflow.learning.config import MainJobConfig
-
         cfg = MainJobConfig.from_dict(self.config)
         opts = cfg.feature_options()
         out = np.empty((self.n_noise, self.n_layers, self.n_heads, self.m, self.d_k))
@@ -668,8 +665,6 @@ def write_learned_kgd(lk: LearnedKernels, out, *, overwrite=False) -> dict:
     FileExistsError
         If ``out`` exists and ``overwrite`` is False.
     """
-    from rieszflow.engine.storage import TrajectoryWriter
-
     t0 = time.perf_counter()
     arrays = _compute(lk)
     compute_seconds = time.perf_counter() - t0
@@ -772,9 +767,6 @@ def run_from_run(args, prog="rieszflow kgd") -> int:
         0 on success, 2 on bad input (one line on stderr).
     """
     import sys
-
-    from rieszflow.engine.storage import RunFileError
-    from rieszflow.studies.base import check_hdf5_out
 
     run = Path(args.from_run)
     out = Path(args.out) if args.out is not None else run.with_name(run.stem + "-kgd.h5")

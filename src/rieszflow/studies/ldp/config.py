@@ -31,6 +31,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from rieszflow.config import config_int, config_real, from_mapping
+from rieszflow.config import load_config_mapping
 
 __all__ = ["RegimeConfig", "LDPConfig", "quick_config", "full_config", "load_config"]
 
@@ -300,6 +301,4 @@ def load_config(path) -> LDPConfig:
     ValueError
         On a missing or unreadable file, invalid JSON, or unknown/invalid fields (strict).
     """
-    from rieszflow.config import load_config_mapping
-
     return LDPConfig.from_dict(load_config_mapping(path))

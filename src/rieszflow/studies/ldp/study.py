@@ -74,6 +74,15 @@ import scipy.interpolate
 
 from rieszflow.engine.energy import RieszEnergy
 from rieszflow.studies.ldp.config import LDPConfig, RegimeConfig
+from rieszflow.engine.backend import get_backend
+from rieszflow.engine.measures import sample_cells
+from rieszflow.engine.simulate import adapt_step_size, mala, run
+from rieszflow.engine.space import Interval
+from rieszflow.engine.storage import TrajectoryWriter, check_resumable, open_run
+from rieszflow.solvers.equilibrium import equilibrium_on_mesh
+from rieszflow.solvers.gibbs import gibbs_density, rate_infimum
+from rieszflow.solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
+from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
 
 __all__ = ["KIND", "GibbsTarget", "MALARun", "run_tilted_chains", "cell_task",
            "rate_estimates", "run_ldp_study", "load_study", "format_table", "make_plot"]
@@ -210,10 +219,6 @@ def run_tilted_chains(target: GibbsTarget, x0, tau, rng: np.random.Generator, *,
         If ``x0`` has a particle outside the domain or shapes disagree.
     """
     import dataclasses as _dc
-
-    from rieszflow.engine.backend import get_backend
-    from rieszflow.engine.simulate import adapt_step_size, mala, run
-    from rieszflow.engine.space import Interval
 
     x = np.array(x0, dtype=np.float64)
     C, n = x.shape
@@ -410,10 +415,6 @@ def _limit_rates(cfg: LDPConfig, reg: RegimeConfig):
 
     Raises RuntimeError if the rate infimum or the untilted density did not converge.
     """
-    from rieszflow.solvers.gibbs import gibbs_density, rate_infimum
-    from rieszflow.solvers.equilibrium import equilibrium_on_mesh
-    from rieszflow.solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
-
     dom = interval_mesh(cfg.lo, cfg.hi, cfg.n_cells)
     beta = reg.beta if reg.regime == "fixed_beta" else math.inf
     gamma = cfg.gamma
@@ -443,8 +444,6 @@ def _limit_rates(cfg: LDPConfig, reg: RegimeConfig):
 
 def _sample_density(rng, n_chains, n, dom, rho):
     """Initial states: i.i.d. draws from a cell density (uniform within cells), sorted per chain."""
-    from rieszflow.engine.measures import sample_cells
-
     m = rho * dom.volumes
     x = sample_cells(rng, n_chains * n, m / m.sum(), dom.origin, dom.spacing, dom.grid_shape)[:, 0]
     return np.sort(x.reshape(n_chains, n), axis=1)
@@ -579,9 +578,6 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
         failed: the other cells are stored, the file's status is ``"failed"`` and ``resume=True``
         runs the failed cells again.
     """
-    from rieszflow.engine.storage import TrajectoryWriter, check_resumable
-    from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
-
     if not isinstance(cfg, LDPConfig):
         raise TypeError(f"cfg must be an LDPConfig, got {type(cfg).__name__}")
     if scheduler is not None and workers == 0:      # the default: in-process unless a scheduler
@@ -702,8 +698,6 @@ def load_study(path):
     xarray.Dataset
         Loaded into memory (see :func:`rieszflow.engine.storage.open_run`).
     """
-    from rieszflow.engine.storage import open_run
-
     return open_run(path, KIND)
 
 

@@ -22,6 +22,11 @@ import time
 import numpy as np
 
 from rieszflow.studies.luna.rows import attention_rows
+from rieszflow.engine.attention.data import batches
+from rieszflow.engine.attention.loss import softmax_cross_entropy
+from rieszflow.engine.attention.model import TransformerClassifier
+from rieszflow.engine.attention.optim import Adam, WarmupCosine
+from rieszflow.studies.luna.lra import BACKBONE, TASKS, evaluate, load_task, train_run
 
 __all__ = ["student_rows_loss", "convert"]
 
@@ -113,12 +118,6 @@ def convert(method: str, rng, *, teacher_steps: int = 300, stage1_epochs: int = 
     ValueError
         On an unknown method.
     """
-    from rieszflow.engine.attention.data import batches
-    from rieszflow.engine.attention.loss import softmax_cross_entropy
-    from rieszflow.engine.attention.model import TransformerClassifier
-    from rieszflow.engine.attention.optim import Adam, WarmupCosine
-    from rieszflow.studies.luna.lra import BACKBONE, TASKS, evaluate, load_task, train_run
-
     if method not in ("luna", "hedgehog"):
         raise ValueError(f"method={method!r} is not allowed; allowed: luna, hedgehog")
     t0 = time.perf_counter()

@@ -22,6 +22,16 @@ import math
 import time
 
 import numpy as np
+from rieszflow.engine.attention import data
+from rieszflow.engine.attention.data import batches
+from rieszflow.engine.attention.model import TransformerClassifier
+from rieszflow.engine.attention.optim import Adam, WarmupLinear, clip_by_value
+from rieszflow.engine.backend import to_numpy
+from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+from rieszflow.engine.simulate import LangevinState, projected_langevin
+from rieszflow.engine.space import Ball
+from rieszflow.learning.objectives import ALIGNMENTS
+from rieszflow.learning.train import alignment_gradients
 
 __all__ = ["TASKS", "METHODS", "BACKBONE", "load_task", "build_model", "train_run", "evaluate"]
 
@@ -92,13 +102,6 @@ def phase_a(model, train, rng, steps: int, batch_size: int = 32):
     ----------
     paper 000, eqs. (2.2), (4.3), (C.4), App. F.2.
     """
-    from rieszflow.engine.attention.data import batches
-    from rieszflow.engine.energy.riesz import riesz_energy_and_grad
-    from rieszflow.engine.simulate import LangevinState, projected_langevin
-    from rieszflow.engine.space import Ball
-    from rieszflow.learning.objectives import ALIGNMENTS
-    from rieszflow.learning.train import alignment_gradients
-
     cfg = PHASE_A
     n_classes = model.config["n_classes"]
     objective = lambda P, y: ALIGNMENTS["onehot"](P, y, n_classes=n_classes)   # noqa: E731
@@ -158,8 +161,6 @@ def load_task(task: str, seed: int = 0, listops_sizes=(20000, 2000, 2000)):
     ValueError
         On an unknown task.
     """
-    from rieszflow.engine.attention import data
-
     if task not in TASKS:
         raise ValueError(f"task={task!r} is not allowed; allowed: {', '.join(TASKS)}")
     parts = ("train", "validation", "test")
@@ -201,8 +202,6 @@ def build_model(task: str, method: str, rng, *, overrides=None, backbone=None):
     ValueError
         On an unknown task or method.
     """
-    from rieszflow.engine.attention.model import TransformerClassifier
-
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not allowed; allowed: {', '.join(METHODS)}")
     vocab, n_classes, max_len, grid, k = TASKS[task]
@@ -233,9 +232,6 @@ def evaluate(model, split, batch_size: int = 256):
     loss : float
         Mean cross-entropy, nats.
     """
-    from rieszflow.engine.attention.data import batches
-    from rieszflow.engine.backend import to_numpy
-
     hits, loss = 0, 0.0
     for ids, mask, labels, _ in batches(split, batch_size):
         z = to_numpy(model.forward(model.backend.asarray(ids, dtype=np.int64),
@@ -297,9 +293,6 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
     ValueError
         On a bad task, method or size.
     """
-    from rieszflow.engine.attention.data import batches
-    from rieszflow.engine.attention.optim import Adam, WarmupLinear, clip_by_value
-
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps={steps!r} must be a positive integer")
     train, val, test = load_task(task, data_seed, tuple(listops_sizes))

@@ -33,6 +33,13 @@ from rieszflow.config import StudyConfig, config_int
 from rieszflow.studies.luna.convert import convert
 from rieszflow.studies.luna.rows import attention_rows
 from rieszflow.studies.sweep import SweepSpec
+from rieszflow.engine.attention.data import batches
+from rieszflow.engine.attention.kernelized import KernelizedLinearAttention
+from rieszflow.engine.attention.softmax import SoftmaxAttention
+from rieszflow.engine.features import make_feature_map
+from rieszflow.engine.measures import mmd2_weighted
+from rieszflow.studies.luna.lra import METHODS, TASKS, load_task, train_run
+from rieszflow.theory import luna as T
 
 __all__ = ["LunaConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "SWEEP_NAMES", "specs", "task_config",
            "luna_task", "P1_CHECKS", "P2_METHODS", "P5_VARIANTS"]
@@ -135,8 +142,6 @@ class LunaConfig(StudyConfig):
     kernel_sequences: int = 32
 
     def __post_init__(self):
-        from rieszflow.studies.luna.lra import METHODS, TASKS
-
         for name in ("seed",):
             config_int(name, getattr(self, name), minimum=0)
         for name in ("p1_trials", "p1_ref_m", "p1_param_m", "p2_softmax_max", "p2_reps", "p3_seeds",
@@ -216,8 +221,6 @@ def _var(dims, data, long_name, units):
 def _p1(method, cfg, rng):
     import xarray as xr
 
-    from rieszflow.theory import luna as T
-
     if method.startswith("sampling_"):
         kind = method.split("_", 1)[1]
         r = T.sampling_error(rng, kind, trials=cfg["p1_trials"], ref_m=cfg["p1_ref_m"])
@@ -268,10 +271,6 @@ def _p2(method, n, cfg, rng):
     import tracemalloc
 
     import xarray as xr
-
-    from rieszflow.engine.attention.kernelized import KernelizedLinearAttention
-    from rieszflow.engine.attention.softmax import SoftmaxAttention
-    from rieszflow.engine.features import make_feature_map
 
     nan = float("nan")
     if method == "softmax" and n > cfg["p2_softmax_max"]:
@@ -325,8 +324,6 @@ def _p7(cfg, rng):
     """Train LUNA on Digits-seq; psi curves (initial, final) and mean-query attention maps."""
     import xarray as xr
 
-    from rieszflow.studies.luna.lra import load_task, train_run
-
     kept = {}
     r = train_run("digits", "luna", rng, steps=cfg["p7_steps"], eval_every=cfg["eval_every"],
                   on_init=lambda mdl: kept.setdefault("init", mdl.state_dict()),
@@ -375,8 +372,6 @@ def _mmd_rows(rows0, rows1, keys, mask):
     """Mean over sequences of the mean over queries of MMD(row0, row1) on the key vectors."""
     from scipy.spatial.distance import pdist
 
-    from rieszflow.engine.measures import mmd2_weighted
-
     H, B = rows0.shape[:2]
     per_seq = []
     for b in range(B):
@@ -396,9 +391,6 @@ def _mmd_rows(rows0, rows1, keys, mask):
 def _kernels(method, task, cfg, rng):
     """Train ``method`` on ``task``; MMD between the initial and learned attention on held-out tokens."""
     import xarray as xr
-
-    from rieszflow.engine.attention.data import batches
-    from rieszflow.studies.luna.lra import load_task, train_run
 
     kept = {}
     r = train_run(task, method, rng, steps=_steps(cfg, task), eval_every=cfg["eval_every"],
@@ -463,8 +455,6 @@ def luna_task(task, config, rng):
     ValueError
         On an unknown sweep.
     """
-    from rieszflow.studies.luna.lra import train_run
-
     p = dict(task.params)
     if task.sweep == "p1":
         return _p1(task.method, config, rng)

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine.stats import expected_slope, fit_decay
+from rieszflow.engine.storage import open_run
+from rieszflow.studies.mean_field.study import KIND
 
 __all__ = ["load_study", "summary_tables",
            "format_tables", "make_plots"]
@@ -43,9 +45,6 @@ def load_study(path):
     xarray.Dataset
         Loaded into memory (see :func:`rieszflow.engine.storage.open_run`).
     """
-    from rieszflow.engine.storage import open_run
-    from rieszflow.studies.mean_field.study import KIND
-
     return open_run(path, KIND)
 
 

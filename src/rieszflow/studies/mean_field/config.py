@@ -33,6 +33,7 @@ from rieszflow.engine.energy.interaction import check_s
 from rieszflow.config import from_mapping
 from rieszflow.engine.simulate import BOUNDARIES
 from rieszflow.solvers.particles import INTERACTION_METHODS
+from rieszflow.config import load_config_mapping
 
 __all__ = ["PROBLEM_NAMES", "ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
 
@@ -374,6 +375,4 @@ def load_config(path) -> MeanFieldConfig:
     ValueError
         On invalid JSON or invalid/unknown fields.
     """
-    from rieszflow.config import load_config_mapping
-
     return MeanFieldConfig.from_dict(load_config_mapping(path))

@@ -62,6 +62,11 @@ from rieszflow.engine.measures import (
     bin_to_grid,
     quantisation_bound,
 )
+from rieszflow.engine.storage import TrajectoryWriter, check_resumable
+from rieszflow.solvers.mckean_vlasov import (MeanFieldProblem, interval_mesh, rectangle_mesh,
+                                             solve_mckean_vlasov)
+from rieszflow.solvers.mckean_vlasov.equation import PDE_BACKENDS
+from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
 
 __all__ = ["KIND", "ProblemSetup", "setup_problem", "solve_pde", "run_mean_field_study", "pde_task",
            "particle_run_task", "refinement_task", "refinement_iid_task"]
@@ -124,8 +129,6 @@ def _interaction(c: ProblemConfig) -> Interaction:
 
 
 def _mesh(c: ProblemConfig, coarsen: int = 1):
-    from rieszflow.solvers.mckean_vlasov import interval_mesh, rectangle_mesh
-
     if c.d == 1:
         return interval_mesh(c.lo[0], c.hi[0], c.n_cells[0] // coarsen)
     return rectangle_mesh(c.lo, c.hi, tuple(n // coarsen for n in c.n_cells))
@@ -144,8 +147,6 @@ def setup_problem(c: ProblemConfig, coarsen: int = 1) -> ProblemSetup:
     -------
     ProblemSetup
     """
-    from rieszflow.solvers.mckean_vlasov import MeanFieldProblem
-
     dom = _mesh(c, coarsen)
     gamma = c.gamma
     prob = MeanFieldProblem.create(dom, lambda x: 0.5 * gamma * np.sum(x * x, axis=1),
@@ -179,8 +180,6 @@ def solve_pde(setup: ProblemSetup, dt: float, progress: bool = False, pde_backen
         An unconverged PDE would silently bias every W1 of the study, so it is
         an error, not a flag.
     """
-    from rieszflow.solvers.mckean_vlasov import solve_mckean_vlasov
-
     times = np.asarray(setup.config.times)
     res = solve_mckean_vlasov(setup.problem, setup.rho0_cells, t_end=float(times[-1]), dt=dt,
                               save_times=times, progress=progress, pde_backend=pde_backend)
@@ -459,16 +458,11 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         if particle tasks failed: the other tasks' results are stored, the file's status is
         ``"failed"`` and ``resume=True`` runs the failed tasks again.
     """
-    from rieszflow.engine.storage import TrajectoryWriter, check_resumable
-    from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
-
     if not isinstance(config, MeanFieldConfig):
         raise TypeError(f"config must be a MeanFieldConfig, got {type(config).__name__}")
     if scheduler is not None and workers == 0:      # the default: in-process unless a scheduler
         workers = None
     check_executor(workers, scheduler)
-    from rieszflow.solvers.mckean_vlasov.equation import PDE_BACKENDS
-
     check_choice("pde_backend", pde_backend, PDE_BACKENDS)
     log = log or (lambda *a: None)
     out = Path(out)

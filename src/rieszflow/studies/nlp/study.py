@@ -41,6 +41,9 @@ from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 from rieszflow.config import StudyConfig, config_int
 from rieszflow.studies.sweep import SweepSpec, Task
 from rieszflow.learning.config import OPTIMIZERS
+from rieszflow.engine.attention.metrics import METRIC_NAMES
+from rieszflow.learning.config import PERFORMER, performer_scales
+from rieszflow.learning.train import run_main_job
 
 __all__ = ["NLPConfig", "QUICK_OVERRIDES", "BASELINES", "variant_configs", "nlp_task", "specs",
            "task_config", "GRID_FIELDS", "table_rows", "format_detailed", "format_table1",
@@ -240,8 +243,6 @@ def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late
         Name (``MainJobConfig.name``) to :class:`~rieszflow.learning.config.MainJobConfig`,
         in table order: baselines, then vanilla / kernel per map, then the late variants.
     """
-    from rieszflow.learning.config import PERFORMER, performer_scales
-
     out = {}
     for b in baselines:
         if b == "Vaswani-softmaxattn":
@@ -304,9 +305,6 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
         If ``task.method`` is not a variant of this configuration.
     """
     import xarray as xr
-
-    from rieszflow.engine.attention.metrics import METRIC_NAMES
-    from rieszflow.learning.train import run_main_job
 
     del rng
     dataset = dict(task.params)["dataset"]

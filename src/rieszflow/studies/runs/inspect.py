@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine import stats
+from rieszflow.engine.storage import RunFileError, RunLock, check_run_file, open_run
 
 __all__ = ["open_runs", "run_status", "format_status", "mcnemar", "compare_runs", "format_compare"]
 
@@ -41,8 +42,6 @@ def open_runs(paths, dim: str = "run"):
         If a file is not a readable rieszflow file.
     """
     import xarray as xr
-
-    from rieszflow.engine.storage import open_run
 
     paths = [Path(p) for p in paths]
     if not paths:
@@ -84,8 +83,6 @@ def run_status(path, n_last: int = 3) -> dict:
         If it is not a readable rieszflow file.
     """
     import h5py
-
-    from rieszflow.engine.storage import RunFileError, RunLock, check_run_file
 
     path = Path(path)
     if not path.exists():
@@ -182,8 +179,6 @@ def compare_runs(paths) -> dict:
     ValueError
         If fewer than two paths are given or a file has no ``test_metrics``.
     """
-    from rieszflow.engine.storage import open_run
-
     if len(paths) < 2:
         raise ValueError("compare needs at least two run files")
     dss = [open_run(p) for p in paths]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rieszflow.engine.storage import atomic_output
 from rieszflow.studies.reporting import reporter, sweep_reporter
+from rieszflow.engine.storage import _command, open_run
 
 __all__ = ["STORED_REPORTS", "report_markdown", "sweep_report", "write_report"]
 
@@ -67,8 +68,6 @@ STORED_REPORTS = ("report.md", "report.txt")
 def _directory_report(path: Path) -> list[str]:
     """The section of a sweep study's output directory: its stored report and the provenance of
     the merged sweep files under it."""
-    from rieszflow.engine.storage import open_run
-
     stored = next((path / n for n in STORED_REPORTS if (path / n).is_file()), None)
     if stored is None:
         raise ValueError(f"{path}: a directory holds no report; expected one of "
@@ -114,8 +113,6 @@ def report_markdown(paths, *, title: str | None = None) -> str:
         If a file is not a readable rieszflow file.
     """
     import shlex
-
-    from rieszflow.engine.storage import _command, open_run
 
     paths = [Path(p) for p in paths]
     if not paths:

@@ -18,6 +18,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from rieszflow.engine._checks import check_real
+from rieszflow.engine.energy import rff_hamiltonian
+from rieszflow.engine.features import make_feature_map
+from rieszflow.engine.simulate import gibbs_resample, projected_langevin, run_langevin
+from rieszflow.engine.space import Ball
 
 
 __all__ = ["METHODS", "BENCHMARK_METHODS", "MethodUnavailable", "OPTIONAL_DEPENDENCIES", "MKL_INSTALL",
@@ -146,8 +151,6 @@ def rff_features(X, omega, b):
     ----------
     Paper 000, App. F.1.2 (3); Rahimi and Recht (2007).
     """
-    from rieszflow.engine.features import make_feature_map
-
     d_features = omega.shape[0]
     fmap = make_feature_map("rff", X.shape[1], d_features, b=b)
     return fmap(X, omega) / math.sqrt(d_features)
@@ -213,10 +216,6 @@ def langevin_svm(lam: float | None, s: float | None = 0.0):
     """
     def fit_predict(X_train, y_train, X_test, rng, config):
         from sklearn.svm import LinearSVC
-
-        from rieszflow.engine.energy import rff_hamiltonian
-        from rieszflow.engine.simulate import gibbs_resample, projected_langevin, run_langevin
-        from rieszflow.engine.space import Ball
 
         n_particles, D = int(config["langevin_N"]), int(config["D"])
         beta = float(config["langevin_beta"])
@@ -297,8 +296,6 @@ def sinha_duchi_weights(v, rho: float, tol: float = 1e-10):
     Sinha and Duchi (2016), "Learning kernels with random features", NeurIPS, Sec. 3;
     docs/specs/attention_reference.md sections 3.2-3.3.
     """
-    from rieszflow.engine._checks import check_real
-
     v = np.asarray(v, dtype=np.float64).ravel()
     if v.size < 1 or not np.isfinite(v).all():
         raise ValueError("v must be a non-empty finite vector")

@@ -25,6 +25,9 @@ from rieszflow.studies.synthetic.data import draw_labels, make_dataset
 from rieszflow.studies.synthetic.methods import (BENCHMARK_METHODS, METHODS, MethodUnavailable,
                                                  missing_dependency)
 from rieszflow.studies.sweep import SweepSpec, Task
+from rieszflow.engine.energy import check_s
+from rieszflow.engine.storage import RunLock
+from rieszflow.studies.synthetic.methods import OPTIONAL_DEPENDENCIES
 
 __all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "ABLATION_METHODS", "benchmark_task", "benchmark_spec",
            "ablation_spec", "runtime_spec", "specs", "format_summary", "fit_power_law",
@@ -144,8 +147,6 @@ class SyntheticConfig(StudyConfig):
         config_int("ablation_trials", self.ablation_trials, minimum=1)
         config_int("runtime_trials", self.runtime_trials, minimum=1)
         config_real("runtime_sigma", self.runtime_sigma, nonnegative=True)
-        from rieszflow.engine.energy import check_s
-
         try:
             check_s(self.ablation_s)
         except (TypeError, ValueError) as e:
@@ -377,8 +378,6 @@ def format_unavailable(ds) -> str:
         E.g. ``"mkl_memo: unavailable (MKLpy not installed: pip install -e '.[mkl]' ...) in 6 of 6
         tasks; ..."``; empty when every method ran.
     """
-    from rieszflow.studies.synthetic.methods import OPTIONAL_DEPENDENCIES
-
     lines = []
     for m, (k, total) in unavailable_methods(ds).items():
         module, install = OPTIONAL_DEPENDENCIES.get(m, ("its optional dependency", "see docs/synthetic.md"))
@@ -413,9 +412,6 @@ def retry_unavailable(spec: SweepSpec, outdir, log=None) -> int:
     from pathlib import Path
 
     import h5py
-
-    from rieszflow.engine.storage import RunLock
-    from rieszflow.studies.synthetic.methods import OPTIONAL_DEPENDENCIES
 
     outdir = Path(outdir)
     now = {m for m in spec.methods if m in OPTIONAL_DEPENDENCIES and missing_dependency(m) is None}

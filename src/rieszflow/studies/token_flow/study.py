@@ -59,6 +59,7 @@ from rieszflow.engine.tokenflow.observables import (
 from rieszflow.studies.token_flow.analysis import PowerLawFit, fit_power_law, format_tables, make_plots
 from rieszflow.studies.token_flow.config import TokenFlowConfig
 from rieszflow.learning.runfiles import load_learned_kernel
+from rieszflow.engine.features import make_feature_map
 
 __all__ = ["KIND", "PHASE_VARIANT", "run_token_flow_study", "clustering_grid", "wendel_table", "phase_boundary",
            "kernel_comparison", "mean_field"]
@@ -268,8 +269,6 @@ def kernel_comparison(cfg: TokenFlowConfig, backend, rng, *, kernel_from=None, q
     ----------
     spec sections 2.2 (K3) and 6.4 (learned linear attention against softmax).
     """
-    from rieszflow.engine.features import make_feature_map
-
     n, d, beta = cfg.kernel_n, cfg.kernel_d, float(cfg.kernel_beta)
     times = _grid_record_times(cfg.kernel_t_end, cfg.kernel_dt, cfg.kernel_records)
     max_exact = 16_000_000
