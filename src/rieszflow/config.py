@@ -349,7 +349,7 @@ def resolve_config(cfg_cls, preset, *, config_file=None, given: Mapping[str, Any
         ``--config``: a JSON file or an HDF5 file rieszflow wrote.
     given : Mapping, optional
         Options given on the command line (leave out the options not given; see
-        :func:`given_options`).
+        :func:`~rieszflow.studies.base.given_options`).
     overrides : sequence of str
         ``--set KEY=VALUE`` items (typed by :func:`parse_overrides`).
     special : dict of str to callable, optional

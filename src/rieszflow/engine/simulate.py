@@ -16,7 +16,7 @@ The projected Langevin step of paper 000, eq. (4.3) and (B.11) (Algorithms 1 and
 
 The factor N (``grad_scale``) turns the gradient of the intensive ("paper")
 Hamiltonian into the per-particle drift of eq. (A.7); use ``grad_scale = 1`` with
-"mean_field" energies (see :mod:`engine.energy.base`). For ``eta -> 0`` the chain
+"mean_field" energies (see :mod:`~rieszflow.engine.energy.base`). For ``eta -> 0`` the chain
 samples :math:`\\exp(-\\beta\\,\\mathrm{grad\\_scale}\\,H)` on :math:`\\Omega^N`, i.e. the
 Gibbs law (E.7) with :math:`\\beta_N = \\beta N` for the paper normalisation.
 """
@@ -543,7 +543,7 @@ def mala_within_gibbs(potential_fn: Callable, space: Space, eta: float, beta: fl
     :math:`\\pi(\\omega_k | \\omega_{-k}) \\propto \\exp(-\\beta V(\\omega_k) - \\frac{\\beta\\lambda}{N-1}
     \\sum_{l \\ne k} g_s(\\omega_k - \\omega_l))\\,1_\\Omega(\\omega_k)`, evaluated at the current
     positions of the others (a Numba loop, ``engine.energy._numba_kernels.component_sweep``,
-    with the kernel :math:`g_s` of :func:`engine.energy.interaction.riesz_kernel`). Each update leaves :math:`\\pi` invariant, so the sweep does
+    with the kernel :math:`g_s` of :func:`~rieszflow.engine.energy.interaction.riesz_kernel`). Each update leaves :math:`\\pi` invariant, so the sweep does
     (Metropolis-within-Gibbs): the chain is exact on a convex domain (proposals outside are
     rejected, no projection), and a particle's acceptance does not decay with N as a joint
     proposal's does. The expensive one-body potential is evaluated for all N proposals at
@@ -564,7 +564,7 @@ def mala_within_gibbs(potential_fn: Callable, space: Space, eta: float, beta: fl
     lam : float, default 0.0
         Interaction strength, >= 0.
     s : float, default 0.0
-        Riesz exponent (0: log repulsion), as :func:`engine.energy.interaction.check_s`.
+        Riesz exponent (0: log repulsion), as :func:`~rieszflow.engine.energy.interaction.check_s`.
     softening : float, default 0.0
         Softening of the pair kernel, >= 0.
 
@@ -953,7 +953,7 @@ def gibbs_resample(omega, energies, beta, D, rng: np.random.Generator) -> GibbsR
         e_k = V_{\\mathcal{D}}(\\omega_k) + \\frac{\\lambda}{N-1}\\sum_{l\\ne k} g_s(\\omega_k - \\omega_l),
 
     which is ``energy.per_particle(omega)`` of the paper-normalised Hamiltonian
-    (:func:`engine.energy.rff_hamiltonian`); any other per-particle energy can
+    (:func:`~rieszflow.engine.energy.rff_hamiltonian`); any other per-particle energy can
     be passed.
 
     Parameters

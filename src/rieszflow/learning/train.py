@@ -93,7 +93,7 @@ def load_data(cfg: MainJobConfig):
     test split and ``cfg.sst2_validation`` (``cfg.qqp_validation``) examples carved
     (seeded) from train serve as validation. ``train_limit`` / ``eval_limit``
     subsample (seeded). QQP is read from ``cfg.qqp_dir``
-    (:func:`engine.attention.data.load_qqp`); its question pairs are encoded as
+    (:func:`~rieszflow.engine.attention.data.load_qqp`); its question pairs are encoded as
     ``[CLS] q1 [SEP] q2 [SEP]``.
 
     Parameters

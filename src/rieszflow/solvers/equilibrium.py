@@ -5,7 +5,7 @@
     \\mathcal{E}_s(\\mu) = \\int V\\,d\\mu + \\frac\\lambda2\\iint g_s(x - y)\\,d\\mu(x)\\,d\\mu(y)
     \\qquad \\text{(paper 000, eq. (4.2))}.
 
-As :math:`\\beta \\to \\infty` the Gibbs densities of :mod:`solvers.gibbs` concentrate on
+As :math:`\\beta \\to \\infty` the Gibbs densities of :mod:`~rieszflow.solvers.gibbs` concentrate on
 the minimisers of the energy (4.2) over probability measures, the
 "equilibrium measure" of potential theory (paper 000, App. E after (E.9);
 particles_pde_reference.md sec. 3). Two independent solvers:
@@ -20,7 +20,7 @@ On a mesh: :func:`equilibrium_on_mesh`
         \\qquad B_{ji} = A_{ji}/|C_i| ,
 
     with :math:`A` the exact cell-integral matrix of
-    :mod:`solvers.mckean_vlasov.convolution` (so :math:`B_{ji}` is the average of
+    :mod:`~rieszflow.solvers.mckean_vlasov.convolution` (so :math:`B_{ji}` is the average of
     :math:`g_s(x_j - \\cdot)` over cell i; symmetric). Its KKT conditions are the
     Euler-Lagrange (Frostman) conditions: :math:`V + \\lambda g_s*\\rho = c` on the
     support and :math:`\\ge c` off it. ``method="active_set"`` (default) is the
@@ -295,7 +295,7 @@ def equilibrium_particles(V: Callable, grad_V: Callable, omega0, *, s, lam, boun
     max_iter : int, default 5000
         L-BFGS-B iteration cap.
     method : {"auto", "numpy", "numba", "gemm"}, default "auto"
-        Pair-sum backend of :class:`engine.energy.riesz.RieszEnergy`.
+        Pair-sum backend of :class:`~rieszflow.engine.energy.riesz.RieszEnergy`.
 
     Returns
     -------
@@ -310,7 +310,7 @@ def equilibrium_particles(V: Callable, grad_V: Callable, omega0, *, s, lam, boun
     References
     ----------
     paper 000, eq. (2.2)-(2.3) (with the mean-field normalisation of
-    :mod:`solvers.mckean_vlasov.equation`), eq. (4.2).
+    :mod:`~rieszflow.solvers.mckean_vlasov.equation`), eq. (4.2).
     """
     from rieszflow.engine.energy.riesz import RieszEnergy
 

@@ -12,7 +12,7 @@ display after eq. (4.5)) are the self-consistent Gibbs densities
 
 the critical points of :math:`\\mathcal{F}_\\beta = \\mathcal{E}_s + \\beta^{-1}\\mathrm{Ent}`
 under unit mass. On a mesh, with the interaction operator of
-:mod:`solvers.mckean_vlasov.convolution`, :func:`gibbs_density` solves the
+:mod:`~rieszflow.solvers.mckean_vlasov.convolution`, :func:`gibbs_density` solves the
 discrete equation :math:`\\rho_j = e^{-\\beta U_j}/Z`, :math:`U = V + \\lambda A\\rho`,
 :math:`Z = \\sum_j |C_j| e^{-\\beta U_j}` (the exact steady state of the
 Scharfetter-Gummel PDE scheme on the same mesh). The unknown is the effective
@@ -30,7 +30,7 @@ potential :math:`U`, and :math:`F(U) = V + \\lambda A\\rho(U) - U = 0` is solved
     fixed-point iterations fail.
 ``"anderson"``
     the fixed-point map :math:`G(U) = V + \\lambda A\\rho(U)` with Anderson mixing
-    (:class:`solvers.mckean_vlasov.equation.AndersonMixer`); matrix-free (FFT
+    (:class:`~rieszflow.solvers.mckean_vlasov.equation.AndersonMixer`); matrix-free (FFT
     convolution), for large grids and moderate :math:`\\beta\\lambda`.
 ``"newton_krylov"``
     ``scipy.optimize.newton_krylov`` (matrix-free, LGMRES).
@@ -553,7 +553,7 @@ def rate_infimum(problem: MeanFieldProblem, f, a, *, regime: str = "fixed_beta",
     * ``"fixed_beta"``: :math:`\\rho_\\theta \\propto \\exp(-\\beta(V + \\lambda g_s*\\rho_\\theta) + \\theta f)`,
       the Gibbs density of :math:`V - f\\theta/\\beta` (:func:`gibbs_density`);
     * ``"low_temperature"``: the zero-temperature equilibrium of :math:`V - \\theta f`
-      (:func:`solvers.equilibrium.equilibrium_on_mesh`),
+      (:func:`~rieszflow.solvers.equilibrium.equilibrium_on_mesh`),
 
     with :math:`\\theta \\ge 0` found by bracketing (doubling) and Brent's method on the
     increasing function :math:`\\theta \\mapsto \\int f\\rho_\\theta - a` (stationarity of

@@ -13,21 +13,21 @@ the gradient flow of the extensive Hamiltonian
 
     H_N = \\sum_i V(x_i) + \\frac{\\lambda}{2N}\\sum_{i \\ne j} g_s(x_i - x_j)
 
-("mean_field" normalisation of :mod:`engine.energy.base`; ordered pairs i != j,
+("mean_field" normalisation of :mod:`~rieszflow.engine.energy.base`; ordered pairs i != j,
 1/N). Paper 000, eq. (E.2), divides the interaction by N - 1 instead; the factor
 N/(N-1) is available as ``normalization="paper"`` and does not change the
-McKean-Vlasov limit (4.4)/(E.3), which is what :mod:`solvers.mckean_vlasov`
+McKean-Vlasov limit (4.4)/(E.3), which is what :mod:`~rieszflow.solvers.mckean_vlasov`
 integrates with the same ``V``, ``s``, ``lam`` and ``beta``.
 
-Time stepping is the Euler-Maruyama step of :func:`engine.simulate.projected_langevin`
+Time stepping is the Euler-Maruyama step of :func:`~rieszflow.engine.simulate.projected_langevin`
 with ``grad_scale = 1`` and the boundary treatment of the domain
-(:mod:`engine.space`): ``"project"`` (Euclidean projection, weak order 1/2 near
+(:mod:`~rieszflow.engine.space`): ``"project"`` (Euclidean projection, weak order 1/2 near
 the boundary) or ``"reflect"`` (mirror reflection, weak order 1); see
 ``tests/test_mean_field_particles.py`` for the measured orders.
 
 Interaction evaluation
 ----------------------
-* Any ``s`` and ``d``: the O(N^2) pair sums of :mod:`engine.energy.riesz` (Numba
+* Any ``s`` and ``d``: the O(N^2) pair sums of :mod:`~rieszflow.engine.energy.riesz` (Numba
   on the CPU, the chunked array-API reference on CuPy).
 * ``d = 1`` and ``s = -1`` (the 1-D Coulomb kernel :math:`g_{-1}(w) = -|w|`):
   :class:`rieszflow.engine.energy.SortedCoulomb1D`, exact in O(N log N). The force is a count,
@@ -145,7 +145,7 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
                      softening: float = 0.0) -> Energy:
     """The interaction energy of the particle system, with the fastest exact evaluation.
 
-    A particle-versus-PDE comparison builds both sides from one :class:`engine.energy.Interaction`:
+    A particle-versus-PDE comparison builds both sides from one :class:`~rieszflow.engine.energy.Interaction`:
     ``make_interaction(d=d, interaction=inter)`` here and
     ``MeanFieldProblem.create(domain, V, interaction=inter, beta=beta)`` for the PDE.
 
@@ -161,15 +161,15 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
         The pair interaction ``lam * g_s`` (with its softening) instead of ``s``, ``lam`` and
         ``softening``.
     method : {"auto", "sorted", "numba", "numpy"}, default "auto"
-        ``"sorted"``: :class:`engine.energy.SortedCoulomb1D` (only ``d = 1``, ``s = -1``, no
-        softening); ``"numba"``/``"numpy"``: :class:`engine.energy.RieszEnergy`
+        ``"sorted"``: :class:`~rieszflow.engine.energy.SortedCoulomb1D` (only ``d = 1``, ``s = -1``, no
+        softening); ``"numba"``/``"numpy"``: :class:`~rieszflow.engine.energy.RieszEnergy`
         pair sums; ``"auto"``: ``"sorted"`` when it applies, else the Riesz
         pair sums with their own automatic backend choice.
     normalization : {"mean_field", "paper"}, default "mean_field"
         Pair normalisation :math:`\\frac{\\lambda}{2N}\\sum_{i\\ne j}` or
         :math:`\\frac{\\lambda}{2N(N-1)}\\sum_{i \\ne j}` (module docstring).
     softening : float, default 0.0
-        Plummer softening of :func:`engine.energy.riesz_kernel` (0 = exact kernel).
+        Plummer softening of :func:`~rieszflow.engine.energy.riesz_kernel` (0 = exact kernel).
 
     Returns
     -------
@@ -182,7 +182,7 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
         ``lam`` or ``d``, ``method="sorted"`` outside ``d = 1, s = -1,
         softening = 0``, or ``interaction`` given together with ``s``, ``lam`` or a softening.
     TypeError
-        If ``interaction`` is not an :class:`engine.energy.Interaction`.
+        If ``interaction`` is not an :class:`~rieszflow.engine.energy.Interaction`.
     """
     if interaction is not None:
         if not isinstance(interaction, Interaction):
@@ -472,7 +472,7 @@ class MeanFieldParticles:
         return mean_field_drift(omega, self.potential, self.interaction)
 
     def integrator(self):
-        """``(init_fn, step_fn)`` of :func:`engine.simulate.projected_langevin` with ``grad_scale = 1``.
+        """``(init_fn, step_fn)`` of :func:`~rieszflow.engine.simulate.projected_langevin` with ``grad_scale = 1``.
 
         Returns
         -------

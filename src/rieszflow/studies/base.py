@@ -120,7 +120,7 @@ def add_study_arguments(parser, *, default_out: str, backends=("numpy",), quick_
     ``--quick`` (where the study has sizes), ``--config FILE`` (JSON, or any HDF5 file rieszflow
     wrote), ``--seed``, ``--backend``, ``--set KEY=VALUE``, and the output options of
     :func:`add_output_arguments` (``--out``, ``--overwrite``, ``--resume``, ``--no-plots``,
-    ``--quiet``). Resolve them with :func:`resolve_config`.
+    ``--quiet``). Resolve them with :func:`~rieszflow.config.resolve_config`.
 
     Parameters
     ----------

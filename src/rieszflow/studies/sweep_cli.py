@@ -135,7 +135,7 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
 
     One rule for every sweep subcommand: the preset (``--quick`` applies ``quick_overrides``),
     the default output ``runs/<stem>[-quick]-seed<seed>``, ``--resume`` only of a directory that
-    holds a sweep, the configuration by :func:`rieszflow.studies.base.resolve_config`, then
+    holds a sweep, the configuration by :func:`~rieszflow.config.resolve_config`, then
     :func:`prepare_sweep_dir`.
 
     Parameters

@@ -13,7 +13,7 @@ Every layer follows one contract:
 Layers hold hyperparameters only; parameters live in the dict that the caller
 passes, so a model can keep one flat ``name -> array`` dict and an optimiser can
 update it in place. Array code takes ``xp = namespace(...)`` from
-:mod:`engine.backend`, so the same code runs on NumPy and CuPy. Randomness
+:mod:`~rieszflow.engine.backend`, so the same code runs on NumPy and CuPy. Randomness
 (dropout masks) is drawn on the host from a passed generator and moved to the
 device, so a seed fixes a run on every backend.
 

@@ -7,7 +7,7 @@ and, for composition, energy objects with ``__call__`` (value), ``grad``
     H = RFFAlignmentEnergy(X, y) + RieszEnergy(s=1.0, lam=0.1)   # eq. (2.2), "paper" normalisation
     H(omega), H.grad(omega)
 
-See :mod:`engine.energy.base` for the two normalisation conventions ("paper",
+See :mod:`~rieszflow.engine.energy.base` for the two normalisation conventions ("paper",
 used with ``grad_scale = N``; "mean_field", used with ``grad_scale = 1``).
 
 References

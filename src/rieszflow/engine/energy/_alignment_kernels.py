@@ -1,6 +1,6 @@
 """Numba CPU kernels of the fused RFF alignment step (beside the xp reference of :mod:`.alignment`).
 
-The caller (:func:`engine.energy.alignment.alignment_potential_and_grad` with
+The caller (:func:`~rieszflow.engine.energy.alignment.alignment_potential_and_grad` with
 ``method="fused"``) tiles the particles; for one tile of ``B`` particles it writes the
 phases ``U_ji = omega_j . x_i`` into a ``(B, n)`` buffer with one BLAS call, then
 :func:`rff_tile` makes **one pass per particle** (a ``prange`` task each, the row of

@@ -8,7 +8,7 @@ The kernel returns *unnormalised* row sums over the off-diagonal pairs,
 
 with ``|w|_eps = sqrt(|w|^2 + eps^2)``, ``c_s = |s|`` for ``s != 0`` and ``c_0 = 1``;
 the normalisations of paper 000, eq. (2.3)/(B.10), are applied by the caller
-(:mod:`engine.energy.riesz`). Each row is an independent ``prange`` task, so the
+(:mod:`~rieszflow.engine.energy.riesz`). Each row is an independent ``prange`` task, so the
 double loop visits every ordered pair (twice the work of ``k < l``) but needs no
 atomic writes, and every sum has a fixed order independent of the thread count.
 

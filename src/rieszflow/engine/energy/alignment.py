@@ -53,7 +53,7 @@ Implementations of the RFF functions
 default through ``"auto"``) computes the same formulas per block with one BLAS call
 for the phases, one Numba pass per particle that evaluates sin and cos together and
 reduces over the data, and one BLAS call for the gradient
-(:mod:`engine.energy._alignment_kernels`); it agrees with the reference to ~5e-15
+(:mod:`~rieszflow.engine.energy._alignment_kernels`); it agrees with the reference to ~5e-15
 relative in float64 and, with ``tile_dtype="float32"``, to 2e-7 to 4e-7
 (``tests/test_alignment_fused.py``, ``docs/results/bench_alignment.md``).
 """
@@ -404,7 +404,7 @@ def _tile_buffers(rows, n, dtype):
 def _potential_and_grad_fused(omega, X, y, b, block, tile_dtype):
     """Fused path: per tile of particles, BLAS phases, one Numba pass, BLAS gradient.
 
-    The Numba pass (:func:`engine.energy._alignment_kernels.rff_tile`) evaluates the
+    The Numba pass (:func:`~rieszflow.engine.energy._alignment_kernels.rff_tile`) evaluates the
     formulas of :func:`_potential_and_grad_numpy` per particle row; nothing of size
     (n, M) is allocated beyond the two (block, n) tile buffers.
     """
@@ -492,7 +492,7 @@ def alignment_potential_and_grad(omega, X, y, b=None, chunk_size=None, method="a
         block of points, one BLAS call for the phases, one Numba pass per point that
         evaluates sin and cos together (a vectorised polynomial, absolute error below
         2.5e-16) and the reductions over the data, and one BLAS call for the
-        gradient (:mod:`engine.energy._alignment_kernels`); 3-6 x faster than
+        gradient (:mod:`~rieszflow.engine.energy._alignment_kernels`); 3-6 x faster than
         ``"numpy"`` at n = 1e4, M = 1e3, d = 64, about 1.5 x its two GEMMs, and equal
         to the reference to ~5e-15 relative in float64
         (``docs/results/bench_alignment.md``). ``"auto"``: ``"fused"`` for NumPy
@@ -943,7 +943,7 @@ def hamiltonian_and_grad(omega, X, y, s, lam, b=None, softening=0.0, method="aut
     ------
     ValueError
         On invalid shapes or parameters (see :func:`rff_alignment_energy` and
-        :func:`engine.energy.riesz_energy`).
+        :func:`~rieszflow.engine.energy.riesz_energy`).
 
     References
     ----------
@@ -984,7 +984,7 @@ def hamiltonian(omega, X, y, s, lam, b=None, softening=0.0, method="auto", align
     ------
     ValueError
         On invalid shapes or parameters (see :func:`rff_alignment_energy` and
-        :func:`engine.energy.riesz_energy`).
+        :func:`~rieszflow.engine.energy.riesz_energy`).
 
     References
     ----------

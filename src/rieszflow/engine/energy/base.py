@@ -33,7 +33,7 @@ are frozen, :math:`U[\\mu_N^{(-k)}](\\omega_k)` of paper 000, eq. (A.5)/(A.7):
 :math:`\\frac{\\lambda}{N}\\sum_{l \\ne k} g` ("mean_field") for the Riesz term. Its
 gradient in :math:`\\omega_k` is ``grad_scale`` times the k-th row of ``grad``.
 It is the single-particle energy of the Gibbs weights of Algorithm 2
-(:func:`engine.simulate.gibbs_resample`).
+(:func:`~rieszflow.engine.simulate.gibbs_resample`).
 """
 from __future__ import annotations
 

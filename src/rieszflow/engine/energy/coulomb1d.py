@@ -55,7 +55,7 @@ class SortedCoulomb1D(Energy):
     References
     ----------
     paper 000, eq. (B.10) (``s = -1 = d - 2``, the Coulomb kernel of the line);
-    :func:`engine.energy.riesz_energy_and_grad` (the O(N^2) reference it is tested against).
+    :func:`~rieszflow.engine.energy.riesz_energy_and_grad` (the O(N^2) reference it is tested against).
     """
 
     lam: float = 1.0

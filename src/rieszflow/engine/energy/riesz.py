@@ -26,7 +26,7 @@ k != l, divided by 2N(N-1)) is
 
 Two implementations compute the same row sums: an array-API reference (NumPy or
 CuPy, chunked over rows so memory is O(N * chunk * d), not O(N^2)) and a Numba
-``prange`` kernel for CPU arrays (:mod:`engine.energy._numba_kernels`). The
+``prange`` kernel for CPU arrays (:mod:`~rieszflow.engine.energy._numba_kernels`). The
 self-pair is masked *before* the kernel is evaluated (``where(off, r2, 1)``),
 and all sums are accumulated in float64. Coincident distinct particles give an
 infinite energy and a non-finite force unless ``softening > 0``.
@@ -72,7 +72,7 @@ small d. Below N ~ 100 the GEMM path's fixed cost per call (~50 us) exceeds
 Numba's, a negligible amount either way.
 
 On CuPy, ``method="auto"`` takes ``method="fused"``: one CUDA kernel
-(``cupy.RawKernel``, compiled through :func:`engine.backend.raw_kernel`) computes
+(``cupy.RawKernel``, compiled through :func:`~rieszflow.engine.backend.raw_kernel`) computes
 energy and gradient in one pass, one thread per row k, the columns staged in
 shared memory in tiles of :func:`fused_tile` rows, every difference and sum in
 float64 and nothing copied to the host. Its logic is mirrored by a NumPy path

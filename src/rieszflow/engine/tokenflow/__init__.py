@@ -10,13 +10,13 @@ independent clouds, e.g. a batch of initialisations) moves under one of
   the Sinkhorn (doubly stochastic) variant of Sander et al., and the residual
   flow in R^d, :class:`AttentionField`;
 
-driven by any attention kernel (:mod:`engine.tokenflow.kernels`: exact softmax,
+driven by any attention kernel (:mod:`~rieszflow.engine.tokenflow.kernels`: exact softmax,
 chunked over query and key blocks; linear attention with any feature map,
 O(n m)). Integrators are ``(init_fn, step_fn)`` factories
-(:mod:`engine.tokenflow.integrate`); :func:`run_flow` owns the loop and the
+(:mod:`~rieszflow.engine.tokenflow.integrate`); :func:`run_flow` owns the loop and the
 HDF5 output. Observables (interaction energy, clusters, W1, Wendel's
 hemisphere probability, the equiangular ODE) are in
-:mod:`engine.tokenflow.observables`.
+:mod:`~rieszflow.engine.tokenflow.observables`.
 
 References
 ----------

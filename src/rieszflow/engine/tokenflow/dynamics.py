@@ -190,7 +190,7 @@ class AttentionField:
     Parameters
     ----------
     kernel : SoftmaxKernel, GaussianKernel or LinearKernel
-        Attention kernel (:mod:`engine.tokenflow.kernels`).
+        Attention kernel (:mod:`~rieszflow.engine.tokenflow.kernels`).
     variant : {"SA", "USA", "sinkhorn"}, default "SA"
         Normalisation of the attention matrix: rows (SA), ``1/n`` (USA), or
         doubly stochastic (Sinkhorn, capped log-domain iterations).

@@ -1,6 +1,6 @@
 """Integrators for token flows: (init_fn, step_fn) factories and the driver :func:`run_flow`.
 
-Each factory takes a vector field (an :class:`~engine.tokenflow.dynamics.AttentionField`
+Each factory takes a vector field (an :class:`~rieszflow.engine.tokenflow.dynamics.AttentionField`
 or any object with ``evaluate(x, warm) -> FieldValue``) and a step ``dt`` and
 returns a pair of pure functions over the immutable :class:`FlowState`::
 
@@ -409,7 +409,7 @@ def run_flow(field, x0, *, dt: float, t_end: float, method: str | None = None,
         Move ``x0`` to this backend first; default: keep the backend of ``x0``.
     path : str or os.PathLike, optional
         Write a new HDF5 file (kind ``"token_flow"``) through
-        :class:`engine.storage.TrajectoryWriter`.
+        :class:`~rieszflow.engine.storage.TrajectoryWriter`.
     writer : TrajectoryWriter, optional
         Write into an open writer instead (excludes ``path``).
     prefix : str, default ""

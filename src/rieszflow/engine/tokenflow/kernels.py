@@ -25,7 +25,7 @@ Memory and cost
   memory is O((n_q + n_k) d + chunk^2) (the flash-attention recurrence, here in
   NumPy/CuPy).
 * :class:`LinearKernel` ``G(q, k) = phi(q) . phi(k)`` with ``phi`` any feature
-  map of :mod:`engine.features` (or any callable ``phi(x, omega)``) costs
+  map of :mod:`~rieszflow.engine.features` (or any callable ``phi(x, omega)``) costs
   O((n_q + n_k) m d_v) time and memory: ``S = sum_j phi(k_j) v_j^T`` and
   ``z = sum_j phi(k_j)`` are computed once per call.
 

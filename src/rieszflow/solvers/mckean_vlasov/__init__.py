@@ -16,7 +16,7 @@ scharfetter_gummel
 
 The mean-field solvers are host (NumPy) code: FiPy assembles and SciPy solves on
 the CPU, and the meshes have at most a few thousand cells, so there is no CuPy path
-(particle systems on the GPU live in :mod:`engine`).
+(particle systems on the GPU live in :mod:`rieszflow.engine`).
 
 References
 ----------

@@ -44,11 +44,11 @@ Cell-centred finite volumes (FiPy 4), written exactly as the mathematics::
     TransientTerm() == DiffusionTerm(coeff=1/beta) + ExponentialConvectionTerm(coeff=Veff.faceGrad)
 
 with ``Veff`` a ``CellVariable`` holding :math:`V_j + \\lambda (A\\rho)_j`
-(:mod:`solvers.mckean_vlasov.convolution`). The exponential (Scharfetter-Gummel)
+(:mod:`~rieszflow.solvers.mckean_vlasov.convolution`). The exponential (Scharfetter-Gummel)
 flux through a face vanishes exactly when :math:`\\rho e^{\\beta V_{\\rm eff}}` takes the
 same value in the two cells, so the discrete stationary states are exactly
 the discrete Gibbs densities :math:`\\rho_j \\propto e^{-\\beta V_{\\rm eff, j}}`
-(:mod:`solvers.gibbs`). The coefficient must be ``Veff.faceGrad`` (its normal
+(:mod:`~rieszflow.solvers.gibbs`). The coefficient must be ``Veff.faceGrad`` (its normal
 component is the two-point difference); ``Veff.grad.arithmeticFaceValue``
 loses this property (17 % error, particles_pde_reference.md sec. 2.2).
 
@@ -83,7 +83,7 @@ Backends (``pde_backend``): the FiPy terms above are the definition of the
 scheme and stay selectable (``"fipy"``); the default ``"assembled"`` writes the
 same matrix out once per mesh and refreshes only the face coefficients that
 ``Veff`` changes and the diagonal :math:`|C|/\\Delta t`
-(:mod:`solvers.mckean_vlasov.scharfetter_gummel`), with the same stopping rule.
+(:mod:`~rieszflow.solvers.mckean_vlasov.scharfetter_gummel`), with the same stopping rule.
 Both give the same densities, free energies and residual records to 1e-12 on
 the interval, rectangle and disk meshes (``tests/test_scharfetter_gummel.py``);
 the assembled step costs a small multiple of the bare LAPACK/SuperLU solve
@@ -155,7 +155,7 @@ class MeanFieldProblem:
         Interaction strength :math:`\\lambda \\ge 0` (mean-field scaling, module docstring).
     beta : float
         Inverse temperature, ``> 0``; ``inf`` is allowed for the zero-temperature
-        functions (:mod:`solvers.equilibrium`) but not for the PDE or Gibbs solvers.
+        functions (:mod:`~rieszflow.solvers.equilibrium`) but not for the PDE or Gibbs solvers.
     convolution : Convolution or None
         :math:`\\rho \\mapsto g_s * \\rho`; None when ``lam == 0``.
 
@@ -422,7 +422,7 @@ def alignment_potential_on_mesh(domain: MeshDomain, X, y) -> np.ndarray:
 
     eq. (4.1) with :math:`\\phi_{\\omega,b} = \\sqrt2\\cos(\\omega^\\top x + b)` averaged over the
     phase b (Lemma 3, eq. (B.8)-(B.9), diagonal i = j excluded). Computed by
-    :func:`engine.energy.alignment.alignment_potential`.
+    :func:`~rieszflow.engine.energy.alignment.alignment_potential`.
 
     Parameters
     ----------
@@ -631,7 +631,7 @@ class MeanFieldResult:
                           attrs=attrs)
 
     def to_hdf5(self, path, *, overwrite: bool = False) -> Path:
-        """Write the run through :class:`engine.storage.TrajectoryWriter` (kind ``"mean_field"``).
+        """Write the run through :class:`~rieszflow.engine.storage.TrajectoryWriter` (kind ``"mean_field"``).
 
         Parameters
         ----------
@@ -688,7 +688,7 @@ def load_result(path):
 
     References
     ----------
-    :mod:`engine.storage` (file format).
+    :mod:`~rieszflow.engine.storage` (file format).
     """
     from rieszflow.engine.storage import open_run
 

@@ -1,6 +1,6 @@
 """The implicit Scharfetter-Gummel system of :func:`solve_mckean_vlasov`, assembled directly.
 
-FiPy's term algebra in :mod:`solvers.mckean_vlasov.equation`,
+FiPy's term algebra in :mod:`~rieszflow.solvers.mckean_vlasov.equation`,
 
     TransientTerm() == DiffusionTerm(coeff=1/beta) + ExponentialConvectionTerm(coeff=Veff.faceGrad)
 

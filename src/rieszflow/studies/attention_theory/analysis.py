@@ -36,7 +36,7 @@ def format_table(rows, model: dict | None = None) -> str:
     ----------
     rows : list of BoundRow
     model : dict, optional
-        Output of :func:`model_checks`, printed first.
+        Output of :func:`~rieszflow.studies.attention_theory.component_bounds.model_checks`, printed first.
 
     Returns
     -------

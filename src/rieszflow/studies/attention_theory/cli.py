@@ -1,6 +1,6 @@
 """``rieszflow attention-theory``: paper 004's Lipschitz and contraction bounds, measured.
 
-Registered in :mod:`studies.cli` as ``("attention-theory", "rieszflow.studies.attention_theory.cli")``.
+Registered in :mod:`~rieszflow.studies.cli` as ``("attention-theory", "rieszflow.studies.attention_theory.cli")``.
 Heavy imports (NumPy, SciPy, POT, h5py, matplotlib) happen inside :func:`run_from_args` so that
 ``rieszflow --help`` stays fast.
 """

@@ -1,6 +1,6 @@
 """Paper 004's theory measured: every bound next to the empirical W1 ratio it claims to control.
 
-Each experiment returns a :class:`BoundRow`: per-trial measured ratios next to the paper's
+Each experiment returns a :class:`~rieszflow.studies.attention_theory.bound_rows.BoundRow`: per-trial measured ratios next to the paper's
 constant (as printed) and the corrected constant (``docs/specs/paper004_attention_theory.md``
 section 4), evaluated on random token sets, on adversarial ones (found by Nelder-Mead or by
 the spec's explicit constructions), or on a counterexample family. :func:`run` writes them to

@@ -1,6 +1,6 @@
 """``rieszflow gibbs-check RUN.h5``: Phase A's particles against the Gibbs state of their Hamiltonian.
 
-Registered in :mod:`studies.cli` as ``("gibbs-check", "rieszflow.studies.gibbs_check.cli")``.
+Registered in :mod:`~rieszflow.studies.cli` as ``("gibbs-check", "rieszflow.studies.gibbs_check.cli")``.
 Heavy imports happen inside :func:`run_from_args` so that ``rieszflow --help`` stays fast.
 """
 from __future__ import annotations

@@ -48,7 +48,7 @@ class GibbsCheckConfig(StudyConfig):
         Configurations kept per chain (evenly over the kept sweeps, the last included).
     compute_dtype : {"float32", "float64"}, default "float32"
         Precision of the potential's matrix products in the sampler (see
-        :class:`studies.gibbs_check.potential.HeadPotential`; float32 is twice as fast, its
+        :class:`~rieszflow.studies.gibbs_check.potential.HeadPotential`; float32 is twice as fast, its
         error in ``beta V`` is ~1e-4).
     """
 

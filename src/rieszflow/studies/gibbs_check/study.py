@@ -12,7 +12,7 @@ For every head of a main-job file (one kernel run in the paper order):
    ``W_{m,s} = 1/(2m(m-1)) sum_{k != l} g_s`` (eq. (2.3)) -- the invariant law of Phase A's
    step (4.3), which moves each particle by ``-eta m grad_k H`` plus ``sqrt(2 eta / beta)``
    noise, with the alignment energy linearised. Sampler: component-wise MALA
-   (:func:`engine.simulate.mala_within_gibbs`), ``chains`` chains (chain 0 from the learned,
+   (:func:`~rieszflow.engine.simulate.mala_within_gibbs`), ``chains`` chains (chain 0 from the learned,
    chain 1 from the initial particles), burn-in with step adaptation, then kept sweeps with a
    frozen step (chain 2 starts from a zero-temperature quench of the learned particles, below
    the Gibbs state's Hamiltonian, so the chains bracket it); split-R-hat and effective sample sizes of the Hamiltonian and of the mean
@@ -396,7 +396,7 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
     Raises
     ------
     FileNotFoundError, engine.storage.RunFileError, ValueError
-        As :func:`learning.runfiles.load_phase_a_setup`; ``FileExistsError`` if ``out``
+        As :func:`~rieszflow.learning.runfiles.load_phase_a_setup`; ``FileExistsError`` if ``out``
         exists without ``overwrite``.
 
     References

@@ -169,7 +169,7 @@ def summary_tables(ds) -> dict:
     -------
     dict
         ``{problem: {...}}`` with ``times``, ``N``, ``w1_mean``/``w1_se``/``iid_mean`` (n_N, n_times),
-        ``fits``/``iid_fits`` (per time, :class:`DecayFit` or None), ``expected_slope``,
+        ``fits``/``iid_fits`` (per time, :class:`~rieszflow.engine.stats.DecayFit` or None), ``expected_slope``,
         ``dt_floor``, ``fe_pde`` (at the comparison times), ``fe_particles_mean``/``_se``,
         ``fe_gibbs``, ``fe_max_increase`` (largest PDE free-energy increase over a step),
         ``acc_mean``/``acc_se`` (n_N, n_times), ``acc_mf`` (n_times), ``acc_mf_long``,

@@ -1,4 +1,4 @@
-"""``rieszflow ldp``: large deviations of the particle Gibbs measure (see :mod:`studies.ldp.study`)."""
+"""``rieszflow ldp``: large deviations of the particle Gibbs measure (see :mod:`~rieszflow.studies.ldp.study`)."""
 from __future__ import annotations
 
 import argparse
@@ -22,7 +22,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     Parameters
     ----------
     subparsers : argparse._SubParsersAction
-        Where :func:`studies.cli.build_parser` collects the subcommands.
+        Where :func:`~rieszflow.studies.cli.build_parser` collects the subcommands.
 
     Returns
     -------

@@ -79,7 +79,7 @@ class RegimeConfig:
 
     @property
     def regime(self) -> str:
-        """``"fixed_beta"`` (kappa = 1) or ``"low_temperature"`` (kappa > 1), as in :mod:`solvers.gibbs`."""
+        """``"fixed_beta"`` (kappa = 1) or ``"low_temperature"`` (kappa > 1), as in :mod:`~rieszflow.solvers.gibbs`."""
         return "fixed_beta" if self.kappa == 1.0 else "low_temperature"
 
     def beta_N(self, n: int) -> float:
@@ -140,7 +140,7 @@ class LDPConfig:
         (:math:`\\Lambda_N` is the antiderivative of the cubic spline through them).
     theta_max_factor : float
         :math:`\\theta_{\\max}` = this times the limit's Lagrange multiplier
-        :math:`\\theta^*` (from :func:`solvers.gibbs.rate_infimum`), ``> 1``.
+        :math:`\\theta^*` (from :func:`~rieszflow.solvers.gibbs.rate_infimum`), ``> 1``.
     chains_per_theta, chains_at_zero : int
         Independent MALA chains per tilted node and at :math:`\\theta = 0` (direct estimate).
     burn_in, n_steps : int

@@ -7,10 +7,10 @@ Target law (paper 000, eq. (E.7), (2.2), (B.10)), on :math:`\\Omega = [lo, hi]`:
     P_{N,\\beta_N}(d\\omega) \\propto \\exp(-\\beta_N\\mathcal H_N(\\omega))\\,1_{\\Omega^N}\\,d\\omega, \\qquad
     \\mathcal H_N = \\frac1N\\sum_k V(\\omega_k) + \\frac{\\lambda}{2N(N-1)}\\sum_{k\\ne l} g_s(\\omega_k-\\omega_l),
 
-with :math:`\\beta_N = \\beta N^\\kappa` (:class:`studies.ldp.config.RegimeConfig`). For the
+with :math:`\\beta_N = \\beta N^\\kappa` (:class:`~rieszflow.studies.ldp.config.RegimeConfig`). For the
 linear statistic :math:`M_N = \\int f\\,d\\mu_N = \\frac1N\\sum_k f(\\omega_k)` and
 :math:`A = \\{M_N \\ge a\\}` the study estimates :math:`-\\frac{1}{r_N}\\log P(\\mu_N \\in A)` three ways
-and compares them with :math:`\\inf_A \\mathcal J_s` from :func:`solvers.gibbs.rate_infimum`:
+and compares them with :math:`\\inf_A \\mathcal J_s` from :func:`~rieszflow.solvers.gibbs.rate_infimum`:
 
 direct
     the fraction of MALA samples of :math:`P_{N,\\beta_N}` in A (only where the
@@ -43,7 +43,7 @@ weights from the same chains). They do not cover the quadrature error of the
 spline, MCMC burn-in bias, or the distance between finite N and the limit
 (:func:`rate_estimates`).
 
-Every solve of the limit (:func:`solvers.gibbs.rate_infimum` and the untilted
+Every solve of the limit (:func:`~rieszflow.solvers.gibbs.rate_infimum` and the untilted
 Gibbs density or equilibrium) must converge, or the study stops with a
 RuntimeError before sampling. Each (regime, N) cell draws from its own seed
 ``(seed, regime index, N)``, so an interrupted study resumed with ``resume=True``
@@ -519,7 +519,7 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
 
     ``a(regime)``, ``rate_limit(regime)``, ``theta_limit(regime)``, ``m_star(regime)``
         Threshold, :math:`\\inf_A\\mathcal J` and its multiplier from
-        :func:`solvers.gibbs.rate_infimum`, equilibrium :math:`\\int f\\,d\\mu^*`.
+        :func:`~rieszflow.solvers.gibbs.rate_infimum`, equilibrium :math:`\\int f\\,d\\mu^*`.
     ``speed(regime, N)``, ``beta_N(regime, N)``
     ``theta(regime, N, node)``, ``mean_M``, ``mean_M_se``, ``Lambda``, ``Lambda_se``, ``acceptance``
         Tilt nodes, :math:`E_\\theta M_N`, :math:`\\Lambda_N(\\theta)` and MALA acceptance.

@@ -15,7 +15,7 @@ register_reporter("main_job", "rieszflow.learning.runfiles:main_job_summary")
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``run`` subcommand to ``subparsers`` (see :mod:`studies.cli`).
+    """Add the ``run`` subcommand to ``subparsers`` (see :mod:`~rieszflow.studies.cli`).
 
     Parameters
     ----------

@@ -85,7 +85,7 @@ def summary_tables(ds) -> dict:
     dict
         ``{problem: {"times", "N", "w1_mean", "w1_se", "iid_mean", "iid_se", "fits",
         "iid_fits", "expected_slope", "dt_floor", "grid_floor", "eta", "w1_eta_mean",
-        "w1_eta_se", "wall_mean", "d"}}``; ``fits[k]`` is the :class:`DecayFit` at time k
+        "w1_eta_se", "wall_mean", "d"}}``; ``fits[k]`` is the :class:`~rieszflow.engine.stats.DecayFit` at time k
         (None at t = 0 is *not* skipped: it is the pure sampling error).
     """
     out = {}

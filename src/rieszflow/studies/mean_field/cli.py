@@ -1,4 +1,4 @@
-"""``rieszflow mean-field``: particles against the McKean-Vlasov PDE (see :mod:`studies.mean_field.study`)."""
+"""``rieszflow mean-field``: particles against the McKean-Vlasov PDE (see :mod:`~rieszflow.studies.mean_field.study`)."""
 from __future__ import annotations
 
 import argparse
@@ -40,7 +40,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     Parameters
     ----------
     subparsers : argparse._SubParsersAction
-        The subcommands of :func:`studies.cli.build_parser`.
+        The subcommands of :func:`~rieszflow.studies.cli.build_parser`.
 
     Returns
     -------

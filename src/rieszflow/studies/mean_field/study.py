@@ -1,8 +1,8 @@
 """``rieszflow mean-field``: particles (E.2) against the McKean-Vlasov PDE (4.4)-(4.5) from the same rho_0.
 
-For each problem of the configuration (:mod:`studies.mean_field.config`):
+For each problem of the configuration (:mod:`~rieszflow.studies.mean_field.config`):
 
-1. **PDE reference.** :func:`solvers.mckean_vlasov.solve_mckean_vlasov` on the
+1. **PDE reference.** :func:`~rieszflow.solvers.mckean_vlasov.solve_mckean_vlasov` on the
    uniform grid from the exact cell averages of :math:`\\rho_0`, snapshots at the
    comparison times. Two cheaper runs measure the PDE's own error floor:
    ``2 * pde_dt`` (time floor, :math:`\\approx W_1(\\rho_{2\\Delta t}, \\rho_{\\Delta t})`
@@ -28,8 +28,8 @@ own seed).
 Output: one HDF5 file (``engine.storage.TrajectoryWriter``, kind
 ``"mean_field_study"``), written after every run and flushed, with per-problem
 variables ``<name>_w1(<name>_N, <name>_seed, <name>_time)`` and so on (list in
-:func:`run_mean_field_study`). Read it with :func:`engine.storage.open_run` or
-:func:`studies.mean_field.analysis.load_study`.
+:func:`run_mean_field_study`). Read it with :func:`~rieszflow.engine.storage.open_run` or
+:func:`~rieszflow.studies.mean_field.analysis.load_study`.
 
 References
 ----------
@@ -165,7 +165,7 @@ def solve_pde(setup: ProblemSetup, dt: float, progress: bool = False, pde_backen
         Implicit-Euler step.
     progress : bool, default False
     pde_backend : {"assembled", "fipy"}, default "assembled"
-        Linear sweeps of :func:`solvers.mckean_vlasov.solve_mckean_vlasov` (same results to 1e-12).
+        Linear sweeps of :func:`~rieszflow.solvers.mckean_vlasov.solve_mckean_vlasov` (same results to 1e-12).
 
     Returns
     -------
@@ -419,7 +419,7 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         ``(seed, problem, N, replica)``, so the result equals an uninterrupted
         study); the PDE reference is recomputed (deterministic). ``problem`` is
         the index of the problem's name in
-        :data:`studies.mean_field.config.PROBLEM_NAMES`, so a study restricted to
+        :data:`~rieszflow.studies.mean_field.config.PROBLEM_NAMES`, so a study restricted to
         some problems (CLI ``--problem``) reproduces their runs in the full study.
     progress : bool, default True
         tqdm progress bars (one per batch: done / failed / skipped).
@@ -434,7 +434,7 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         it, ``workers`` is left at its default or None.
     pde_backend : {"assembled", "fipy"}, default "assembled"
         Who builds and solves the PDE's linear sweeps
-        (:func:`solvers.mckean_vlasov.solve_mckean_vlasov`); an execution choice like
+        (:func:`~rieszflow.solvers.mckean_vlasov.solve_mckean_vlasov`); an execution choice like
         ``workers``: both give the same densities to 1e-12, so it is not part of the
         configuration (a resumed study may use either).
 

@@ -1,7 +1,7 @@
 """``rieszflow nlp``: paper 000's NLP tables (Tables 1, 2, 6, 8) as a sweep of main-job runs.
 
 One sweep per dataset (``nlp-rt``, ``nlp-sst2`` and, given a GLUE folder, ``nlp-qqp``); one task
-is one (variant, seed) main-job run (:class:`~rieszflow.studies.main_job.MainJob`). The variants
+is one (variant, seed) main-job run (:class:`~rieszflow.learning.train.MainJob`). The variants
 are the rows of Tables 6-8:
 
 * learned-W_Q, W_K baselines: exact softmax attention (``Vaswani-softmaxattn``), FAVOR linear

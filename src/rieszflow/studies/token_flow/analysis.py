@@ -147,7 +147,7 @@ def format_tables(results: dict) -> str:
     Parameters
     ----------
     results : dict
-        The dictionary returned by :func:`studies.token_flow.study.run_token_flow_study`.
+        The dictionary returned by :func:`~rieszflow.studies.token_flow.study.run_token_flow_study`.
 
     Returns
     -------
@@ -238,7 +238,7 @@ def make_plots(results: dict, stem) -> list:
     Parameters
     ----------
     results : dict
-        From :func:`studies.token_flow.study.run_token_flow_study`.
+        From :func:`~rieszflow.studies.token_flow.study.run_token_flow_study`.
     stem : str or pathlib.Path
         Path prefix (the HDF5 file without its suffix).
 

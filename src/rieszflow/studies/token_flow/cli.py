@@ -16,7 +16,7 @@ register_reporter("token_flow_study", "rieszflow.studies.reporting:stored_report
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``token-flow`` subcommand to ``subparsers`` (see :mod:`studies.cli`).
+    """Add the ``token-flow`` subcommand to ``subparsers`` (see :mod:`~rieszflow.studies.cli`).
 
     Parameters
     ----------

@@ -575,5 +575,5 @@ def run_token_flow_study(cfg: TokenFlowConfig, out, *, kernel_from=None, overwri
 
 
 def summary(results: dict) -> str:
-    """Tables of a finished study (see :func:`studies.token_flow.analysis.format_tables`)."""
+    """Tables of a finished study (see :func:`~rieszflow.studies.token_flow.analysis.format_tables`)."""
     return format_tables(results)

@@ -4,7 +4,7 @@ The feature map itself lives in :mod:`rieszflow.engine.features`: the paper's po
 ``phi(x) = m^{-1/2} exp(r omega.x - s |x|^2 / 2)`` with ``s = d^{-1/2}``, ``r = d^{-1/4}``, is
 :class:`~rieszflow.engine.features.FavorFeatureMap` at temperature ``tau = sqrt(d)``
 (``x~ = x d^{-1/4}``), and :func:`positive_features` only calls it. The Gaussian and the
-orthogonal laws are the feature maps' own initial laws (:meth:`FeatureMap.init_omega` with
+orthogonal laws are the feature maps' own initial laws (:meth:`~rieszflow.FeatureMap.init_omega` with
 ``omega_scale`` and ``init="orthogonal"``, ``row_norms``); this module adds the random Hadamard
 law and the "same draws" pairing of Gaussian and GS-ORF frequencies used by the attention
 experiment (Table 5).

@@ -25,7 +25,7 @@ Conventions
   weights, no 1/(n-1) correction): the Gaussian cross-entropy minimiser is exactly this one.
 * Every function here is a host (NumPy/SciPy) computation: the solvers are scipy.optimize
   routines (trust-region Newton, BFGS, HiGHS linear programs). CuPy inputs are moved to the host
-  with :func:`engine.backend.to_numpy`; results are NumPy arrays.
+  with :func:`~rieszflow.engine.backend.to_numpy`; results are NumPy arrays.
 
 References
 ----------
