@@ -17,6 +17,16 @@ __all__ = ["HDF5_SUFFIXES", "check_hdf5_out", "add_output_arguments", "add_study
 def non_negative_int(text: str) -> int:
     """``argparse`` type for seeds, epochs and counts: an integer >= 0.
 
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    int
+        The value, >= 0.
+
     Raises
     ------
     argparse.ArgumentTypeError
