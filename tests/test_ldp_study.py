@@ -203,11 +203,11 @@ def test_speed_n_limit_of_the_ldp_problem():
 
 
 def test_unconverged_limit_stops_the_study(monkeypatch):
-    import rieszflow.solvers.gibbs
+    import rieszflow.studies.ldp.study as study
     from rieszflow.studies.ldp.study import _limit_rates
 
-    original = rieszflow.solvers.gibbs.rate_infimum
-    monkeypatch.setattr(rieszflow.solvers.gibbs, "rate_infimum", lambda *a, **k: original(*a, **{**k, "max_iter": 2}))
+    original = study.rate_infimum                 # the name the study calls (imported at its top)
+    monkeypatch.setattr(study, "rate_infimum", lambda *a, **k: original(*a, **{**k, "max_iter": 2}))
     cfg = quick_config().replace(n_cells=100)
     with pytest.raises(RuntimeError, match="speed_N. rate_infimum did not converge"):
         _limit_rates(cfg, cfg.regimes[0])
@@ -389,7 +389,7 @@ def test_ldp_cell_seeds_do_not_depend_on_order_or_on_the_other_cells(tmp_path, m
     """Each cell draws from SeedSequence([seed, regime index, N]): reversing the cells, or running
     only N = 5, gives the same numbers for every cell."""
     import rieszflow.studies.ldp.study as study
-    import rieszflow.studies.sweep as sweep
+    import rieszflow.studies.ldp.study as sweep       # patch run_jobs where the study calls it
     from rieszflow.engine.storage import open_run
 
     original, order = sweep.run_jobs, []

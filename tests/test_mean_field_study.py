@@ -208,7 +208,7 @@ def test_interrupted_study_resumes_to_the_same_result(tmp_path, monkeypatch, tin
     and recomputing the deterministic PDE reference must reproduce the full study exactly.
     """
     from rieszflow.engine.storage import open_run
-    from rieszflow.studies.mean_field import particles
+    from rieszflow.solvers import particles
     from rieszflow.studies.mean_field.study import run_mean_field_study
 
     cfg = MeanFieldConfig.from_dict(_tiny_dict())
@@ -294,12 +294,12 @@ def test_cli_options_override_the_config_only_when_given(tmp_path, monkeypatch, 
 
 
 def test_unconverged_pde_steps_are_an_error(monkeypatch):
-    import rieszflow.solvers.mckean_vlasov
+    import rieszflow.studies.mean_field.study as study
     from rieszflow.studies.mean_field.study import setup_problem, solve_pde
 
     setup = setup_problem(MeanFieldConfig.from_dict(_tiny_dict()).problems[0])
-    original = rieszflow.solvers.mckean_vlasov.solve_mckean_vlasov
-    monkeypatch.setattr(rieszflow.solvers.mckean_vlasov, "solve_mckean_vlasov",
+    original = study.solve_mckean_vlasov          # the name the study calls (imported at its top)
+    monkeypatch.setattr(study, "solve_mckean_vlasov",
                         lambda *a, **k: original(*a, **{**k, "max_sweeps": 1, "max_retries": 0}))
     with pytest.raises(RuntimeError, match="interval: PDE run with dt=0.05 has .* did not converge; first: step 1"):
         solve_pde(setup, 0.05)
@@ -346,7 +346,7 @@ def test_localcluster_gives_the_in_process_arrays(tmp_path, tiny_full_study):
 
 def test_task_order_does_not_change_any_number(tmp_path, monkeypatch, tiny_full_study):
     """Every task draws from its own seed: running the tasks in reverse order gives the same arrays."""
-    import rieszflow.studies.sweep as sweep
+    import rieszflow.studies.mean_field.study as sweep     # patch run_jobs where the study calls it
     from rieszflow.engine.storage import open_run
     from rieszflow.studies.mean_field.study import run_mean_field_study
 
@@ -367,7 +367,7 @@ def test_task_order_does_not_change_any_number(tmp_path, monkeypatch, tiny_full_
 
 def test_a_failing_run_is_named_the_others_are_stored_and_resume_finishes(tmp_path, monkeypatch, tiny_full_study):
     from rieszflow.engine.storage import open_run
-    from rieszflow.studies.mean_field import particles
+    from rieszflow.solvers import particles
     from rieszflow.studies.mean_field.study import run_mean_field_study
     from rieszflow.studies.sweep import TasksFailed
 
