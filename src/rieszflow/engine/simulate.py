@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 from rieszflow.engine._checks import check_choice, check_int, check_points, check_real, check_vector
 from rieszflow.engine.backend import backend_of, get_backend, namespace, on_host, to_numpy
 from rieszflow.engine.space import Space
+from rieszflow.engine.energy.interaction import check_s, check_softening
 
 __all__ = [
     "BOUNDARIES",
@@ -592,8 +593,6 @@ def mala_within_gibbs(potential_fn: Callable, space: Space, eta: float, beta: fl
     paper 000, eq. (2.2), (2.3), (4.3) and (E.7); Roberts and Tweedie, Bernoulli 2 (1996)
     341-363 (MALA); Tierney, Ann. Statist. 22 (1994) 1701-1762 (Metropolis-within-Gibbs).
     """
-    from rieszflow.engine.energy.interaction import check_s, check_softening
-
     if not callable(potential_fn):
         raise TypeError(f"potential_fn must be callable, got {potential_fn!r}")
     space = _check_space(space)

@@ -65,6 +65,7 @@ import scipy.optimize
 
 from rieszflow.engine._checks import check_choice, check_int, check_points, check_real
 from rieszflow.solvers.mckean_vlasov.equation import MeanFieldProblem
+from rieszflow.engine.energy.riesz import RieszEnergy
 
 __all__ = [
     "EquilibriumResult",
@@ -312,8 +313,6 @@ def equilibrium_particles(V: Callable, grad_V: Callable, omega0, *, s, lam, boun
     paper 000, eq. (2.2)-(2.3) (with the mean-field normalisation of
     :mod:`~rieszflow.solvers.mckean_vlasov.equation`), eq. (4.2).
     """
-    from rieszflow.engine.energy.riesz import RieszEnergy
-
     omega0 = np.asarray(check_points("omega0", omega0, min_n=2), dtype=np.float64)
     n, d = omega0.shape
     lam = check_real("lam", lam, positive=True)

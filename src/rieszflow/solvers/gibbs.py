@@ -106,6 +106,9 @@ import scipy.optimize
 from rieszflow.engine._checks import check_choice, check_int, check_real
 from rieszflow.solvers.mckean_vlasov.equation import AndersonMixer, MeanFieldProblem
 from rieszflow.solvers.mckean_vlasov.mesh import MeshDomain
+from rieszflow.engine._checks import check_points
+from rieszflow.solvers.equilibrium import equilibrium_on_mesh
+from rieszflow.solvers.mckean_vlasov.equation import _cell_values
 
 __all__ = [
     "GibbsResult",
@@ -412,8 +415,6 @@ def empirical_density(domain: MeshDomain, omega, *, outside: str = "raise") -> n
     ----------
     paper 000, eq. (B.5) (empirical measure); particles_pde_reference.md sec. 4.1 (KDE vs histogram).
     """
-    from rieszflow.engine._checks import check_points
-
     check_choice("outside", outside, ("raise", "nearest"))
     pts = np.asarray(check_points("omega", omega, d=domain.d), dtype=np.float64)
     if domain.d == 1:
@@ -503,8 +504,6 @@ def rate_function(problem: MeanFieldProblem, mu, *, regime: str = "fixed_beta", 
         if not ref.converged:
             raise ValueError(f"reference Gibbs density did not converge (residual {ref.residual:.3e})")
         return problem.beta * (problem.free_energy(rho) - ref.free_energy)
-    from rieszflow.solvers.equilibrium import equilibrium_on_mesh
-
     ref = equilibrium_on_mesh(problem) if reference is None else reference
     if not ref.converged:
         raise ValueError(f"reference equilibrium did not converge (KKT residual {ref.kkt_residual:.3e})")
@@ -588,8 +587,6 @@ def rate_infimum(problem: MeanFieldProblem, f, a, *, regime: str = "fixed_beta",
     ----------
     paper 000, Thm 2 (consequence for Borel sets A); particles_pde_reference.md sec. 3.5.
     """
-    from rieszflow.solvers.mckean_vlasov.equation import _cell_values
-
     check_choice("regime", regime, REGIMES)
     problem = _check_problem(problem, finite_beta=(regime == "fixed_beta"))
     fv = _cell_values("f", problem.domain, f)

@@ -66,6 +66,7 @@ from rieszflow.engine._checks import check_choice, check_int, check_points, chec
 from rieszflow.engine.backend import namespace
 from rieszflow.engine.energy.base import Energy
 from rieszflow.engine.energy.riesz import RieszEnergy
+from rieszflow.engine.threads import numba_threads
 
 __all__ = [
     "RFFAlignmentEnergy",
@@ -412,7 +413,6 @@ def _potential_and_grad_fused(omega, X, y, b, block, tile_dtype):
     import numpy as np
 
     from rieszflow.engine.energy import _alignment_kernels as ak
-    from rieszflow.engine.threads import numba_threads
 
     n, d = X.shape
     M = omega.shape[0]

@@ -94,6 +94,7 @@ from rieszflow.engine._checks import as_float_array, check_choice, check_int, ch
 from rieszflow.engine.backend import namespace, raw_kernel
 from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
 from rieszflow.engine.energy.interaction import check_s, check_softening
+from rieszflow.engine.threads import numba_threads
 
 __all__ = [
     "RieszEnergy",
@@ -224,7 +225,6 @@ def _pair_sums_numba(omega, s, eps, want_energy):
     import numba as nb
 
     from rieszflow.engine.energy import _numba_kernels as nk
-    from rieszflow.engine.threads import numba_threads
 
     x = np.ascontiguousarray(omega, dtype=np.float64)
     mode, power = nk.exponent_mode(s)

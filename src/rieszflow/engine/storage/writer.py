@@ -21,6 +21,7 @@ from rieszflow.engine.storage.lock import RunLock
 from rieszflow.engine.storage.provenance import _command, provenance
 from rieszflow.engine.storage.reader import FORMAT, RunFileError, check_run_file, open_run
 from rieszflow.engine.storage.signals import _raise_held_signal, _signals_held, raise_pending_signal
+from rieszflow.engine._checks import check_int, check_real
 
 __all__ = ["FLUSH_RECORDS", "FLUSH_SECONDS", "FLUSH_BYTES", "TrajectoryWriter"]
 
@@ -139,8 +140,6 @@ class TrajectoryWriter:
                  resume: bool = False, flush_records: int | None = None,
                  flush_seconds: float | None = None, flush_bytes: int | None = None):
         import h5netcdf
-
-        from rieszflow.engine._checks import check_int, check_real
 
         self.path = Path(path)
         self.kind = kind

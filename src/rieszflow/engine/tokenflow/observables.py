@@ -29,6 +29,8 @@ from rieszflow.engine._checks import check_choice, check_int, check_real
 from rieszflow.engine.backend import namespace, to_numpy
 from rieszflow.engine.measures import W1, resolve_w1_method
 from rieszflow.engine.measures import wasserstein1 as _w1
+from rieszflow.engine.tokenflow.dynamics import sphere_attention_flow, tangent_projection
+from rieszflow.engine.tokenflow.kernels import SoftmaxKernel
 
 __all__ = [
     "interaction_energy",
@@ -143,9 +145,6 @@ def energy_rate(x, beta: float, variant: str = "USA"):
     ----------
     spec section 6.1 (particle identities) and test T27; GLPR section 3.
     """
-    from rieszflow.engine.tokenflow.dynamics import sphere_attention_flow, tangent_projection
-    from rieszflow.engine.tokenflow.kernels import SoftmaxKernel
-
     check_choice("variant", variant, ("SA", "USA"))
     beta = check_real("beta", beta, positive=True)
     xp, x = _tokens("x", x)

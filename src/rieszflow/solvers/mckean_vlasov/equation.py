@@ -107,6 +107,9 @@ from rieszflow.engine._checks import check_choice, check_int, check_real
 from rieszflow.engine.energy.interaction import Interaction, check_s
 from rieszflow.solvers.mckean_vlasov.convolution import Convolution, make_convolution
 from rieszflow.solvers.mckean_vlasov.mesh import MeshDomain
+from rieszflow.engine.energy.alignment import alignment_potential
+from rieszflow.engine.storage import TrajectoryWriter, open_run
+from rieszflow.solvers.mckean_vlasov.scharfetter_gummel import ScharfetterGummelOperator
 
 __all__ = [
     "AndersonMixer",
@@ -446,8 +449,6 @@ def alignment_potential_on_mesh(domain: MeshDomain, X, y) -> np.ndarray:
     ----------
     paper 000, eq. (4.1), (B.8)-(B.9).
     """
-    from rieszflow.engine.energy.alignment import alignment_potential
-
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != domain.d:
         raise ValueError(f"X must have shape (n, {domain.d}) to match the domain, got {X.shape}")
@@ -648,8 +649,6 @@ class MeanFieldResult:
         -----
         Read back with :func:`load_result` or ``engine.storage.open_run(path, "mean_field")``.
         """
-        from rieszflow.engine.storage import TrajectoryWriter
-
         path = Path(path)
         n_cells = self.volumes.size
         with TrajectoryWriter(path, RESULT_KIND, config=self.config,
@@ -690,8 +689,6 @@ def load_result(path):
     ----------
     :mod:`~rieszflow.engine.storage` (file format).
     """
-    from rieszflow.engine.storage import open_run
-
     return open_run(path, RESULT_KIND)
 
 
@@ -762,8 +759,6 @@ class _AssembledStep:
     """The same sweep with the matrix assembled directly (``scharfetter_gummel``)."""
 
     def __init__(self, problem, rho0, tolerance):
-        from rieszflow.solvers.mckean_vlasov.scharfetter_gummel import ScharfetterGummelOperator
-
         self.op = ScharfetterGummelOperator(problem.domain, problem.beta)
         self.solver_name = ("scipy.linalg.lapack.dgttrf/dgttrs" if self.op.banded
                             else "scipy.sparse.linalg.splu") + " (FiPy's RHS criterion)"
