@@ -22,9 +22,12 @@ venv: $(VENV)/.installed
 run: venv
 	$(THREADS) $(VENV)/bin/rieszflow run
 
+# Two pytest workers (pytest-xdist), one per core; --dist loadscope keeps each test module (and its
+# module-scoped fixtures) on one worker: 592 s on the project's 2 cores against about 1,000 s in
+# one process (measured 2026-11-26, docs/performance.md).
 test: venv
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=2 \
-	  $(PY) -m pytest -q tests
+	  $(PY) -m pytest -q -n 2 --dist loadscope tests
 
 # Regenerate every measured number of README and docs/ (docs/results/*.md) from stated runs:
 # several hours on 2 cores (125 minutes before the luna pages, which add about 2 hours at the
