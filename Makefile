@@ -84,6 +84,7 @@ results: venv
 	$(PY) benchmarks/bench_pde.py --threads 1 --md docs/results/bench_pde.md --json docs/results/bench_pde.json
 	$(PY) benchmarks/bench_alignment.py --threads 1 --md docs/results/bench_alignment.md --json docs/results/bench_alignment.json
 	$(PY) benchmarks/bench_recording.py --threads 1 --md docs/results/bench_recording.md --json docs/results/bench_recording.json
+	$(PY) benchmarks/bench_api.py --k 5 --md docs/results/bench_api.md --json docs/results/bench_api.json
 	NUMBA_NUM_THREADS=2 $(PY) benchmarks/bench_threads.py --k 5 --md docs/results/bench_threads.md --json docs/results/bench_threads.json
 	# the suite's peers (torch CPU, pykeops) come from the extra 'bench' (pyproject.toml); without
 	# them their rows are skipped with the reason
