@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-# Threads: the rieszflow command applies its thread policy itself (rieszflow/engine/threads.py:
+# Threads: the rieszflow command applies its thread policy itself (src/rieszflow/engine/threads.py:
 # one BLAS thread, Numba threads only for large kernel calls; measured by benchmarks/bench_threads.py).
 # THREADS caps it at the 2 cores this project is measured on.
 THREADS := RIESZFLOW_THREADS=2 NUMBA_NUM_THREADS=2

@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(args.threads)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run from a checkout
     from _interleave import interleaved, provenance, ratio, write_outputs
 
     import numpy as np

@@ -208,7 +208,7 @@ def suite_rows(k: int = 5, quick: bool = False) -> list[dict]:
         per-record flushing of before against no recording (no target; for comparison).
     """
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     sizes = ("smoke",) if quick else SIZES
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ[var] = str(args.threads)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run from a checkout
     from _interleave import provenance, write_outputs
 
     t_start = time.perf_counter()

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))   # run from a checkout
 
 from rieszflow.engine.features import make_feature_map  # noqa: E402
 from rieszflow.engine.tokenflow import (  # noqa: E402

@@ -318,7 +318,7 @@ def suite_rows(k: int = 5, quick: bool = False) -> list[dict]:
         Riesz and main-job rows (see the module docstring).
     """
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "src"))
     from rieszflow.engine.backend import cupy_available
 
     if not cupy_available():
@@ -380,7 +380,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     _pin_threads(args.threads)
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    sys.path.insert(0, str(ROOT))                       # run from a checkout
+    sys.path.insert(0, str(ROOT / "src"))               # run from a checkout
     from rieszflow.engine.backend import cupy_available
 
     if not cupy_available():

@@ -87,6 +87,14 @@ def test_layers_import_downwards():
     assert up == [], "imports from a lower layer to a higher one:\n" + "\n".join(up)
 
 
+def test_lower_layers_do_not_reach_up_through_the_front_door():
+    """``rieszflow/__init__.py`` names every layer (lazily): importing it from a module below the
+    studies would reach up a layer unseen by the layer test."""
+    up = [f"{a}:{line} -> {b}" for a, b, line in EDGES
+          if b == "rieszflow" and _layer(a) is not None and _layer(a) < LAYERS["studies"]]
+    assert up == [], "imports of the top-level package from a lower layer:\n" + "\n".join(up)
+
+
 def test_studies_are_leaves():
     bad = [f"{a}:{line} -> {b}" for a, b, line in EDGES
            if _study(b) is not None and _study(a) != _study(b)]

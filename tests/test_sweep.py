@@ -407,3 +407,25 @@ def test_in_process_jobs_run_with_one_blas_thread_like_the_workers():
         run_jobs([Job({"name": "t"}, _blas_threads, ())], workers=0, progress=False,
                  on_result=lambda job, r: seen.append(r))
     assert seen and all(n == 1 for n in seen[0]["value"].values()), seen
+
+
+def _named_task(task, config, rng):
+    import xarray as xr
+
+    return xr.Dataset({"v": ((), 1.0, {"long_name": "one", "units": "1"})})
+
+
+def test_a_spec_of_a_function_keeps_it_through_replace_and_refuses_anonymous_ones():
+    import dataclasses
+    import functools
+
+    from rieszflow.studies.sweep import SweepSpec
+
+    spec = SweepSpec(name="f", function=_named_task, methods=("m",), grid={"x": (1,)}, trials=1)
+    assert spec.function == f"{__name__}:_named_task" and spec.task_function is _named_task
+    again = dataclasses.replace(spec, trials=2)
+    assert again.task_function is _named_task and again.trials == 2 and again == dataclasses.replace(spec, trials=2)
+    with pytest.raises(ValueError, match="lambda"):
+        SweepSpec(name="f", function=lambda t, c, r: None, methods=("m",), grid={"x": (1,)}, trials=1)
+    with pytest.raises(ValueError, match="partial"):
+        SweepSpec(name="f", function=functools.partial(_named_task), methods=("m",), grid={"x": (1,)}, trials=1)

@@ -99,3 +99,33 @@ def test_cli_threads_option():
     r = subprocess.run([sys.executable, "-m", "rieszflow", "status", "x.h5"], capture_output=True,
                        text=True, env={**__import__("os").environ, "RIESZFLOW_THREADS": "x"})
     assert r.returncode == 2 and "RIESZFLOW_THREADS='x'" in r.stderr
+
+
+def _blas_after_import(env_extra):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                                               "BLIS_NUM_THREADS", "OMP_NUM_THREADS")}
+    code = ("import json, os, numpy, rieszflow\n"
+            "from threadpoolctl import threadpool_info\n"
+            "print(json.dumps([[i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'],"
+            " os.environ.get('OPENBLAS_NUM_THREADS')]))")
+    r = subprocess.run([sys.executable, "-c", code], env={**env, **env_extra}, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_import_applies_the_policy_but_keeps_a_users_blas_setting():
+    """``import rieszflow`` gives the BLAS pools one thread (and the variable for libraries loaded
+    later); a user's OPENBLAS_NUM_THREADS is kept, and so are the pools; RIESZFLOW_THREAD_POLICY=off
+    leaves everything alone."""
+    pools, env = _blas_after_import({"RIESZFLOW_THREADS": "2"})
+    assert pools and set(pools) == {1} and env == "1"
+    pools, env = _blas_after_import({"OPENBLAS_NUM_THREADS": "2", "RIESZFLOW_THREADS": "2"})
+    assert 2 in pools and env == "2"
+    pools, env = _blas_after_import({"RIESZFLOW_THREAD_POLICY": "off"})
+    assert env is None

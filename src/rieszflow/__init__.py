@@ -31,7 +31,7 @@ Run files and sweeps
     :class:`TrajectoryWriter`, :func:`open_run`, :func:`open_runs`, :func:`open_sweep`,
     :class:`SweepSpec`, :func:`run_sweep`, :class:`Task`.
 Statistics and threads
-    :mod:`rieszflow.stats` (power-law fits, paired tests, MCMC diagnostics),
+    ``rf.stats`` (:mod:`rieszflow.engine.stats`: power-law fits, paired tests, MCMC diagnostics),
     :func:`configure_threads`.
 
 Namespaces: :mod:`rieszflow.engine` (the simulation core), :mod:`rieszflow.solvers` (the
@@ -41,9 +41,11 @@ training of the bundled Transformer), :mod:`rieszflow.studies` (the CLI's studie
 
 Threads: importing rieszflow applies its thread policy (:mod:`rieszflow.engine.threads`: one
 BLAS thread, Numba threads only for large kernel calls), as the ``rieszflow`` command does, so a
-script and the command line run at the same speed. ``RIESZFLOW_THREADS`` caps the threads;
-``RIESZFLOW_THREAD_POLICY=off`` leaves the BLAS pools as they are; :func:`configure_threads`
-changes the policy at run time.
+script and the command line run at the same speed. It sets ``OPENBLAS_NUM_THREADS``,
+``MKL_NUM_THREADS`` and ``BLIS_NUM_THREADS`` for BLAS libraries loaded later (child processes
+inherit them); a value the user set is kept, and then the loaded pools are left alone too.
+``RIESZFLOW_THREADS`` caps the threads; ``RIESZFLOW_THREAD_POLICY=off`` leaves the BLAS pools and
+the environment as they are; :func:`configure_threads` applies the policy at run time.
 
 References
 ----------
@@ -126,7 +128,7 @@ def _apply_thread_policy() -> None:
     from rieszflow.engine.threads import limit_blas
 
     try:
-        limit_blas()            # BLAS libraries loaded now and later; Numba is limited per call
+        limit_blas(respect_environment=True)   # BLAS pools now and later; a user's OPENBLAS_NUM_THREADS wins
     except ValueError as e:     # a malformed RIESZFLOW_THREADS: say so, do not fail the import
         warnings.warn(f"rieszflow: thread policy not applied: {e}", RuntimeWarning, stacklevel=2)
 

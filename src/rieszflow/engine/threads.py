@@ -180,18 +180,28 @@ def configure_threads(threads: int | None = None) -> dict:
 BLAS_ENV = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
-def limit_blas() -> int:
+def limit_blas(*, respect_environment: bool = False) -> int:
     """Give every BLAS library of this process :func:`blas_threads` threads, loaded or not yet.
 
     threadpoolctl limits only the libraries already loaded, and SciPy ships its own OpenBLAS that
     loads with ``scipy.linalg``, often after the policy was applied: so the count also goes to
-    the variables of :data:`BLAS_ENV`, which a library reads when it loads. Cheap: it imports
-    neither NumPy nor SciPy (``import rieszflow`` calls it).
+    the variables of :data:`BLAS_ENV` that the user has not set, which a library reads when it
+    loads (child processes inherit them). Cheap: it imports neither NumPy nor SciPy
+    (``import rieszflow`` calls it).
+
+    Parameters
+    ----------
+    respect_environment : bool, default False
+        True (at ``import rieszflow``): when the user set a variable of :data:`BLAS_ENV` (e.g.
+        ``OPENBLAS_NUM_THREADS=4``), that is their choice and the loaded libraries are left alone.
+        False (:func:`configure_threads`, the ``rieszflow`` command): the loaded libraries get the
+        policy's count whatever the environment says.
 
     Returns
     -------
     int
-        The BLAS thread count set.
+        The BLAS thread count set (or, when the environment was respected, the policy's count
+        that was not applied).
 
     Raises
     ------
@@ -201,8 +211,14 @@ def limit_blas() -> int:
     import sys
 
     n = blas_threads()
+    owned = _state.setdefault("env_owned", set())
+    user_set = [k for k in BLAS_ENV if k in os.environ and k not in owned]
     for name in BLAS_ENV:
-        os.environ[name] = str(n)
+        if name not in user_set:
+            os.environ[name] = str(n)
+            owned.add(name)
+    if respect_environment and user_set:
+        return n
     if "numpy" in sys.modules or "scipy" in sys.modules:
         from threadpoolctl import threadpool_limits
 

@@ -45,7 +45,7 @@ DATASETS = {
         "train": ("sst2/train.tsv", "sentence",
                   "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1", 67349),
         # GLUE's SST-2 test labels are not public: the dev split is the held-out test split,
-        # and a validation split is carved from train (see studies.main_job).
+        # and a validation split is carved from train (see rieszflow.learning.train).
         "dev": ("sst2/dev.tsv", "sentence",
                 "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0", 872),
     },

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from rieszflow.engine.storage import atomic_output
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
 from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
@@ -188,7 +189,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     report += f"\nwall time {wall:.1f} s (sweeps, merge, KL tables)"
     print(report)
-    (out / "report.txt").write_text(report + "\n")
+    with atomic_output(out / "report.txt") as tmp:     # rieszflow report OUT reads it
+        tmp.write_text(report + "\n")
     (out / "numbers.json").write_text(json.dumps(numbers, indent=1, sort_keys=True))
     if not args.no_plots and merged:
         for p in make_plots(merged, tables, out):

@@ -227,10 +227,12 @@ def run_from_args(args) -> int:
     return 1 if failed else 0
 
 
-class _Tee:
-    """A text stream writing to several streams (the terminal and the stored report)."""
+class _Tee(io.TextIOBase):
+    """A text stream writing to several streams (the terminal and the stored report); everything
+    else (``encoding``, ``isatty``, ``fileno``) is the first stream's."""
 
     def __init__(self, *streams):
+        super().__init__()
         self.streams = streams
 
     def write(self, text):
@@ -241,3 +243,13 @@ class _Tee:
     def flush(self):
         for s in self.streams:
             s.flush()
+
+    def isatty(self):
+        return self.streams[0].isatty()
+
+    def fileno(self):
+        return self.streams[0].fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self.streams[0], "encoding", "utf-8")

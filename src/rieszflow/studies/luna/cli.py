@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from rieszflow.engine.storage import atomic_output
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
 from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
@@ -325,7 +326,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     merged, failed = run_sweeps(prog, out, chosen, args, log)
     report = format_report(merged)
     print(report)
-    (out / "report.md").write_text(report + "\n")
+    with atomic_output(out / "report.md") as tmp:      # rieszflow report OUT reads it
+        tmp.write_text(report + "\n")
     if not args.no_plots:
         for p in make_plots(merged, out):
             log(f"plot: {p}")

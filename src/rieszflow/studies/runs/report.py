@@ -68,7 +68,11 @@ STORED_REPORTS = ("report.md", "report.txt")
 def _directory_report(path: Path) -> list[str]:
     """The section of a sweep study's output directory: its stored report and the provenance of
     the merged sweep files under it."""
-    stored = next((path / n for n in STORED_REPORTS if (path / n).is_file()), None)
+    found = [path / n for n in STORED_REPORTS if (path / n).is_file()]
+    if len(found) > 1:
+        raise ValueError(f"{path}: holds both {' and '.join(f.name for f in found)}; one study writes "
+                         f"one of them, so the directory mixes two studies' output: remove the stale one")
+    stored = found[0] if found else None
     if stored is None:
         raise ValueError(f"{path}: a directory holds no report; expected one of "
                          f"{', '.join(STORED_REPORTS)} (written by rieszflow infinite-width, kgd "
@@ -77,7 +81,9 @@ def _directory_report(path: Path) -> list[str]:
     lines = [f"### `{path.as_posix()}`", "",
              f"- stored report: `{stored.name}`; merged sweep files: {len(merged)}"]
     for q in merged:
-        a = open_run(q).attrs
+        ds = open_run(q)
+        a = dict(ds.attrs)
+        ds.close()
         lines.append(f"- `{q.relative_to(path).as_posix()}`: written by `{a.get('command', '(not recorded)')}`; "
                      f"git commit `{a.get('git_commit', 'unknown')}`; {int(a.get('n_complete', 0))} of "
                      f"{int(a.get('n_tasks', 0))} tasks complete; wall time "

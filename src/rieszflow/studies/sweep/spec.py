@@ -125,6 +125,8 @@ class SweepSpec:
         script: it is then shipped to the workers by value (cloudpickle, as dask.distributed does
         for ``__main__``) and named ``"module:qualname"`` in the files. Lambdas and functions
         defined inside another function are refused (their names do not identify them).
+        The name is the task files' identity of the function: a script run as
+        ``python script.py`` names it ``__main__:fn``, so resume a sweep the way it was started.
     methods : tuple of str
         Method names (non-empty, distinct).
     grid : tuple of (str, tuple) pairs, or a mapping
@@ -155,7 +157,9 @@ class SweepSpec:
     config: Any = dataclasses.field(default_factory=dict)
     root_seed: int = 0
     units: Any = dataclasses.field(default_factory=dict)
-    _callable: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    #: The task function itself when one was given (``function`` then holds its name); an init
+    #: field so that ``dataclasses.replace`` keeps it.
+    _callable: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def task_function(self):
@@ -174,12 +178,21 @@ class SweepSpec:
             raise ValueError(f"sweep name={self.name!r}: use letters, digits, '_' and '-'")
         if callable(self.function):
             fn = self.function
-            qual = getattr(fn, "__qualname__", "")
-            if not qual or "<" in qual:
+            qual = getattr(fn, "__qualname__", None)
+            if not isinstance(qual, str) or not hasattr(fn, "__module__"):
+                raise ValueError(f"function={fn!r}: not a function with a name (a functools.partial "
+                                 f"or a callable object?); pass a module-level function and put "
+                                 f"its parameters in config")
+            if "<" in qual:
                 raise ValueError(f"function={fn!r}: a lambda or a function defined inside another "
                                  f"function has no name that identifies it; define it at module level")
             object.__setattr__(self, "_callable", fn)
             object.__setattr__(self, "function", f"{fn.__module__}:{qual}")
+        elif self._callable is not None:        # dataclasses.replace of a spec built from a function
+            fn = self._callable
+            if f"{fn.__module__}:{fn.__qualname__}" != self.function:
+                raise ValueError(f"function={self.function!r} does not name the task function "
+                                 f"{fn.__module__}:{fn.__qualname__}")
         if not isinstance(self.function, str) or ":" not in self.function:
             raise ValueError(f"function={self.function!r}: expected 'package.module:function' or a "
                              f"module-level function")
