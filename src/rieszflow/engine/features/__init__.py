@@ -5,30 +5,8 @@ of shape ``(..., M)`` given the particles ``omega`` of shape ``(M, d)``, so that
 ``K(q, k) = phi(q) . phi(k)`` is the kernel of linearised attention (paper 000,
 App. D) or of a random-feature model (paper 000, Lemma 3, eq. (B.6)).
 
-Conventions (shared by every map)
----------------------------------
-* **Particles are rows.** ``omega[k]`` is the particle omega_k in R^d, i.e. the
-  k-th *column* of the paper's matrix Omega in R^{d x M}. ``M = m = omega.shape[0]``.
-* **Pre-activation.** ``u_k(x) = (omega_k . x) / tau + b_k``, where ``tau > 0`` is
-  the temperature and ``b`` are fixed (non-learned) per-feature constants
-  (ELU biases, cosine phases; zero for the other maps). FAVOR scales the data
-  instead: ``x~ = x / sqrt(tau)`` (see :class:`FavorFeatureMap`). With the
-  default ``tau = 1`` every map is exactly the paper's display.
-* **l1 renormalisation** (elu, softplus, porf_softplus, sigmoid2, cos2):
-  ``phi_k(x) = sqrt(M) g_k(x) / sum_j g_j(x)``, so ``sum_k phi_k(x) = sqrt(M)``
-  for every token (paper 000, App. D, "Implementation details"); the paper's
-  ``Z(x)`` is therefore ``sum_j g_j(x) / sqrt(M)``. ``softmaxfeat`` sums to
-  ``sqrt(M)`` by construction; ``favor`` and ``rff`` are not renormalised.
-* **Fixed constants** (``b``) are drawn once, in ``__init__``, from the host
-  :class:`numpy.random.Generator` passed as ``rng`` (or passed explicitly as
-  ``b=``), stored as host NumPy float64 arrays, and moved to the backend of
-  ``x`` inside :meth:`FeatureMap.forward`. They are never redrawn.
-* **Backends.** Array code takes ``xp = namespace(x, omega)``; the output dtype
-  is ``result_type(x.dtype, omega.dtype)`` (float32 or float64).
-* **Gradients.** :meth:`FeatureMap.backward` returns the vector-Jacobian
-  products ``dx = (dphi)^T dphi/dx`` of shape ``(..., d)`` and
-  ``domega = sum over all leading dims of (dphi)^T dphi/domega`` of shape
-  ``(M, d)``.
+The conventions every map follows (particles as rows, the pre-activation, the features'
+normalisation, dtypes and backends) are stated once, in :mod:`rieszflow.engine.features.base`.
 
 Modules
 -------
