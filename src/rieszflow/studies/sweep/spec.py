@@ -141,6 +141,9 @@ class SweepSpec:
         Root of every task's :meth:`Task.seed_sequence`.
     units : mapping of str to str, optional
         Units of the grid parameters (default ``"1"``).
+    _callable : callable, optional
+        Internal: the task function when ``function`` was given as one (set by the constructor,
+        carried by ``dataclasses.replace``); not to be passed.
 
     Raises
     ------
