@@ -32,7 +32,7 @@ _API = {
                     "rieszflow.learning.config"),
     "ALIGNMENTS": "rieszflow.learning.objectives",
     **dict.fromkeys(["PhaseASetup", "load_learned_kernel", "load_phase_a_setup", "format_metrics",
-                     "main_job_summary"], "rieszflow.learning.runfiles"),
+                     "stored_metrics", "main_job_summary"], "rieszflow.learning.runfiles"),
     **dict.fromkeys(["MainJob", "run_main_job", "alignment_gradients", "load_data"], "rieszflow.learning.train"),
 }
 

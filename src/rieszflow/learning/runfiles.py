@@ -22,7 +22,7 @@ from rieszflow.learning.config import MainJobConfig
 from rieszflow.learning.train import MainJob
 
 __all__ = ["PhaseASetup", "load_learned_kernel", "load_phase_a_setup", "format_metrics",
-           "main_job_summary"]
+           "stored_metrics", "main_job_summary"]
 
 
 def load_learned_kernel(path, layer: int = 0, head: int = 0):
@@ -272,6 +272,28 @@ def _mean(values, sl) -> float:
     return float(np.nanmean(v)) if v.size else float("nan")
 
 
+def stored_metrics(ds) -> dict:
+    """The final test metrics and wall times a finished main-job file stores, as ``format_metrics`` takes them.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An opened main-job file holding ``test_metrics`` (dimension ``metric``).
+
+    Returns
+    -------
+    dict
+        Every metric name to its value (float), ``train_seconds``, ``phase_a_seconds``,
+        ``phase_b_seconds`` (float, s; NaN where the file lacks them) and ``best_epoch`` (int;
+        -1 where missing).
+    """
+    metrics = {str(k): float(v) for k, v in zip(ds["metric"].values, ds["test_metrics"].values)}
+    metrics.update({k: float(ds.attrs.get(k, np.nan)) for k in
+                    ("train_seconds", "phase_a_seconds", "phase_b_seconds")})
+    metrics["best_epoch"] = int(ds.attrs.get("best_epoch", -1))
+    return metrics
+
+
 def main_job_summary(ds) -> str:
     """Metric table and trajectory summary of a main-job file (what README/docs quote).
 
@@ -299,10 +321,7 @@ def main_job_summary(ds) -> str:
     """
     if "test_metrics" not in ds.variables:
         raise ValueError("the main-job file holds no 'test_metrics' (not a finished run)")
-    metrics = {str(k): float(v) for k, v in zip(ds["metric"].values, ds["test_metrics"].values)}
-    metrics.update({k: float(ds.attrs.get(k, np.nan)) for k in
-                    ("train_seconds", "phase_a_seconds", "phase_b_seconds")})
-    metrics["best_epoch"] = int(ds.attrs.get("best_epoch", -1))
+    metrics = stored_metrics(ds)
     lines = [format_metrics(f"{ds.attrs.get('run_name', 'run')} (test)", metrics)]
     if "omega" in ds.variables and "hamiltonian" in ds.variables and ds.sizes.get("step", 0) > 0:
         norms = np.linalg.norm(np.asarray(ds["omega"].values, dtype=np.float64), axis=-1)

@@ -91,16 +91,14 @@ def register(subparsers) -> argparse.ArgumentParser:
 def _complete_metrics(path: Path):
     """The stored final metrics of a complete main-job file, or None if the run is not complete."""
     from rieszflow.engine.storage import RunFileError, open_run
+    from rieszflow.learning.runfiles import stored_metrics
 
     ds = open_run(path, kind="main_job")
     if ds.attrs.get("status") != "complete":
         return None
     if "test_metrics" not in ds.variables:
         raise RunFileError(f"{path}: a complete main-job file without 'test_metrics'")
-    metrics = {str(k): float(v) for k, v in zip(ds["metric"].values, ds["test_metrics"].values)}
-    metrics.update({k: float(ds.attrs[k]) for k in ("train_seconds", "phase_a_seconds", "phase_b_seconds")})
-    metrics["best_epoch"] = int(ds.attrs["best_epoch"])
-    return metrics
+    return stored_metrics(ds)
 
 
 def run_from_args(args) -> int:
