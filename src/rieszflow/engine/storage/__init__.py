@@ -41,6 +41,15 @@ checkpoint never counts records that are not on disk.
 
 An existing file is never overwritten unless ``overwrite=True`` is passed.
 
+Integrity and progress
+----------------------
+Every numeric dataset carries HDF5's Fletcher-32 checksum filter: a chunk changed on disk
+fails to read (:func:`verify_run_file`, ``rieszflow status --verify``) instead of returning
+wrong numbers. Each flush stamps the root attributes ``updated`` (UTC) and ``wall_seconds``
+(summed over resumes); a job may declare ``planned_lengths`` (:meth:`TrajectoryWriter.plan`)
+and a free-form ``progress`` (:meth:`TrajectoryWriter.progress`), from which ``rieszflow
+status`` computes the fraction done and an ETA. Files carry ``Conventions = "CF-1.10"``.
+
 One writer per path
 -------------------
 A writer holds ``<file>.lock`` (owner pid, host, start time) from before it touches the
@@ -70,12 +79,12 @@ renamed onto it; a failure removes the temporary file and leaves the destination
 Modules
 -------
 :mod:`~rieszflow.engine.storage.writer`
-    :class:`TrajectoryWriter` and its default block sizes (``FLUSH_*``).
+    :class:`TrajectoryWriter`, its default block sizes (``FLUSH_*``) and :data:`CONVENTIONS`.
 :mod:`~rieszflow.engine.storage.reader`
     :data:`FORMAT`, :class:`RunFileError`, :func:`open_run`, :func:`check_run_file`,
-    :func:`check_resumable`, :func:`missing_cf_attributes`.
+    :func:`check_resumable`, :func:`missing_cf_attributes`, :func:`verify_run_file`.
 :mod:`~rieszflow.engine.storage.lock`
-    :class:`RunLock`, the one-writer-per-path lock file.
+    :class:`RunLock`, the one-writer-per-path lock file, and :func:`~.lock.holder_state`.
 :mod:`~rieszflow.engine.storage.atomic`
     :func:`atomic_output`.
 :mod:`~rieszflow.engine.storage.signals`
@@ -97,9 +106,11 @@ from rieszflow.engine.storage.reader import (
     check_run_file,
     missing_cf_attributes,
     open_run,
+    verify_run_file,
 )
 from rieszflow.engine.storage.signals import RunInterrupted, interruptible, raise_pending_signal
 from rieszflow.engine.storage.writer import (
+    CONVENTIONS,
     FLUSH_BYTES,
     FLUSH_RECORDS,
     FLUSH_SECONDS,
@@ -110,4 +121,4 @@ from rieszflow.engine.storage.writer import (
 __all__ = ["raise_pending_signal", "FORMAT", "FLUSH_RECORDS", "FLUSH_SECONDS", "FLUSH_BYTES",
            "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
            "check_resumable", "RunInterrupted", "interruptible", "RunLock", "missing_cf_attributes",
-           "atomic_output", "record_command"]
+           "atomic_output", "record_command", "verify_run_file", "CONVENTIONS"]

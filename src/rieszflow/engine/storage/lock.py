@@ -1,4 +1,5 @@
-"""One writer per path: the lock file ``<path>.lock`` (:class:`RunLock`)."""
+"""One writer per path: the lock file ``<path>.lock`` (:class:`RunLock`), and whether its holder
+still runs (:func:`holder_state`)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from rieszflow.engine.storage.reader import RunFileError
 
-__all__ = ["RunLock"]
+__all__ = ["RunLock", "holder_state", "ALIVE", "GONE", "OTHER_HOST", "UNKNOWN"]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -23,6 +24,73 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _proc_stat(pid: int) -> tuple[str, float] | None:
+    """(state letter, start time in seconds since the epoch) of a process, from Linux's /proc;
+    None where /proc cannot tell (another system, or the process is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        btime = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                     if line.startswith("btime "))
+        fields = stat[stat.rindex(")") + 2:].split()     # after "pid (comm) "
+        ticks = os.sysconf("SC_CLK_TCK")
+        return fields[0], btime + int(fields[19]) / ticks
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _parse_time(text) -> float | None:
+    """Seconds since the epoch of an ISO 8601 time (None if it is not one)."""
+    try:
+        t = _dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return t.timestamp()
+
+
+#: Liveness of a lock's holder (:func:`holder_state`).
+ALIVE, GONE, OTHER_HOST, UNKNOWN = "alive", "gone", "other host", "unknown"
+
+
+def holder_state(owner: dict | None) -> str:
+    """Whether the process recorded in a lock file still runs.
+
+    On the lock's own host the process must exist, not be a zombie, and (where Linux's
+    ``/proc`` tells) have started no later than the lock's ``started`` time (plus 2 s of
+    rounding and clock slack): a later start means the pid was reused by another process.
+
+    Parameters
+    ----------
+    owner : dict or None
+        A lock record (:meth:`RunLock.owner`: ``pid``, ``host``, ``started``).
+
+    Returns
+    -------
+    str
+        ``"alive"``, ``"gone"`` (the writer no longer runs), ``"other host"`` (written on
+        another host: this host cannot tell) or ``"unknown"`` (no readable record).
+    """
+    if not owner:
+        return UNKNOWN
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return UNKNOWN
+    if owner.get("host") != socket.gethostname():
+        return OTHER_HOST
+    if not _pid_alive(pid):
+        return GONE
+    stat = _proc_stat(pid)
+    if stat is not None:
+        state, start = stat
+        if state in ("Z", "X"):                   # killed, not yet reaped by its parent
+            return GONE
+        started = _parse_time(owner.get("started"))
+        if started is not None and start > started + 2.0:
+            return GONE                           # the pid now belongs to a younger process
+    return ALIVE
 
 
 class RunLock:
@@ -73,9 +141,11 @@ class RunLock:
                     other = self.owner() or {}
                 same_host = other.get("host") == me["host"]
                 pid = other.get("pid")
-                if same_host and isinstance(pid, int) and pid != me["pid"] and not _pid_alive(pid):
-                    warnings.warn(f"{self.lock_path}: taking over the stale lock of process {pid} "
-                                  f"(no longer running)", RuntimeWarning, stacklevel=3)
+                if same_host and isinstance(pid, int) and pid != me["pid"] and \
+                        holder_state(other) == GONE:
+                    warnings.warn(f"Taking over the stale lock file {self.lock_path}: the process "
+                                  f"{pid} that held it (since {other.get('started')}) is no longer "
+                                  f"running on this host.", RuntimeWarning, stacklevel=3)
                     with contextlib.suppress(FileNotFoundError):
                         self.lock_path.unlink()
                     continue

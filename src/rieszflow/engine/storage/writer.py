@@ -7,6 +7,7 @@ rename of a fresh file onto its path at the first flush) is described in the doc
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import json
 import sys
 import time
@@ -23,7 +24,12 @@ from rieszflow.engine.storage.reader import FORMAT, RunFileError, check_run_file
 from rieszflow.engine.storage.signals import _raise_held_signal, _signals_held, raise_pending_signal
 from rieszflow.engine._checks import check_int, check_real
 
-__all__ = ["FLUSH_RECORDS", "FLUSH_SECONDS", "FLUSH_BYTES", "TrajectoryWriter"]
+__all__ = ["CONVENTIONS", "FLUSH_RECORDS", "FLUSH_SECONDS", "FLUSH_BYTES", "TrajectoryWriter"]
+
+
+#: Value of the root attribute ``Conventions`` of every file :class:`TrajectoryWriter` writes: the
+#: CF conventions the variables' ``units`` and ``long_name`` follow.
+CONVENTIONS = "CF-1.10"
 
 
 #: Default block size of :class:`TrajectoryWriter`: records of one unlimited dimension kept in
@@ -51,6 +57,22 @@ def _attr_value(v: Any):
     if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "iuf":
         return v                                   # e.g. CF flag_values
     return json.dumps(v, sort_keys=True, default=str)
+
+
+def _utc_now() -> str:
+    """The current time, ISO 8601 UTC to the second (``2026-11-26T19:00:11+00:00``)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _filter_options(dtype, ndim: int) -> dict:
+    """HDF5 filter options of a new dataset: Fletcher-32 checksums where HDF5 allows a filter.
+
+    Filters need a chunked dataset of rank >= 1 and a fixed-size type (HDF5 refuses them on
+    variable-length strings).
+    """
+    if ndim < 1 or np.dtype(dtype).kind in "USO":
+        return {}
+    return {"fletcher32": True}
 
 
 def _record_copy(val):
@@ -126,6 +148,37 @@ class TrajectoryWriter:
     Close the writer (or use it as a context manager, which closes it also on errors): a
     writer dropped without :meth:`close` loses the block it still holds.
 
+    Root attributes the writer keeps (besides ``kind``, ``config``, ``config_<key>``, the
+    provenance of :func:`~rieszflow.engine.storage.provenance` and the caller's ``attrs``):
+
+    ``rieszflow_format``
+        :data:`~rieszflow.engine.storage.FORMAT`.
+    ``Conventions``
+        ``"CF-1.10"`` (:data:`CONVENTIONS`): every variable has ``long_name`` and ``units``
+        (UDUNITS strings, ``"1"`` for dimensionless quantities).
+    ``status``
+        ``"running"`` while written; ``"complete"``, ``"interrupted"`` or ``"failed"`` from
+        :meth:`close`.
+    ``updated``
+        ISO 8601 UTC time of the last flush (a live reader sees how fresh the file is).
+    ``wall_seconds``
+        Wall time of the writing sessions, in seconds, summed over resumes; brought up to date
+        at every flush (so a killed run keeps the time to its last block).
+    ``planned_lengths``
+        JSON object ``{dimension: planned number of records}``, from :meth:`plan` (absent if
+        the job never called it). ``rieszflow status`` computes the fraction done as
+        ``sum_d min(length_d, planned_d) / sum_d planned_d`` over the planned dimensions (each
+        record counting as one unit of work) and the ETA as ``wall_seconds * (1 - f) / f``.
+    ``progress``
+        JSON object from :meth:`progress`, free form (e.g. ``{"phase": "A", "epoch": 1,
+        "epochs": 2}``), shown by ``rieszflow status``.
+    ``resumed``, ``resume_command``
+        How often and with which command the file was continued (``resume=True``).
+
+    Every dataset of a numeric type is chunked and carries HDF5's Fletcher-32 checksum filter,
+    so a damaged chunk is detected when it is read (``rieszflow status --verify``); scalar and
+    string variables cannot carry a filter.
+
     Examples
     --------
     >>> with TrajectoryWriter(p, "demo", config={"n": 3}) as w:    # doctest: +SKIP
@@ -164,6 +217,8 @@ class TrajectoryWriter:
         self._resize_targets: dict[str, list] = {}       # (h5py dataset, axis) per dimension
         self._datasets: dict[str, Any] = {}              # h5py datasets by variable name
         self._growing: dict[str, bool] = {}              # unlimited dims: has a coordinate?
+        self._t0 = time.perf_counter()   # start of this writing session (wall_seconds)
+        self._wall0 = 0.0                # wall_seconds of the earlier sessions (resume)
         if overwrite and resume:
             raise ValueError("TrajectoryWriter: overwrite=True and resume=True exclude each other")
         if self.path.is_dir():
@@ -189,6 +244,9 @@ class TrajectoryWriter:
                 self._f.attrs["status"] = "running"
                 self._f.attrs["resumed"] = int(self._f.attrs.get("resumed", 0)) + 1
                 self._f.attrs["resume_command"] = _command()
+                self._f.attrs["Conventions"] = CONVENTIONS
+                with contextlib.suppress(TypeError, ValueError):
+                    self._wall0 = float(np.ravel(self._f.attrs.get("wall_seconds", 0.0))[0])
             else:
                 self._atomic = atomic_output(self.path)
                 self._tmp = self._atomic.__enter__()
@@ -196,6 +254,7 @@ class TrajectoryWriter:
                 root = self._f.attrs
                 root["rieszflow_format"] = FORMAT
                 root["kind"] = kind
+                root["Conventions"] = CONVENTIONS
                 root["status"] = "running"
                 for k, v in provenance().items():
                     root[k] = v
@@ -219,7 +278,6 @@ class TrajectoryWriter:
             self._lock.release()
             raise
         self.resumed = bool(resume)
-        self._t0 = time.perf_counter()
 
     # -- structure ---------------------------------------------------------------------------
     def dimension(self, name: str, size: int | None, coords=None, attrs: Mapping | None = None,
@@ -259,11 +317,13 @@ class TrajectoryWriter:
             if c.dtype.kind in "US":
                 v = f.create_variable(name, (name,), dtype=_string_dtype(), data=c.astype(object))
             else:
-                v = f.create_variable(name, (name,), data=c)
+                v = f.create_variable(name, (name,), data=c, chunks=True,
+                                      **_filter_options(c.dtype, 1))
             for k, val in (attrs or {}).items():
                 v.attrs[k] = _attr_value(val)
         elif size is None:
-            v = f.create_variable(name, (name,), dtype=dtype, chunks=(1024,))
+            v = f.create_variable(name, (name,), dtype=dtype, chunks=(1024,),
+                                  **_filter_options(dtype, 1))
             for k, val in (attrs or {}).items():
                 v.attrs[k] = _attr_value(val)
 
@@ -272,7 +332,8 @@ class TrajectoryWriter:
         """Create a variable over existing dimensions (idempotent when resuming).
 
         Variables over an unlimited dimension are chunked one record per chunk
-        along it (fast appends; see h5py/h5py#2036).
+        along it (fast appends; see h5py/h5py#2036); the others are chunked by h5py's
+        heuristic. Numeric variables of rank >= 1 carry the Fletcher-32 checksum filter.
 
         Parameters
         ----------
@@ -319,10 +380,15 @@ class TrajectoryWriter:
         if data is not None and np.dtype(dtype).kind in "USO":
             v = f.create_variable(name, dims, dtype=_string_dtype(), data=np.asarray(data).astype(object))
         elif data is not None:
-            v = f.create_variable(name, dims, dtype=dtype, data=np.asarray(to_numpy(data), dtype=dtype))
+            filters = _filter_options(dtype, len(dims))
+            v = f.create_variable(name, dims, dtype=dtype, data=np.asarray(to_numpy(data), dtype=dtype),
+                                  chunks=True if filters else None, **filters)
         else:
             fill = np.nan if np.dtype(dtype).kind == "f" else None
-            v = f.create_variable(name, dims, dtype=dtype, chunks=chunks, fillvalue=fill)
+            filters = _filter_options(dtype, len(dims))
+            if filters and chunks is None:
+                chunks = True
+            v = f.create_variable(name, dims, dtype=dtype, chunks=chunks, fillvalue=fill, **filters)
         for k, val in (attrs or {}).items():
             v.attrs[k] = _attr_value(val)
         return v
@@ -342,6 +408,9 @@ class TrajectoryWriter:
         """:meth:`flush` without raising a held signal (for the constructor and :meth:`close`)."""
         with _signals_held():               # a block is written whole (see interruptible)
             self._write_pending()
+            attrs = self._f._h5file.attrs       # freshness and wall time (see the class docstring)
+            attrs["updated"] = _utc_now()
+            attrs["wall_seconds"] = self._wall0 + (time.perf_counter() - self._t0)
             if self._tmp is not None:
                 # h5netcdf's flush writes only the constant _NCProperties of a new file (0.5-1 ms
                 # each time): once, at the first flush, is enough (h5netcdf's close writes it again)
@@ -633,11 +702,66 @@ class TrajectoryWriter:
         Parameters
         ----------
         **attrs
-            Attribute names and values.
+            Attribute names and values. ``wall_seconds`` (s) replaces the time counted before
+            this writing session (a study that computes first and writes at the end gives its
+            computing time); the writer keeps adding the time of its own session.
         """
+        if "wall_seconds" in attrs:
+            self._wall0 = check_real("wall_seconds", attrs.pop("wall_seconds"), nonnegative=True)
         for k, v in attrs.items():
             self._f.attrs[k] = _attr_value(v)
         self.flush()
+
+    def plan(self, **lengths) -> None:
+        """Declare the planned number of records of growing dimensions (for progress and ETA).
+
+        Stored, merged with earlier calls, as the JSON root attribute ``planned_lengths``;
+        the file is flushed. ``rieszflow status`` computes the fraction done as
+        ``sum_d min(length_d, planned_d) / sum_d planned_d`` over the planned dimensions, so
+        plan dimensions whose records cost about the same each (e.g. the optimiser steps of
+        both phases of a training run), and its ETA as ``wall_seconds * (1 - f) / f``.
+
+        Parameters
+        ----------
+        **lengths : int
+            Dimension name to the number of records the job will have appended along it when
+            it ends (>= 0), e.g. ``w.plan(step=1234, batch=4000)``.
+
+        Raises
+        ------
+        TypeError
+            If a length is not an integer.
+        ValueError
+            If a length is negative.
+        """
+        planned = self._json_attr("planned_lengths")
+        for dim, n in lengths.items():
+            planned[dim] = check_int(f"planned length of {dim!r}", n, minimum=0)
+        self._f.attrs["planned_lengths"] = json.dumps(planned, sort_keys=True)
+        self.flush()
+
+    def progress(self, **fields) -> None:
+        """Record where the job is, as the JSON root attribute ``progress`` (written at the next flush).
+
+        Free form; ``rieszflow status`` prints the fields in the order given. Cheap (no
+        flush): call it at every phase or epoch boundary.
+
+        Parameters
+        ----------
+        **fields
+            JSON-serialisable values, e.g. ``w.progress(phase="A", epoch=1, epochs=2)``; they
+            replace the earlier ``progress`` entirely.
+        """
+        self._f.attrs["progress"] = json.dumps(fields, default=str)
+
+    def _json_attr(self, key: str) -> dict:
+        """A root attribute holding a JSON object, parsed ({} if absent or not a JSON object)."""
+        raw = self._f.attrs.get(key)
+        try:
+            val = json.loads(raw) if raw is not None else {}
+        except (TypeError, ValueError):
+            return {}
+        return val if isinstance(val, dict) else {}
 
     def get_attr(self, key: str, default=None):
         """Root attribute ``key`` or ``default``.
@@ -674,9 +798,7 @@ class TrajectoryWriter:
         if getattr(self, "_f", None) is None:
             return
         try:
-            session = time.perf_counter() - self._t0
-            # wall time of the writing sessions (summed over resumes), for the docs' stated runs
-            self._f.attrs["wall_seconds"] = float(self._f.attrs.get("wall_seconds", 0.0)) + session
+            # wall time of the writing sessions (summed over resumes): set by the flush
             self._f.attrs["status"] = status
             self._flush()               # the block in memory too; a signal held meanwhile stays
             self._f.close()             # pending (raised by the next append of any writer)

@@ -26,6 +26,9 @@ def register_status(subparsers) -> argparse.ArgumentParser:
                                    "while it is being written)")
     p.add_argument("file", type=Path, help="a file written by rieszflow")
     p.add_argument("--last", type=int, default=3, help="records shown per growing dimension (default 3)")
+    p.add_argument("--verify", action="store_true",
+                   help="also read every dataset in full, checking HDF5's Fletcher-32 checksums: "
+                        "exit 2 naming the first damaged variable")
     p.set_defaults(func=_status, writes_hdf5=False)
     return p
 
@@ -89,7 +92,14 @@ def _status(args) -> int:
 
     if args.last < 1:
         raise ValueError(f"--last {args.last}: must be >= 1")
+    if args.verify:
+        from rieszflow.engine.storage import verify_run_file
+
+        names = verify_run_file(args.file)        # RunFileError (exit 2) names the damaged variable
     print(format_status(run_status(args.file, n_last=args.last)))
+    if args.verify:
+        print(f"  verified: all {len(names)} datasets read back intact (Fletcher-32 checksums "
+              f"checked where the file carries them)")
     return 0
 
 

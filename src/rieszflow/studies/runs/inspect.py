@@ -14,8 +14,10 @@ import numpy as np
 
 from rieszflow.engine import stats
 from rieszflow.engine.storage import RunFileError, RunLock, check_run_file, open_run
+from rieszflow.engine.storage.lock import ALIVE, OTHER_HOST, holder_state
 
-__all__ = ["open_runs", "run_status", "format_status", "mcnemar", "compare_runs", "format_compare"]
+__all__ = ["STATES", "open_runs", "run_labels", "run_status", "format_status", "mcnemar", "compare_runs",
+           "format_compare"]
 
 
 def open_runs(paths, dim: str = "run"):
@@ -58,6 +60,156 @@ def open_runs(paths, dim: str = "run"):
     return out
 
 
+#: The states ``rieszflow status`` reports (:func:`run_status`'s ``state``).
+STATES = ("running", "stale (writer gone)", "interrupted", "failed", "complete")
+
+
+def _attr(v):
+    """A root attribute as a plain Python value (bytes decoded, 1-element arrays unwrapped)."""
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray) and v.size == 1:
+        return v.reshape(()).item()
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _json(text) -> dict:
+    try:
+        val = json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        return {}
+    return val if isinstance(val, dict) else {}
+
+
+def _damaged(path, name, e) -> RunFileError:
+    return RunFileError(f"{path}: object {name!r} is damaged and cannot be read ({type(e).__name__}: "
+                        f"{e}); the file is corrupt: run 'rieszflow status --verify {path}' to check "
+                        f"every variable, and rerun the job with --overwrite")
+
+
+def _read_layout(path: Path, n_last: int):
+    """Root attributes, dimension lengths, growing dimensions and last records of a run file."""
+    import h5py
+
+    try:
+        f = h5py.File(path, "r", locking=False)
+    except (OSError, ValueError) as e:
+        raise RunFileError(f"{path} cannot be read ({e})") from e
+    with f:
+        try:
+            attrs = {k: _attr(f.attrs[k]) for k in f.attrs}
+        except (OSError, KeyError, RuntimeError, ValueError) as e:
+            raise _damaged(path, "/ (root attributes)", e) from e
+        objs = {}
+        for name in f:                       # every object opened: a damaged one is an error
+            try:
+                obj = f[name]
+                if isinstance(obj, h5py.Dataset):
+                    objs[name] = (obj, obj.attrs.get("CLASS") == b"DIMENSION_SCALE",
+                                  obj.attrs.get("DIMENSION_LIST"))
+            except (OSError, KeyError, RuntimeError, ValueError) as e:
+                raise _damaged(path, name, e) from e
+        dims, last, growing = {}, {}, set()
+        for name, (obj, scale, _) in objs.items():
+            if scale:
+                dims[name] = int(obj.shape[0]) if obj.shape else 0
+                if obj.maxshape and obj.maxshape[0] is None:
+                    growing.add(name)
+        for name, (obj, scale, dl) in objs.items():
+            if obj.ndim == 1 and obj.dtype.kind in "fiu" and not scale:
+                try:
+                    dim = f[dl[0][0]].name.lstrip("/") if dl is not None and len(dl) else None
+                    if dim in growing and obj.shape[0]:
+                        last[name] = (dim, np.asarray(obj[max(0, obj.shape[0] - n_last):]).tolist())
+                except (OSError, KeyError, RuntimeError, ValueError) as e:
+                    raise _damaged(path, name, e) from e
+    return attrs, dims, growing, last
+
+
+def _state(status, lock_state) -> tuple[str, str]:
+    """(state, note) from the file's ``status`` attribute and its writer's liveness."""
+    if status != "running":
+        return str(status), ""
+    if lock_state == ALIVE:
+        return "running", ""
+    if lock_state == OTHER_HOST:
+        return "running", ("written on another host: this host cannot tell whether its writer is "
+                           "still alive")
+    return "stale (writer gone)", ("the file says 'running' but no process writes it any more "
+                                   "(killed, or its machine stopped)")
+
+
+def _main_job_progress(attrs, dims, cfg) -> tuple[dict, float | None, str]:
+    """(progress fields, fraction done or None, why no fraction) of a main-job file, from its
+    stored configuration, for files written before the job declared ``plan``/``progress``."""
+    try:
+        epochs = int(cfg["epochs"])
+        a_epochs = int(cfg.get("phase_a_epochs", 0)) if cfg.get("kernel") and \
+            cfg.get("attention", "linear") == "linear" else 0
+    except (KeyError, TypeError, ValueError):
+        return {}, None, "the stored configuration lacks epochs"
+    n_train, batch = cfg.get("train_limit"), cfg.get("batch_size")
+    per_epoch = -(-int(n_train) // int(batch)) if isinstance(n_train, int) and n_train > 0 and \
+        isinstance(batch, int) and batch > 0 else None
+    steps, batches, done_b = dims.get("step", 0), dims.get("batch", 0), dims.get("epoch", 0)
+    a_finished = "phase_a_steps" in attrs or a_epochs == 0
+    if a_finished:
+        done_a = float(a_epochs)
+    elif per_epoch:
+        done_a = min(float(a_epochs), steps / per_epoch)
+    else:
+        done_a = None
+    frac_b = batches / per_epoch if per_epoch else float(done_b)
+    if not a_finished:
+        prog = {"phase": "A", "epoch": f"{min(a_epochs, int(done_a or 0) + 1)}/{a_epochs}",
+                "step": steps}
+    else:
+        prog = {"phase": "B", "epoch": f"{min(epochs, done_b + 1)}/{epochs}", "step": batches}
+    if done_a is None:
+        return prog, None, ("Phase A's steps per epoch are unknown (train_limit not set) and the "
+                            "job declared no planned lengths")
+    return prog, min(1.0, (done_a + min(float(epochs), frac_b)) / max(1, a_epochs + epochs)), ""
+
+
+def _progress(attrs, dims, kind) -> dict:
+    """Progress fields, fraction done, wall time and ETA of a file (see :func:`run_status`)."""
+    out = {"fields": _json(attrs.get("progress")), "fraction": None, "eta_seconds": None,
+           "no_eta": "", "planned": _json(attrs.get("planned_lengths"))}
+    wall = attrs.get("wall_seconds")
+    out["wall_seconds"] = float(wall) if isinstance(wall, (int, float)) else None
+    planned = {d: n for d, n in out["planned"].items() if isinstance(n, int) and n >= 0}
+    if planned:
+        total = sum(planned.values())
+        out["fraction"] = (sum(min(dims.get(d, 0), n) for d, n in planned.items()) / total
+                           if total else 1.0)
+    elif kind == "main_job":
+        fields, out["fraction"], out["no_eta"] = _main_job_progress(attrs, dims,
+                                                                    _json(attrs.get("config")))
+        out["fields"] = out["fields"] or fields
+    else:
+        out["no_eta"] = "the job declared no planned lengths (TrajectoryWriter.plan)"
+    f = out["fraction"]
+    if f is not None and out["wall_seconds"] is None:
+        out["no_eta"] = "the file records no wall time"
+    elif f is not None and f <= 0:
+        out["no_eta"] = "nothing done yet"
+    elif f is not None:
+        out["eta_seconds"] = out["wall_seconds"] * (1.0 - f) / f
+    return out
+
+
+def _resumable(path: Path, kind, status) -> str | None:
+    """Whether an unfinished file can be continued (main-job files: their checkpoint)."""
+    if status == "complete" or kind != "main_job":
+        return None
+    ckpt = path.with_name(path.name + ".ckpt.npz")
+    if ckpt.exists():
+        return f"resumable from the checkpoint {ckpt.name} (rerun the same command with --resume)"
+    return ("not resumable (killed before its first checkpoint; start again with --overwrite)")
+
+
 def run_status(path, n_last: int = 3) -> dict:
     """Progress of any rieszflow file, live or finished (reads it without HDF5 file locking).
 
@@ -71,45 +223,54 @@ def run_status(path, n_last: int = 3) -> dict:
     Returns
     -------
     dict
-        ``kind``, ``status``, ``created``, ``git_commit``, ``lock`` (the live writer: pid, host,
-        start, or None), ``dims`` (name -> length), ``last`` (variable -> its last values along
-        its first dimension, for 1-D numeric variables on unlimited dimensions).
+        ``path``, ``kind``, ``status`` (the root attribute), ``state`` (one of :data:`STATES`:
+        a file marked ``running`` whose writer is gone is ``"stale (writer gone)"``),
+        ``state_note`` (why, or that another host's writer cannot be checked from here),
+        ``created``, ``updated`` (time of the last flush), ``git_commit``, ``lock`` (the lock
+        file's pid, host, start, or None), ``writer`` (its liveness,
+        :func:`rieszflow.engine.storage.lock.holder_state`, or None without a lock),
+        ``resumable`` (main-job files that are not complete: whether a checkpoint
+        ``<file>.ckpt.npz`` lets ``--resume`` continue; else None), ``progress`` (``fields``:
+        the ``progress`` attribute, or for main-job files phase, epoch and step derived from the
+        configuration; ``fraction`` done in [0, 1] from the ``planned_lengths`` attribute, or
+        for main-job files from ``epochs`` and ``phase_a_epochs``; ``wall_seconds``;
+        ``eta_seconds`` = ``wall * (1 - f) / f``; ``no_eta``: why there is none), ``dims``
+        (name -> length), ``growing`` and ``last`` (variable -> (dimension, its last values),
+        for 1-D numeric variables on unlimited dimensions).
 
     Raises
     ------
     FileNotFoundError
         If the file does not exist.
     rieszflow.engine.storage.RunFileError
-        If it is not a readable rieszflow file.
+        If it is not a readable rieszflow file, or an object of it is damaged (the message
+        names the file and the object).
     """
-    import h5py
-
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
     check_run_file(path)
-    info = {"path": str(path), "lock": RunLock(path).owner() if RunLock(path).lock_path.exists() else None}
-    try:
-        with h5py.File(path, "r", locking=False) as f:
-            attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-            dims, last, growing = {}, {}, set()
-            for name, obj in f.items():
-                if isinstance(obj, h5py.Dataset) and obj.attrs.get("CLASS") == b"DIMENSION_SCALE":
-                    dims[name] = int(obj.shape[0]) if obj.shape else 0
-                    if obj.maxshape and obj.maxshape[0] is None:
-                        growing.add(name)
-            for name, obj in f.items():
-                if (isinstance(obj, h5py.Dataset) and obj.ndim == 1 and obj.dtype.kind in "fiu"
-                        and name not in dims):
-                    dl = obj.attrs.get("DIMENSION_LIST")
-                    dim = f[dl[0][0]].name.lstrip("/") if dl is not None and len(dl) else None
-                    if dim in growing and obj.shape[0]:
-                        last[name] = (dim, np.asarray(obj[max(0, obj.shape[0] - n_last):]).tolist())
-    except OSError as e:
-        raise RunFileError(f"{path} cannot be read ({e})") from e
-    info.update(kind=attrs.get("kind"), status=attrs.get("status"), created=attrs.get("created"),
-                git_commit=attrs.get("git_commit"), dims=dims, growing=sorted(growing), last=last)
-    return info
+    lock = RunLock(path)
+    owner = lock.owner() if lock.lock_path.exists() else None
+    attrs, dims, growing, last = _read_layout(path, n_last)
+    writer = holder_state(owner) if lock.lock_path.exists() else None
+    state, note = _state(attrs.get("status"), writer)
+    kind = attrs.get("kind")
+    return {"path": str(path), "kind": kind, "status": attrs.get("status"), "state": state,
+            "state_note": note, "created": attrs.get("created"), "updated": attrs.get("updated"),
+            "git_commit": attrs.get("git_commit"), "lock": owner, "writer": writer,
+            "resumable": _resumable(path, kind, attrs.get("status")) if state != "running" else None,
+            "progress": _progress(attrs, dims, kind) if attrs.get("status") != "complete" else None,
+            "dims": dims, "growing": sorted(growing), "last": last}
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, float(seconds))
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def format_status(info: dict) -> str:
@@ -123,12 +284,47 @@ def format_status(info: dict) -> str:
     Returns
     -------
     str
+        Lines: the file, its kind and state; creation and last update; the writer; whether an
+        unfinished file is resumable; progress and ETA; dimensions; last records.
     """
-    lines = [f"{info['path']}: kind {info['kind']}, status {info['status']}",
-             f"  created {info['created']}, git commit {info['git_commit']}"]
-    lock = info["lock"]
-    lines.append(f"  being written by process {lock.get('pid')} on {lock.get('host')} since "
-                 f"{lock.get('started')}" if lock else "  no live writer")
+    lines = [f"{info['path']}: kind {info['kind']}, status {info['state']}"]
+    if info.get("state_note"):
+        lines.append(f"  ({info['state_note']})")
+    lines.append(f"  created {info['created']}, last written {info.get('updated') or 'unknown'}, "
+                 f"git commit {info['git_commit']}")
+    lock, writer = info["lock"], info.get("writer")
+    if lock and writer == ALIVE:
+        lines.append(f"  being written by process {lock.get('pid')} on {lock.get('host')} since "
+                     f"{lock.get('started')}")
+    elif lock and writer == OTHER_HOST:
+        lines.append(f"  lock held by process {lock.get('pid')} on host {lock.get('host')} since "
+                     f"{lock.get('started')}; cannot tell from this host whether it still runs")
+    elif lock:
+        lines.append(f"  stale lock of process {lock.get('pid')} on {lock.get('host')} (since "
+                     f"{lock.get('started')}): that process no longer runs; the next writer takes "
+                     f"the lock over")
+    else:
+        lines.append("  no live writer")
+    if info.get("resumable"):
+        lines.append(f"  {info['resumable']}")
+    prog = info.get("progress")
+    if prog:
+        fields = ", ".join(f"{k} {v}" for k, v in prog["fields"].items())
+        parts = [fields] if fields else []
+        if prog["fraction"] is not None:
+            parts.append(f"{100 * prog['fraction']:.1f}% done")
+        if prog["wall_seconds"] is not None:
+            parts.append(f"wall time {_duration(prog['wall_seconds'])}")
+        if prog["eta_seconds"] is not None:
+            left = _duration(prog["eta_seconds"])
+            parts.append(f"ETA {left}" if info["state"] == "running" else
+                         f"about {left} of work left at the recorded rate")
+        else:
+            parts.append(f"no ETA ({prog['no_eta']})" if prog["no_eta"] else "no ETA")
+        lines.append("  progress: " + "; ".join(parts))
+        if prog["planned"]:
+            lines.append("  planned: " + ", ".join(f"{d} {info['dims'].get(d, 0)}/{n}"
+                                                   for d, n in prog["planned"].items()))
     lines.append("  dimensions: " + ", ".join(f"{k}={v}{' (growing)' if k in info['growing'] else ''}"
                                                for k, v in info["dims"].items()))
     for name, (dim, vals) in sorted(info["last"].items()):
