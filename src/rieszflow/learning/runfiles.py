@@ -307,8 +307,9 @@ def main_job_summary(ds) -> str:
     str
         The test-metric table of ``rieszflow run``, the wall times, and for runs with a Phase A:
         mean particle norm at the initial and final snapshot, and the means over the first and
-        last 20 Phase A steps of the repulsion energy, the alignment energy and the largest
-        particle displacement.
+        last 20 Phase A steps (``min(20, steps // 2)``, at least 1, for shorter runs, so the two
+        windows never overlap; the header says so) of the repulsion energy, the alignment
+        energy and the largest particle displacement.
 
     Raises
     ------
@@ -325,9 +326,12 @@ def main_job_summary(ds) -> str:
     lines = [format_metrics(f"{ds.attrs.get('run_name', 'run')} (test)", metrics)]
     if "omega" in ds.variables and "hamiltonian" in ds.variables and ds.sizes.get("step", 0) > 0:
         norms = np.linalg.norm(np.asarray(ds["omega"].values, dtype=np.float64), axis=-1)
-        first, last = slice(0, 20), slice(-20, None)
+        # windows of 20 steps, shrunk to half the run so that first and last never overlap
+        n_win = max(1, min(20, ds.sizes["step"] // 2))
+        first, last = slice(0, n_win), slice(-n_win, None)
         lines += ["", "Phase A trajectory (means over all layers, heads and particles; first / last "
-                      "20 steps)",
+                      f"{n_win} step{'s' if n_win > 1 else ''}"
+                      f"{' (the run is too short for 20-step windows)' if n_win < 20 else ''})",
                   f"  particle norm |omega_k|      {norms[0].mean():.4f} -> {norms[-1].mean():.4f} "
                   f"(initial -> final snapshot)",
                   f"  repulsion energy W_N,s       {_mean(ds['repulsion_energy'].values, first):.4f} -> "

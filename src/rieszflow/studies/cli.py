@@ -35,6 +35,7 @@ SUBCOMMANDS = (
     ("status", "rieszflow.studies.runs.cli:register_status"),
     ("compare", "rieszflow.studies.runs.cli:register_compare"),
     ("report", "rieszflow.studies.runs.cli:register_report"),
+    ("plot", "rieszflow.studies.runs.cli:register_plot"),
     ("bench", "rieszflow.studies.bench_cli"),
 )
 

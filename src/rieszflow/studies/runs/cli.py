@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 from rieszflow.studies.reporting import register_reporter
 
-__all__ = ["register_status", "register_compare", "register_report"]
+__all__ = ["register_status", "register_compare", "register_report", "register_plot"]
 
 register_reporter("sweep", "rieszflow.studies.runs.report:sweep_report")
 
@@ -75,6 +75,38 @@ def register_report(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--title", default=None, help="page title (default: the kinds of the files)")
     p.set_defaults(func=_report, writes_hdf5=False)
     return p
+
+
+def register_plot(subparsers) -> argparse.ArgumentParser:
+    """Add the ``plot`` subcommand (see :mod:`rieszflow.studies.runs.plot`).
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    p = subparsers.add_parser("plot", allow_abbrev=False,
+                              help="the standard figure of a main-job file (Hamiltonian and its "
+                                   "parts, particle norms, loss, accuracy, calibration), one PNG")
+    p.add_argument("file", type=Path, help="a main-job file (written by rieszflow run)")
+    p.add_argument("--out", type=Path, default=None, metavar="FIG.png",
+                   help="write the figure here (default: the run's name with .png, beside it)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing figure")
+    p.set_defaults(func=_plot, writes_hdf5=False)
+    return p
+
+
+def _plot(args) -> int:
+    from rieszflow.studies.runs.plot import plot_main_job
+
+    out, missing = plot_main_job(args.file, args.out, overwrite=args.overwrite)
+    print(f"wrote {out}")
+    if missing:
+        print(f"  not drawn (the file lacks them): {', '.join(missing)}")
+    return 0
 
 
 def _report(args) -> int:

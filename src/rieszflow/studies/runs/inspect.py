@@ -20,6 +20,43 @@ __all__ = ["STATES", "open_runs", "run_labels", "run_status", "format_status", "
            "format_compare"]
 
 
+def run_labels(paths) -> list[str]:
+    """Short unique names of run files: each file's shortest distinguishing trailing path.
+
+    A file is named by its basename when no other file shares it, else by as many trailing
+    path components as tell it apart from every other file (``a/run.h5``, ``b/run.h5`` for
+    ``x/a/run.h5`` and ``x/b/run.h5``; ``kernel.h5``, ``vanilla.h5`` for distinct basenames).
+    The same file given twice keeps its full path, with ``" [2]"``, ``" [3]"``, ... after the
+    repeats. The one naming rule of ``open_runs``, ``rieszflow compare`` and ``rieszflow
+    report``.
+
+    Parameters
+    ----------
+    paths : sequence of str or os.PathLike
+        Run files (need not exist; relative paths are taken from the working directory).
+
+    Returns
+    -------
+    list of str
+        One label per path, in order, components joined by ``/``.
+    """
+    parts = [Path(p).absolute().parts for p in paths]
+    labels = []
+    for i, pi in enumerate(parts):
+        others = [pj for j, pj in enumerate(parts) if j != i and pj != pi]
+        k = 1
+        while k < len(pi) and any(pj[-k:] == pi[-k:] for pj in others):
+            k += 1
+        same = [j for j, pj in enumerate(parts) if pj == pi]
+        if len(same) > 1:                                  # the same file more than once
+            label = Path(paths[i]).as_posix()
+            rank = same.index(i)
+            labels.append(label if rank == 0 else f"{label} [{rank + 1}]")
+        else:
+            labels.append("/".join(pi[-k:]) if k < len(pi) else Path(*pi).as_posix())
+    return labels
+
+
 def open_runs(paths, dim: str = "run"):
     """Several rieszflow files as one :class:`xarray.Dataset`, stacked along a new dimension.
 
@@ -28,7 +65,8 @@ def open_runs(paths, dim: str = "run"):
     paths : sequence of str or os.PathLike
         Files written by rieszflow (any kinds; variables missing from a file are NaN there).
     dim : str, default "run"
-        Name of the new dimension; its coordinate is the file name, and the per-run root
+        Name of the new dimension; its coordinate is the file's label (:func:`run_labels`:
+        the basename, or the shortest trailing path that tells files apart), and the per-run root
         attributes ``kind``, ``status``, ``seed``, ``git_commit`` and ``config`` become
         coordinates along it (provenance kept).
 
@@ -55,7 +93,7 @@ def open_runs(paths, dim: str = "run"):
     out = xr.concat([ds.drop_attrs() if hasattr(ds, "drop_attrs") else ds.assign_attrs({})
                      for ds in dss], dim=dim, join="outer", coords="different", compat="equals",
                     combine_attrs="drop")
-    out = out.assign_coords({dim: [p.name for p in paths], **{f"{dim}_{k}": v for k, v in prov.items()}})
+    out = out.assign_coords({dim: run_labels(paths), **{f"{dim}_{k}": v for k, v in prov.items()}})
     out.attrs["paths"] = json.dumps([str(p) for p in paths])
     return out
 
@@ -367,7 +405,8 @@ def compare_runs(paths) -> dict:
     Returns
     -------
     dict
-        ``names``, ``metrics`` (metric -> list of values, NaN where a run lacks it) and ``pairs``
+        ``names`` (:func:`run_labels`), ``metrics`` (metric -> list of values, NaN where a run
+        lacks it) and ``pairs``
         (list of (i, j, mcnemar dict) for runs with predictions on the same test labels).
 
     Raises
@@ -393,7 +432,7 @@ def compare_runs(paths) -> dict:
                 y = a["test_label"].values
                 pairs.append((i, j, mcnemar(a["test_proba"].values.argmax(1) == y,
                                             b["test_proba"].values.argmax(1) == y)))
-    return {"names": [Path(p).name for p in paths], "metrics": metrics, "pairs": pairs}
+    return {"names": run_labels(paths), "metrics": metrics, "pairs": pairs}
 
 
 def format_compare(result: dict) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from rieszflow.engine.storage import atomic_output
 from rieszflow.studies.reporting import reporter, sweep_reporter
 from rieszflow.engine.storage import _command, open_run
+from rieszflow.studies.runs.inspect import compare_runs, format_compare, run_labels
 
 __all__ = ["STORED_REPORTS", "report_markdown", "sweep_report", "write_report"]
 
@@ -46,7 +47,7 @@ def sweep_report(ds) -> str:
     return head + "\n\n" + str(ds.mean("trial"))
 
 
-def _describe(path: Path, ds) -> list[str]:
+def _describe(path: Path, label: str, ds) -> list[str]:
     a = ds.attrs
     wall = a.get("wall_seconds")
     facts = [f"kind `{a.get('kind')}`, status `{a.get('status')}`",
@@ -55,9 +56,43 @@ def _describe(path: Path, ds) -> list[str]:
              f"platform `{a.get('platform', '?')}`"]
     if wall is not None:
         facts.append(f"wall time {float(wall):.1f} s (writing sessions of the file)")
-    return [f"### `{path.as_posix()}`", "",
-            f"- written by: `{a.get('command', '(not recorded)')}`",
-            f"- {'; '.join(facts)}", ""]
+    lines = [f"### `{label}`", ""]
+    if label != path.as_posix():
+        lines.append(f"- file: `{path.as_posix()}`")
+    lines += [f"- written by: `{a.get('command', '(not recorded)')}`",
+              f"- {'; '.join(facts)}"]
+    if a.get("status") != "complete":
+        lines.append(f"- **this run did not finish** (status `{a.get('status')}`): the tables below "
+                     f"cover what it recorded before it stopped")
+    return lines + [""]
+
+
+def _recorded_so_far(ds) -> str:
+    """What an unfinished file recorded: each growing dimension's length, and for each 1-D
+    variable along one, its first and last values and the mean of its last (up to) 10 records."""
+    import numpy as np
+
+    lines = ["recorded so far: " + ", ".join(f"{d}={n}" for d, n in ds.sizes.items())]
+    for name in sorted(ds.data_vars):
+        v = ds[name]
+        if v.ndim != 1 or v.dtype.kind not in "fiu" or v.size == 0:
+            continue
+        x = np.asarray(v.values, dtype=np.float64)
+        units = v.attrs.get("units", "")
+        lines.append(f"  {name}[{v.dims[0]}] ({units}): first {x[0]:.6g}, last {x[-1]:.6g}, mean of "
+                     f"the last {min(10, x.size)} {np.nanmean(x[-10:]):.6g}")
+    return "\n".join(lines)
+
+
+def _tables(path: Path, table, ds) -> str:
+    """The study's tables of a file; for an unfinished file whose study needs a finished one,
+    what it recorded so far (:func:`_recorded_so_far`), after the reason."""
+    try:
+        return table(ds).rstrip()
+    except (ValueError, KeyError) as e:
+        if ds.attrs.get("status") == "complete":
+            raise ValueError(f"{path}: {e}") from None
+        return (f"(the study's tables need a finished run: {e})\n" + _recorded_so_far(ds)).rstrip()
 
 
 #: The report a sweep study writes into its output directory (``rieszflow infinite-width``,
@@ -101,7 +136,10 @@ def report_markdown(paths, *, title: str | None = None) -> str:
     paths : sequence of str or os.PathLike
         rieszflow files of kinds with a registered reporter
         (:func:`rieszflow.studies.reporting.reporter_kinds`); two or more main-job files also get
-        ``rieszflow compare``'s table (metrics side by side, McNemar test). A directory is the
+        ``rieszflow compare``'s table (metrics side by side, McNemar test). Files are headed by
+        their labels (:func:`rieszflow.studies.runs.inspect.run_labels`). An unfinished file
+        (status other than ``complete``) is reported as such: its study's tables where they can
+        be made, else what it recorded so far. A directory is the
         output of a sweep study that stores its report there (:data:`STORED_REPORTS`): its section
         is that report, after the provenance of the merged sweep files under it.
     title : str, optional
@@ -125,6 +163,7 @@ def report_markdown(paths, *, title: str | None = None) -> str:
         raise ValueError("report needs at least one run file")
     dirs = {p: _directory_report(p) for p in paths if p.is_dir()}
     files = [p for p in paths if p not in dirs]
+    labels = dict(zip(files, run_labels(files)))
     dss = {p: open_run(p) for p in files}
     tables = {}
     for p, ds in dss.items():
@@ -141,14 +180,13 @@ def report_markdown(paths, *, title: str | None = None) -> str:
         if p in dirs:
             lines += dirs[p]
             continue
-        lines += _describe(p, dss[p])
-        lines += ["```text", tables[p](dss[p]).rstrip(), "```", ""]
+        lines += _describe(p, labels[p], dss[p])
+        lines += ["```text", _tables(p, tables[p], dss[p]), "```", ""]
     dss = list(dss.values())
     paths = files
     mains = [p for p, ds in zip(paths, dss) if ds.attrs.get("kind") == "main_job"]
+    mains = [p for p in mains if "test_metrics" in dss[paths.index(p)]]     # finished ones
     if len(mains) >= 2:
-        from rieszflow.studies.runs.inspect import compare_runs, format_compare
-
         lines += [f"### `rieszflow compare {shlex.join(p.as_posix() for p in mains)}`", "",
                   "```text", format_compare(compare_runs(mains)), "```", ""]
     return "\n".join(lines)
