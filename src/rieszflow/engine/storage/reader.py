@@ -34,7 +34,7 @@ def check_run_file(path, kind: str | None = None) -> None:
     import h5py
 
     try:
-        with h5py.File(path, "r") as f:
+        with h5py.File(path, "r", locking=False) as f:     # a live file too (the writer's lock)
             fmt = f.attrs.get("rieszflow_format")
             got_kind = f.attrs.get("kind")
     except (OSError, ValueError) as e:

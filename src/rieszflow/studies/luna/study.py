@@ -203,7 +203,7 @@ def specs(cfg: LunaConfig) -> list:
     return [
         SweepSpec("p1", fn, P1_CHECKS, {}, 1, conf, cfg.seed),
         SweepSpec("p2", fn, P2_METHODS, {"n": tuple(cfg.p2_ns)}, 1, conf, cfg.seed,
-                  units={"n": "tokens"}),
+                  units={"n": "1"}),
         SweepSpec("p3", fn, tuple(cfg.p3_methods), {"task": tuple(cfg.p3_tasks)}, cfg.p3_seeds, conf, cfg.seed),
         SweepSpec("p4", fn, ("luna",), {"ml": tuple(cfg.p4_ml)}, 1, conf, cfg.seed),
         SweepSpec("p5", fn, tuple(cfg.p5_variants), {}, cfg.p5_seeds, conf, cfg.seed),

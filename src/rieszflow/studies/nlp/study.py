@@ -329,8 +329,8 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
     one = {"units": "1"}
     ds = xr.Dataset(
         {"test_metrics": (("metric",), np.array([metrics[k] for k in METRIC_NAMES]),
-                          {"long_name": "test-split metrics of the validation-selected checkpoint",
-                           "units": "1 (log_loss in nats)"}),
+                          {"long_name": "test-split metrics of the validation-selected checkpoint "
+                                        "(log_loss in nats)", "units": "1"}),
          "test_proba": (("example",), proba, {"long_name": "predicted probability of label 1 on the "
                                                            "test split", **one}),
          "test_label": (("example",), label, {"long_name": "true test label", **one}),
