@@ -84,3 +84,32 @@ def test_report_of_a_sweep_study_directory(tmp_path):
     assert "```text\nTABLE 1\nx  y\n1  1\n2  4\n```" in page
     assert cli_main(["report", str(out), "--out", str(tmp_path / "page.md")]) == 0
     assert (tmp_path / "page.md").read_text().count("TABLE 1") == 1
+
+
+def test_run_labels_are_the_shortest_distinguishing_trailing_paths():
+    from rieszflow.studies.runs.inspect import run_labels
+
+    assert run_labels(["a/run.h5", "b/run.h5"]) == ["a/run.h5", "b/run.h5"]
+    assert run_labels(["x/kernel.h5", "y/vanilla.h5"]) == ["kernel.h5", "vanilla.h5"]
+    assert run_labels(["x/a/run.h5", "y/a/run.h5", "b/run.h5", "c.h5"]) == \
+        ["x/a/run.h5", "y/a/run.h5", "b/run.h5", "c.h5"]
+    assert run_labels(["run.h5", "./run.h5"]) == ["run.h5", "run.h5 [2]"]      # one file twice
+
+
+def test_open_runs_compare_and_report_tell_same_named_runs_apart(two_runs, tmp_path, capsys):
+    """Old: a/run.h5 and b/run.h5 were both 'run.h5' in open_runs, compare and report."""
+    import shutil
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = tmp_path / "a" / "run.h5", tmp_path / "b" / "run.h5"
+    shutil.copy(two_runs[0], a)
+    shutil.copy(two_runs[1], b)
+    assert list(rieszflow.open_runs([a, b]).run.values) == ["a/run.h5", "b/run.h5"]
+    assert cli_main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "McNemar a/run.h5 vs b/run.h5" in out and out.splitlines()[0].split()[1:] == ["a/run.h5",
+                                                                                           "b/run.h5"]
+    assert cli_main(["report", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "### `a/run.h5`" in out and "### `b/run.h5`" in out and "McNemar a/run.h5 vs b/run.h5" in out
