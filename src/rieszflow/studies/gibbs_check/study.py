@@ -536,7 +536,7 @@ def run_gibbs_check(config, run_path, out, *, overwrite: bool = False, quiet: bo
             ("split_rhat", ("layer", "head", "statistic"), dgrid("rhat"),
              "split-R-hat over all chains (kept sweeps)", "1"),
             ("ess", ("layer", "head", "statistic"), dgrid("ess"),
-             "effective sample size over all chains (kept sweeps)", "sweeps"),
+             "effective sample size over all chains, in kept sweeps", "1"),
             ("bandwidth", ("layer", "head"), grid("bandwidth"),
              "Gaussian kernel bandwidth sigma of the MMD (median heuristic)", "1"),
             ("mmd2", ("layer", "head", "comparison"), grid("mmd2"),
