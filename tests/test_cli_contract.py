@@ -5,7 +5,7 @@ import pytest
 from rieszflow.studies.cli import SUBCOMMANDS
 from rieszflow.studies.cli import main as cli_main
 
-STUDIES = [name for name, _ in SUBCOMMANDS if name not in ("status", "compare", "report", "bench")]
+STUDIES = [name for name, _ in SUBCOMMANDS if name not in ("status", "compare", "report", "plot", "bench")]
 SIZE = {"run": ["--smoke"], "mean-field": ["--quick"], "kernel-mean-field": ["--quick"], "ldp": ["--quick"],
         "attention-theory": ["--quick"], "token-flow": ["--quick"], "synthetic": ["--quick"],
         "nlp": ["--quick"], "kgd": ["--quick"], "infinite-width": ["--quick"], "luna": ["--quick"],

@@ -270,3 +270,37 @@ def test_the_stale_lock_warning_is_a_sentence(tmp_path):
         TrajectoryWriter(p, "demo").close()
     msg = str(rec[0].message)
     assert msg.startswith("Taking over the stale lock file") and msg.endswith("on this host.")
+
+
+def _damaged_header(p):
+    _demo_file(p)
+    with h5py.File(p, "r") as f:
+        addr = h5py.h5o.get_info(f["y"].id).addr
+    with open(p, "r+b") as fh:
+        fh.seek(addr)
+        fh.write(bytes(range(7, 47)))
+
+
+@pytest.mark.parametrize("make", ["junk", "foreign", "damaged"])
+def test_corrupt_or_foreign_files_are_run_file_errors_in_every_reader(tmp_path, make):
+    from rieszflow.engine.storage import check_resumable, check_run_file, missing_cf_attributes, verify_run_file
+    from rieszflow.studies.runs.inspect import compare_runs, open_runs
+
+    p = tmp_path / "x.h5"
+    if make == "junk":
+        p.write_bytes(b"not an HDF5 file " * 64)
+    elif make == "foreign":
+        with h5py.File(p, "w") as f:
+            f["x"] = [1.0]
+    else:
+        _damaged_header(p)
+    readers = [open_run, verify_run_file, run_status, lambda q: open_runs([q]),
+               lambda q: compare_runs([q, q])]
+    if make != "damaged":                   # these read the root attributes only
+        readers += [check_run_file, lambda q: check_resumable(q, "demo", {"n": 4})]
+    if make != "foreign":                   # a CF check of any netCDF file, rieszflow's or not
+        readers += [missing_cf_attributes]
+    for read in readers:
+        with pytest.raises(RunFileError) as e:
+            read(p)
+        assert str(p) in str(e.value) and "\n" not in str(e.value)

@@ -37,7 +37,7 @@ def check_run_file(path, kind: str | None = None) -> None:
         with h5py.File(path, "r", locking=False) as f:     # a live file too (the writer's lock)
             fmt = f.attrs.get("rieszflow_format")
             got_kind = f.attrs.get("kind")
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
         raise RunFileError(f"{path} is not a readable HDF5 file ({e}); expected a file written "
                            f"by rieszflow") from e
     if isinstance(fmt, bytes):
@@ -140,9 +140,13 @@ def check_resumable(path, kind: str, config, *, allow_complete: bool = True) -> 
     if not path.exists():
         raise FileNotFoundError(f"resume: {path} does not exist")
     check_run_file(path, kind)
-    with h5py.File(path, "r") as f:
-        raw = f.attrs.get("config", "{}")
-        status = f.attrs.get("status")
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            raw = f.attrs.get("config", "{}")
+            status = f.attrs.get("status")
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise RunFileError(f"{path}: its root attributes cannot be read ({e}); the file is "
+                           f"corrupt: start again with --overwrite") from e
     if isinstance(status, bytes):
         status = status.decode()
     try:
@@ -189,8 +193,8 @@ def missing_cf_attributes(path) -> list[str]:
                 if miss:
                     out.append(f"{name} (missing {', '.join(miss)})")
             return out
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path} cannot be read ({e})") from e
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise RunFileError(f"{path} cannot be read ({type(e).__name__}: {e})") from e
 
 
 def verify_run_file(path) -> list[str]:
