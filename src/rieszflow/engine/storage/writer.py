@@ -219,6 +219,7 @@ class TrajectoryWriter:
         self._growing: dict[str, bool] = {}              # unlimited dims: has a coordinate?
         self._t0 = time.perf_counter()   # start of this writing session (wall_seconds)
         self._wall0 = 0.0                # wall_seconds of the earlier sessions (resume)
+        self._updated = None             # the root attribute updated, as last written
         if overwrite and resume:
             raise ValueError("TrajectoryWriter: overwrite=True and resume=True exclude each other")
         if self.path.is_dir():
@@ -408,9 +409,14 @@ class TrajectoryWriter:
         """:meth:`flush` without raising a held signal (for the constructor and :meth:`close`)."""
         with _signals_held():               # a block is written whole (see interruptible)
             self._write_pending()
-            attrs = self._f._h5file.attrs       # freshness and wall time (see the class docstring)
-            attrs["updated"] = _utc_now()
-            attrs["wall_seconds"] = self._wall0 + (time.perf_counter() - self._t0)
+            # freshness and wall time (class docstring), rewritten in place: a flush costs about
+            # 0.15 ms more and the file does not grow (``attrs[k] = v`` would re-create them)
+            attrs = self._f._h5file.attrs
+            now = _utc_now()
+            if now != self._updated:            # second resolution: once a second at most
+                attrs.modify("updated", now)
+                self._updated = now
+            attrs.modify("wall_seconds", self._wall0 + (time.perf_counter() - self._t0))
             if self._tmp is not None:
                 # h5netcdf's flush writes only the constant _NCProperties of a new file (0.5-1 ms
                 # each time): once, at the first flush, is enough (h5netcdf's close writes it again)
