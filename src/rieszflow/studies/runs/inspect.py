@@ -175,8 +175,8 @@ def _state(status, lock_state) -> tuple[str, str]:
     if lock_state == OTHER_HOST:
         return "running", ("written on another host: this host cannot tell whether its writer is "
                            "still alive")
-    return "stale (writer gone)", ("the file says 'running' but no process writes it any more "
-                                   "(killed, or its machine stopped)")
+    return "stale (writer gone)", ("the file says 'running' but no process writes it any more: "
+                                   "its writer was killed, or its machine stopped")
 
 
 def _main_job_progress(attrs, dims, cfg) -> tuple[dict, float | None, str]:
