@@ -112,4 +112,5 @@ def test_open_runs_compare_and_report_tell_same_named_runs_apart(two_runs, tmp_p
                                                                                            "b/run.h5"]
     assert cli_main(["report", str(a), str(b)]) == 0
     out = capsys.readouterr().out
-    assert "### `a/run.h5`" in out and "### `b/run.h5`" in out and "McNemar a/run.h5 vs b/run.h5" in out
+    assert f"### `{a.as_posix()}`" in out and f"### `{b.as_posix()}`" in out
+    assert "McNemar a/run.h5 vs b/run.h5" in out and "McNemar run.h5 vs run.h5" not in out

@@ -100,5 +100,5 @@ def test_report_states_an_interrupted_file_and_shows_what_it_recorded(runs, caps
     out = capsys.readouterr().out
     assert "**this run did not finish** (status `interrupted`)" in out
     assert "recorded so far:" in out and "val_accuracy[epoch]" in out
-    assert "### `cut.h5`" in out and "### `done.h5`" in out
+    assert f"### `{cut.as_posix()}`" in out and f"### `{done.as_posix()}`" in out
     assert "rieszflow compare" not in out        # one finished main-job file: nothing to compare

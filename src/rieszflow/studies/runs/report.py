@@ -18,7 +18,7 @@ from pathlib import Path
 from rieszflow.engine.storage import atomic_output
 from rieszflow.studies.reporting import reporter, sweep_reporter
 from rieszflow.engine.storage import _command, open_run
-from rieszflow.studies.runs.inspect import compare_runs, format_compare, run_labels
+from rieszflow.studies.runs.inspect import compare_runs, format_compare
 
 __all__ = ["STORED_REPORTS", "report_markdown", "sweep_report", "write_report"]
 
@@ -47,7 +47,7 @@ def sweep_report(ds) -> str:
     return head + "\n\n" + str(ds.mean("trial"))
 
 
-def _describe(path: Path, label: str, ds) -> list[str]:
+def _describe(path: Path, ds) -> list[str]:
     a = ds.attrs
     wall = a.get("wall_seconds")
     facts = [f"kind `{a.get('kind')}`, status `{a.get('status')}`",
@@ -56,9 +56,7 @@ def _describe(path: Path, label: str, ds) -> list[str]:
              f"platform `{a.get('platform', '?')}`"]
     if wall is not None:
         facts.append(f"wall time {float(wall):.1f} s (writing sessions of the file)")
-    lines = [f"### `{label}`", ""]
-    if label != path.as_posix():
-        lines.append(f"- file: `{path.as_posix()}`")
+    lines = [f"### `{path.as_posix()}`", ""]
     lines += [f"- written by: `{a.get('command', '(not recorded)')}`",
               f"- {'; '.join(facts)}"]
     if a.get("status") != "complete":
@@ -136,8 +134,9 @@ def report_markdown(paths, *, title: str | None = None) -> str:
     paths : sequence of str or os.PathLike
         rieszflow files of kinds with a registered reporter
         (:func:`rieszflow.studies.reporting.reporter_kinds`); two or more main-job files also get
-        ``rieszflow compare``'s table (metrics side by side, McNemar test). Files are headed by
-        their labels (:func:`rieszflow.studies.runs.inspect.run_labels`). An unfinished file
+        ``rieszflow compare``'s table (metrics side by side, McNemar test), whose columns are the
+        files' labels (:func:`rieszflow.studies.runs.inspect.run_labels`); each file's heading is
+        its path as given. An unfinished file
         (status other than ``complete``) is reported as such: its study's tables where they can
         be made, else what it recorded so far. A directory is the
         output of a sweep study that stores its report there (:data:`STORED_REPORTS`): its section
@@ -163,7 +162,6 @@ def report_markdown(paths, *, title: str | None = None) -> str:
         raise ValueError("report needs at least one run file")
     dirs = {p: _directory_report(p) for p in paths if p.is_dir()}
     files = [p for p in paths if p not in dirs]
-    labels = dict(zip(files, run_labels(files)))
     dss = {p: open_run(p) for p in files}
     tables = {}
     for p, ds in dss.items():
@@ -180,7 +178,7 @@ def report_markdown(paths, *, title: str | None = None) -> str:
         if p in dirs:
             lines += dirs[p]
             continue
-        lines += _describe(p, labels[p], dss[p])
+        lines += _describe(p, dss[p])
         lines += ["```text", _tables(p, tables[p], dss[p]), "```", ""]
     dss = list(dss.values())
     paths = files
