@@ -196,7 +196,7 @@ def _main(argv: list, console) -> int:
 
     def fail(code: int, line: str) -> int:
         if debug:
-            console.stderr.write(traceback.format_exc())
+            console.stderr.write_at(traceback.format_exc(), "DEBUG")
         print(f"{prog}: {line}", file=sys.stderr)
         return code
 

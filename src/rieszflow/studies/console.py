@@ -7,8 +7,8 @@ log_to`; ``<out>.log`` beside a file, ``<dir>/rieszflow.log`` in a sweep directo
 prints needs to change: ``print``, ``tqdm`` bars (their final state is logged once), the CLI's error
 line and, at ``--log-level debug``, the traceback all reach the file.
 
-Python warnings are printed as one line ``rieszflow COMMAND: warning: MESSAGE`` (no source line),
-on the console unless the level is ``error``, and always in the log file.
+Python warnings are formatted as one line ``rieszflow COMMAND: warning: MESSAGE`` (no source line;
+``warnings.formatwarning``), printed unless the level is ``error``, and always logged.
 
 A console that goes away (``rieszflow status FILE | head``) is not an error: the first
 ``BrokenPipeError`` points the stream at ``/dev/null`` (so the interpreter's last flush is quiet
@@ -132,16 +132,19 @@ class Tee:
             self._collect(text)
         return len(text)
 
-    def write_log_only(self, text: str, level: str) -> None:
-        """Log the lines of ``text`` at ``level`` without printing them.
+    def write_at(self, text: str, level: str) -> None:
+        """Print ``text`` and log its lines at ``level`` (say a traceback at ``"DEBUG"``).
 
         Parameters
         ----------
         text : str
         level : str
         """
+        with self._lock:
+            self._to_console(text)
         for line in text.splitlines():
-            self._console.log_line(level, line)
+            if line.strip():
+                self._console.log_line(level, line.rstrip())
 
     def flush(self) -> None:
         """Flush the console stream (a closed pipe is handled as in :meth:`write`)."""
@@ -228,17 +231,17 @@ class Console:
         self._saved = None
 
     def __enter__(self):
-        self._saved = (sys.stdout, sys.stderr, warnings.showwarning)
+        self._saved = (sys.stdout, sys.stderr, warnings.formatwarning)
         self.stdout = Tee(sys.stdout, self, "INFO")
         self.stderr = Tee(sys.stderr, self, "WARNING")
         sys.stdout, sys.stderr = self.stdout, self.stderr
-        warnings.showwarning = self._show_warning
+        warnings.formatwarning = self._format_warning
         return self
 
     def __exit__(self, *exc):
         for tee in (self.stdout, self.stderr):
             tee.close_line()
-        sys.stdout, sys.stderr, warnings.showwarning = self._saved
+        sys.stdout, sys.stderr, warnings.formatwarning = self._saved
         if self._log is not None:
             self._log.close()
         return False
@@ -279,11 +282,17 @@ class Console:
         if self._log is not None:
             self._log.write(level, line)
 
-    def _show_warning(self, message, category, filename, lineno, file=None, line=None):
-        """``warnings.showwarning``: one line naming the command, no source line."""
+    def _format_warning(self, message, category, filename, lineno, line=None) -> str:
+        """``warnings.formatwarning``: one line naming the command, no source line.
+
+        Python writes the returned text to ``sys.stderr`` (the :class:`Tee`: printed and logged).
+        At ``--log-level error`` the line is logged here and nothing is printed. Warnings recorded
+        by ``warnings.catch_warnings(record=True)`` (``pytest.warns``) are not formatted, so they
+        are recorded as before.
+        """
         who = f"{self.prog} {self.command}" if self.command else self.prog
         text = f"{who}: warning: {message}"
         if self.show_warnings:
-            print(text, file=sys.stderr)               # through the Tee: printed and logged
-        else:
-            self.log_line("WARNING", text)
+            return text + "\n"
+        self.log_line("WARNING", text)
+        return ""
