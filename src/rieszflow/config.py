@@ -687,8 +687,14 @@ def format_config(cfg_cls, cfg, preset=None, *, choices: Mapping[str, Any] | Non
 
     Parameters
     ----------
-    cfg_cls, cfg, preset, choices
-        As for :func:`describe_config`.
+    cfg_cls : dataclass type
+        The configuration class.
+    cfg : instance of ``cfg_cls``
+        The configuration to show.
+    preset : instance of ``cfg_cls``, optional
+        Where the defaults are read from (as for :func:`describe_config`).
+    choices : Mapping, optional
+        Field name -> allowed values (as for :func:`describe_config`).
 
     Returns
     -------
