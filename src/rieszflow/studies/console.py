@@ -244,6 +244,7 @@ class Console:
         sys.stdout, sys.stderr, warnings.formatwarning = self._saved
         if self._log is not None:
             self._log.close()
+            self._log = None       # a Tee kept by someone (a logging handler) no longer logs
         return False
 
     @property
