@@ -47,6 +47,9 @@ def test_a_run_appends_what_it_prints_to_its_log_file(tmp_path, capsys):
     again = (tmp_path / "a.h5.log").read_text().splitlines()
     assert again[:len(log)] == log and sum("exit status 0" in line for line in again) == 2
     assert any("is complete: nothing to resume" in line for line in again[len(log):])
+    # a command refused on bad input before it writes leaves no log behind
+    assert cli_main(["run", "--smoke", "--set", "m=x", "--out", str(tmp_path / "b.h5")]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.h5", "a.h5.log"]
 
 
 def test_the_error_line_and_the_debug_traceback_reach_the_log(tmp_path, monkeypatch, capsys):
@@ -55,6 +58,7 @@ def test_the_error_line_and_the_debug_traceback_reach_the_log(tmp_path, monkeypa
 
     _patch_run(monkeypatch, fails)
     out = tmp_path / "f.h5"
+    TrajectoryWriter(out, "demo").close()        # a run fails once it has its file: its log is kept
     assert cli_main(["run", "--smoke", "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "run failed: ArithmeticError: injected failure (--log-level debug" in err and "Traceback" not in err

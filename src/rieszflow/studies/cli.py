@@ -80,9 +80,12 @@ def log_file_of(args) -> tuple:
     """Where a command's log file goes, and when it may be created.
 
     Only the commands that write runs (those with ``--show-config``) keep a log file: ``<out>.log``
-    beside an output file; ``<out>/rieszflow.log`` inside a sweep directory, created once the
-    directory holds its ``config.json`` (an empty directory that a sweep is about to check stays
-    empty); ``runs/<command>.log`` when ``--out`` is not given (the default paths under ``runs/``).
+    beside an output file, created once the run has started writing it (its lock file exists) or
+    the file exists, so a command refused on bad input leaves nothing behind; ``<out>/rieszflow.log``
+    inside a sweep directory, created once the directory holds its ``config.json`` (an empty
+    directory that a sweep is about to check stays empty); ``runs/<command>.log`` when ``--out`` is
+    not given (the default paths under ``runs/``). The lines printed before are kept and written
+    then.
 
     Parameters
     ----------
@@ -107,8 +110,8 @@ def log_file_of(args) -> tuple:
         return Path("runs") / f"{args.command}.log", Path("runs").is_dir
     out = Path(out)
     if out.suffix.lower() in HDF5_SUFFIXES:
-        path = out.with_name(out.name + ".log")
-        return path, out.parent.is_dir
+        lock = out.with_name(out.name + ".lock")
+        return out.with_name(out.name + ".log"), lambda: out.exists() or lock.exists()
     return out / "rieszflow.log", (out / "config.json").is_file
 
 
@@ -247,7 +250,7 @@ def _main(argv: list, console) -> int:
                     + ("" if debug else " (--log-level debug for the traceback)"))
     finally:
         if not show:
-            console.log_line("INFO", f"exit status {code}" if code is not None else "exit")
+            console.log_line("INFO", f"exit status {code}")
 
 
 def _show_config(args, sub) -> int:
