@@ -125,8 +125,13 @@ def test_a_progress_bar_is_logged_once_in_its_last_state(tmp_path):
         console.log_to(tmp_path / "x.log", header="h")
         sys.stderr.write("bar  10%\rbar  50%\r\x1b[Abar 100%\n")
         sys.stderr.write("rieszflow run: error: bad\n")
+        sys.stderr.write("\rtasks 1/5")                    # a bar, then a warning that does not clear it
+        sys.stderr.write("\rtasks 2/5")
+        sys.stderr.write("rieszflow run: warning: slow\n")
     lines = (tmp_path / "x.log").read_text().splitlines()
-    assert [line.split(maxsplit=1)[1] for line in lines[1:]] == ["INFO    bar 100%", "ERROR   rieszflow run: error: bad"]
+    assert [line.split(maxsplit=1)[1] for line in lines[1:]] == [
+        "INFO    bar 100%", "ERROR   rieszflow run: error: bad", "INFO    tasks 2/5",
+        "WARNING rieszflow run: warning: slow"]
 
 
 class _ClosedPipe(io.TextIOBase):

@@ -109,6 +109,7 @@ class Tee:
     def __init__(self, stream, console: "Console", level: str):
         self._stream, self._console, self._level = stream, console, level
         self._line = ""
+        self._bar = False                 # the last write redrew a line in place (a progress bar)
         self._lock = threading.RLock()
         self.broken = False
 
@@ -176,6 +177,9 @@ class Tee:
             pass
 
     def _collect(self, text: str) -> None:
+        if self._bar and self._line and not text.startswith(("\r", "\n")):
+            self.close_line()             # another writer after a bar's redraw: the bar's line ends
+        self._bar = text.startswith("\r")
         self._line += text
         if "\n" not in self._line:
             if "\r" in self._line:               # a bar redrawn in place: keep its last state
