@@ -6,7 +6,11 @@ JSON/HDF5 file (unknown keys are an error that lists the allowed ones), replaced
 (``cfg.replace(n=...)``), typed from the command line (:func:`parse_overrides`), and resolved
 against a preset, a file and a resumed run (:func:`resolve_config`). Value checks fail with
 ``ValueError`` naming the field, the value and what is allowed (bad input: exit code 2 in the CLI),
-built on the engine's validators (:mod:`rieszflow.engine._checks`).
+built on the engine's validators (:mod:`rieszflow.engine._checks`). Under :func:`showing_config`
+(``--show-config``) :func:`resolve_config` stops the command with :class:`ConfigShown`, and
+:func:`describe_config` / :func:`format_config` list every field with its value, default, units and
+allowed values (from field metadata ``{"units": ..., "allowed": ...}``, a class's ``field_info``, the
+docstring and the validators' bounds).
 
 This is a shared layer: it imports only the engine, and the learning layer and every study use it.
 """
