@@ -147,6 +147,13 @@ def test_resume_errors_name_the_options_given_not_config(tmp_path, capsys):
     assert cli_main(["luna", "--quick", "--quiet", "--resume", "--out", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "--resume" in err and "--config" not in err
+    foreign = tmp_path / "foreign.h5"
+    import h5py
+
+    h5py.File(foreign, "w").close()
+    assert cli_main(["run", "--resume", "--quiet", "--out", str(foreign)]) == 2
+    err = capsys.readouterr().err
+    assert f"--resume {str(foreign)!r}: " in err and "--config" not in err
     (bad / "config.json").write_text(json.dumps({"seed": 1}))
     with pytest.raises(ValueError) as e:                       # --config named only when given
         resolve_config(_Demo, _Demo(), config_file=bad / "config.json", resume_from=bad / "config.json")
