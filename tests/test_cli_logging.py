@@ -230,3 +230,17 @@ def test_the_interrupt_line_uses_the_runs_resume_hint(attrs, words, tmp_path, mo
     assert len(err) == 1 and err[0].startswith("rieszflow run: interrupted (interrupted by SIGTERM)")
     assert words in err[0], err
     assert "can be continued with --resume where" not in err[0]
+
+
+@pytest.mark.parametrize("name", ["run", "ldp", "nlp"])
+def test_an_empty_out_is_refused_naming_what_to_give(name, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        cli_main([name, "--out", ""])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --out: '': an empty path; give a file name ending in .h5" in err
+    assert "PosixPath" not in err and list(tmp_path.iterdir()) == []
+    if name != "nlp":                               # --out . names a directory, not an output file
+        assert cli_main([name, "--quick" if name == "ldp" else "--smoke", "--out", "."]) == 2
+        assert "--out '.' is a directory; give a file name ending in .h5" in capsys.readouterr().err
+        assert list(tmp_path.iterdir()) == []
