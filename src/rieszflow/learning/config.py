@@ -439,3 +439,39 @@ def performer_scales(cfg: MainJobConfig) -> dict:
     """
     r = math.sqrt(cfg.d_model // cfg.n_heads)
     return {"tau": r, "omega_scale": r}
+
+
+def _info(units: str = "-", allowed: str | None = None) -> dict:
+    return {"units": units} if allowed is None else {"units": units, "allowed": allowed}
+
+
+#: Units and allowed values of the fields whose checks in ``MainJobConfig.__post_init__`` are not
+#: stated by a validator or a documented set of values, for ``rieszflow run --show-config``
+#: (:func:`rieszflow.config.describe_config`). Dimensionless quantities have units ``"1"``.
+MainJobConfig.field_info = {
+    **{k: _info("-", "an integer >= 1") for k in ("n_heads", "n_layers", "luna_channels", "luna_hidden")},
+    "m": _info("features per head", "an integer >= 1 (>= 2 particles per head with Phase A)"),
+    "d_model": _info("-", "an integer >= 1, divisible by n_heads"),
+    "d_ff": _info("-", "an integer >= 1"),
+    "max_len": _info("tokens", "an integer >= 2"),
+    "linformer_k": _info("tokens", "an integer >= 1"),
+    "dwc_kernel": _info("tokens", "an integer >= 0 (0: off)"),
+    "batch_size": _info("examples", "an integer >= 1"),
+    "record_every": _info("steps", "an integer >= 1"),
+    "redraw_every": _info("steps", "an integer >= 0 (0: fixed features)"),
+    "phase_a_epochs": _info("epochs", "an integer >= 0 (>= 1 with kernel=true)"),
+    "epochs": _info("epochs", "an integer >= 1"),
+    "phase_a_after": _info("epochs", "an integer >= 0, < epochs"),
+    "train_limit": _info("examples", "0 (all) or an integer >= 2"),
+    "eval_limit": _info("examples", "0 (all) or an integer >= 2"),
+    "sst2_validation": _info("examples", "an integer in [1, 67349)"),
+    "qqp_validation": _info("examples", "an integer >= 1"),
+    "seed": _info("-", "an integer >= 0"),
+    "checkpoint_seconds": _info("s", "a real number >= 0"),
+    **{k: _info("1", "a real number > 0") for k in ("eta", "beta", "clip_norm", "radius", "delta", "lr",
+                                                    "tau", "embed_std", "omega_scale")},
+    **{k: _info("1", "a real number >= 0") for k in ("lam", "floor", "weight_decay")},
+    "s": _info("1", "a real number > -2"),
+    "dropout": _info("1", "a real number in [0, 1)"),
+    "warmup_fraction": _info("1", "a real number in [0, 1)"),
+}

@@ -1,7 +1,8 @@
 """The command-line base every study shares: output, configuration and size options.
 
 :func:`add_study_arguments` gives each subcommand the shared options (``--config``, ``--seed``,
-``--backend``, ``--set``, ``--quick`` and the output options of :func:`add_output_arguments`),
+``--backend``, ``--set``, ``--show-config``, ``--quick`` and the output options of
+:func:`add_output_arguments`), :func:`add_log_arguments` the ``--log-level`` of every subcommand,
 :func:`check_hdf5_out` the one output-name check, and :func:`non_negative_int` /
 :func:`positive_int` the argparse types. Configurations themselves live in :mod:`rieszflow.config`.
 """
@@ -10,8 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["HDF5_SUFFIXES", "check_hdf5_out", "add_output_arguments", "add_study_arguments",
-           "given_options", "non_negative_int", "positive_int"]
+__all__ = ["HDF5_SUFFIXES", "LOG_LEVELS", "check_hdf5_out", "output_path", "add_output_arguments",
+           "add_study_arguments", "add_log_arguments", "given_options", "non_negative_int",
+           "positive_int"]
 
 
 def non_negative_int(text: str) -> int:
@@ -82,11 +84,41 @@ def check_hdf5_out(out, option: str = "--out") -> None:
     Raises
     ------
     ValueError
-        If ``out`` does not end in one of ``HDF5_SUFFIXES`` (case-insensitive).
+        If ``out`` is empty or does not end in one of ``HDF5_SUFFIXES`` (case-insensitive).
     """
+    if not str(out) or str(out) == ".":
+        raise ValueError(f"{option} {str(out)!r}: an empty path; give a file name ending in "
+                         f"{', '.join(HDF5_SUFFIXES[:-1])} or {HDF5_SUFFIXES[-1]}")
     if Path(out).suffix.lower() not in HDF5_SUFFIXES:
         raise ValueError(f"{option} {str(out)!r}: rieszflow writes HDF5 files; use a name ending in "
                          f"{', '.join(HDF5_SUFFIXES[:-1])} or {HDF5_SUFFIXES[-1]}")
+
+
+def output_path(text: str) -> Path:
+    """``argparse`` type of ``--out``: a path, refusing the empty one.
+
+    ``Path("")`` is ``Path(".")``, the working directory: ``--out ""`` (an unset shell variable, say)
+    would silently name it.
+
+    Parameters
+    ----------
+    text : str
+        The option's value as typed.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If ``text`` is empty.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: an empty path; give a file name ending in {', '.join(HDF5_SUFFIXES[:-1])} or "
+            f"{HDF5_SUFFIXES[-1]} (a directory for the studies that write one)")
+    return Path(text)
 
 
 def add_output_arguments(parser, default_out: str, *, resume_help: str | None = None,
@@ -107,9 +139,7 @@ def add_output_arguments(parser, default_out: str, *, resume_help: str | None = 
     plots_help : str, default "skip the PNG figures"
         Its help.
     """
-    from pathlib import Path as _Path
-
-    parser.add_argument("--out", type=_Path, default=None,
+    parser.add_argument("--out", type=output_path, default=None,
                         help=f"output HDF5 file (default {default_out})")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     if resume_help is not None:
@@ -128,7 +158,7 @@ def add_study_arguments(parser, *, default_out: str, backends=("numpy",), quick_
     """Add the one CLI contract every study shares (docs/cli.md).
 
     ``--quick`` (where the study has sizes), ``--config FILE`` (JSON, or any HDF5 file rieszflow
-    wrote), ``--seed``, ``--backend``, ``--set KEY=VALUE``, and the output options of
+    wrote), ``--seed``, ``--backend``, ``--set KEY=VALUE``, ``--show-config``, and the output options of
     :func:`add_output_arguments` (``--out``, ``--overwrite``, ``--resume``, ``--no-plots``,
     ``--quiet``). Resolve them with :func:`~rieszflow.config.resolve_config`.
 
@@ -165,6 +195,30 @@ def add_study_arguments(parser, *, default_out: str, backends=("numpy",), quick_
         "continue the run in --out: its stored configuration is the default, and options given "
         "that differ from it are an error naming key, stored and given value"))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
+    parser.add_argument("--show-config", action="store_true",
+                        help="print every configuration key with the value this command would run "
+                             "(preset < --config < options < --set; a resumed file's stored one), "
+                             "its default, units and allowed values, then exit 0 without computing "
+                             "or writing anything")
+
+
+#: Values of ``--log-level``, most verbose first.
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def add_log_arguments(parser) -> None:
+    """Add ``--log-level`` (every subcommand has it; :func:`rieszflow.studies.cli.main` applies it).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+    """
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=None,
+                        help="what the console shows: debug (also the traceback of an error; as "
+                             "RIESZFLOW_DEBUG=1), info (default), warning (as --quiet), error (no "
+                             "warnings either); a run writing files also appends everything it "
+                             "prints, with timestamps, to a log file beside its output (docs/cli.md)")
 
 
 def given_options(**options) -> dict:

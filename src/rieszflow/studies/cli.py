@@ -16,7 +16,7 @@ import argparse
 import importlib
 import sys
 
-from rieszflow.studies.base import positive_int
+from rieszflow.studies.base import add_log_arguments, positive_int
 
 #: (subcommand, module) pairs, in the order ``rieszflow --help`` lists them.
 SUBCOMMANDS = (
@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        With ``--version`` and one subparser per entry of :data:`SUBCOMMANDS`; the
-        subparsers are kept in ``parser.subcommand_parsers`` (name -> parser).
+        With ``--version`` and one subparser per entry of :data:`SUBCOMMANDS`, each with
+        ``--log-level``; the subparsers are kept in ``parser.subcommand_parsers`` (name -> parser).
     """
     from rieszflow import __version__
 
@@ -67,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.subcommand_parsers = {}
     for name, target in SUBCOMMANDS:
         module, _, func = target.partition(":")
-        parser.subcommand_parsers[name] = getattr(importlib.import_module(module), func or "register")(sub)
+        p = getattr(importlib.import_module(module), func or "register")(sub)
+        add_log_arguments(p)                 # --log-level: every subcommand (main applies it)
+        parser.subcommand_parsers[name] = p
     return parser
 
 
@@ -75,15 +77,72 @@ def build_parser() -> argparse.ArgumentParser:
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
+def log_file_of(args) -> tuple:
+    """Where a command's log file goes, and when it may be created.
+
+    Only the commands that write runs (those with ``--show-config``) keep a log file: ``<out>.log``
+    beside an output file, created once the run has started writing it (its lock file exists) or
+    the file exists, so a command refused on bad input leaves nothing behind; ``<out>/rieszflow.log``
+    inside a sweep directory, created once the directory holds its ``config.json`` (an empty
+    directory that a sweep is about to check stays empty); ``runs/<command>.log`` when ``--out`` is
+    not given (the default paths under ``runs/``). The lines printed before are kept and written
+    then.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line.
+
+    Returns
+    -------
+    path : pathlib.Path or None
+        The log file; None for a command without one.
+    ready : callable or None
+        ``ready() -> bool``: whether the file may be created now.
+    """
+    from pathlib import Path
+
+    from rieszflow.studies.base import HDF5_SUFFIXES
+
+    if not hasattr(args, "show_config"):
+        return None, None
+    out = getattr(args, "out", None)
+    if out is None:
+        return Path("runs") / f"{args.command}.log", Path("runs").is_dir
+    out = Path(out)
+    if out.suffix.lower() in HDF5_SUFFIXES:
+        lock = out.with_name(out.name + ".lock")
+        return out.with_name(out.name + ".log"), lambda: out.exists() or lock.exists()
+    return out / "rieszflow.log", (out / "config.json").is_file
+
+
+def _interrupt_message(command: str, e: BaseException) -> str:
+    """The one line of an interrupted command: the run's own resume hint when it gives one."""
+    hint = getattr(e, "resume_hint", None)
+    resumable = getattr(e, "resumable", None)
+    head = f"rieszflow {command}: interrupted ({e or 'SIGINT'})"
+    if hint:
+        return f"{head}; {hint}"
+    if resumable is True:
+        return f"{head}; the output file is marked 'interrupted' and can be continued with --resume"
+    if resumable is False:
+        return f"{head}; the output holds no checkpoint to continue from: run the command again"
+    return (f"{head}; an output file already opened is marked 'interrupted' (commands with --resume "
+            f"continue it from its last checkpoint, if it has one)")
+
+
 def main(argv=None) -> int:
     """Entry point of the ``rieszflow`` console script (and ``python -m rieszflow``).
 
     Bare ``rieszflow`` prints the help and exits with 2 (no command given). Unknown
     options are reported with the usage of the subcommand they were given to. SIGINT
-    and SIGTERM end a run cleanly: its file is marked ``interrupted`` (and can be
-    resumed), one line is printed, and the exit code is 130 or 143. Bad input exits
-    with 2, a failed run with 1, each with a one-line message (set
-    ``RIESZFLOW_DEBUG=1`` for the traceback).
+    and SIGTERM end a run cleanly: its file is marked ``interrupted``, one line is printed
+    (with the run's resume hint), and the exit code is 130 or 143. Bad input exits
+    with 2, a failed run with 1, each with a one-line message (``--log-level debug`` or
+    ``RIESZFLOW_DEBUG=1`` adds the traceback). ``--show-config`` prints the configuration the
+    command would run and exits 0 before any work. Everything printed also goes to the run's log
+    file (:func:`log_file_of`); warnings are one line each; a closed stdout (``| head``) is not an
+    error (:mod:`rieszflow.studies.console`).
 
     Parameters
     ----------
@@ -96,12 +155,25 @@ def main(argv=None) -> int:
         Process exit code: 0 success, 1 run failure, 2 usage or bad input, 130/143
         interrupted by SIGINT/SIGTERM.
     """
+    from rieszflow.studies.console import Console
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    with Console() as console:
+        try:
+            return _main(argv, console)
+        except BrokenPipeError:                 # a console stream closed outside the Tee's reach
+            return EXIT_OK
+
+
+def _main(argv: list, console) -> int:
+    """:func:`main` inside its :class:`~rieszflow.studies.console.Console`."""
     import os
+    import traceback
+    import zipfile
     from pathlib import Path
 
     from rieszflow.engine.storage import RunFileError, interruptible, record_command
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     record_command(["rieszflow", *argv])        # every file written below stores its command line
     parser = build_parser()
     if not argv:
@@ -110,49 +182,99 @@ def main(argv=None) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
         parser.error("a command is required")
+    sub = parser.subcommand_parsers[args.command]
     if extra:
-        parser.subcommand_parsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
+    console.command = args.command
+    prog = f"rieszflow {args.command}"
+    level = args.log_level
+    if level is None:
+        level = "warning" if getattr(args, "quiet", False) else "info"
+    elif getattr(args, "quiet", False) and level in ("debug", "info"):
+        sub.error(f"--quiet is --log-level warning; it contradicts --log-level {level}: give one")
+    if hasattr(args, "quiet"):
+        args.quiet = level in ("warning", "error")      # what the studies read
+    console.show_warnings = level != "error"
+    debug = level == "debug" or bool(os.environ.get("RIESZFLOW_DEBUG"))
+    show = getattr(args, "show_config", False)
+
+    def fail(code: int, line: str) -> int:
+        if debug:
+            console.stderr.write_at(traceback.format_exc(), "DEBUG")
+        print(f"{prog}: {line}", file=sys.stderr)
+        return code
+
     out = getattr(args, "out", "")
     writes_hdf5 = getattr(args, "writes_hdf5", True)      # False: report (Markdown), status, compare
-    if writes_hdf5 and out and not Path(out).is_dir():
+    if writes_hdf5 and out:
         from rieszflow.studies.base import check_hdf5_out
 
         try:
+            if Path(out).is_dir():
+                raise ValueError(f"--out {str(out)!r} is a directory; give a file name ending in .h5")
             check_hdf5_out(out)
         except ValueError as e:
-            print(f"rieszflow {args.command}: error: {e}", file=sys.stderr)
-            return EXIT_USAGE
-    if writes_hdf5 and (out is None or (out and Path(out).parent == Path("runs"))):
-        Path("runs").mkdir(exist_ok=True)        # the documented default output directory
-    debug = bool(os.environ.get("RIESZFLOW_DEBUG"))
+            return fail(EXIT_USAGE, f"error: {e}")
+    if not show:
+        log, ready = log_file_of(args)
+        if log is not None:
+            console.log_to(log, ready, header=f"rieszflow {' '.join(argv)}  (pid {os.getpid()}, "
+                                              f"cwd {os.getcwd()})")
+        if writes_hdf5 and (out is None or (out and Path(out).parent == Path("runs"))):
+            Path("runs").mkdir(exist_ok=True)    # the documented default output directory
     from rieszflow.engine.threads import configure_threads
 
     try:            # the thread policy (engine/threads.py) before any study computes
         configure_threads(args.thread_cap)
     except ValueError as e:
-        print(f"rieszflow {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(EXIT_USAGE, f"error: {e}")
+    code = EXIT_FAILURE
     try:
+        if show:
+            return _show_config(args, sub)
         with interruptible():
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+            return code
     except KeyboardInterrupt as e:
         code = getattr(e, "exit_code", 130)
-        print(f"rieszflow {args.command}: interrupted ({e or 'SIGINT'}); the output file is marked "
-              f"'interrupted' and can be continued with --resume where the command supports it",
-              file=sys.stderr)
+        print(_interrupt_message(args.command, e), file=sys.stderr)
         return code
-    except (RunFileError, FileExistsError, FileNotFoundError, IsADirectoryError, ValueError,
-            TypeError) as e:
-        if debug:
-            raise
-        print(f"rieszflow {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except Exception as e:  # noqa: BLE001 - one line instead of a traceback; RIESZFLOW_DEBUG shows it
-        if debug:
-            raise
-        print(f"rieszflow {args.command}: run failed: {type(e).__name__}: {e} (set RIESZFLOW_DEBUG=1 "
-              f"for the traceback)", file=sys.stderr)
-        return EXIT_FAILURE
+    except (RunFileError, FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError,
+            ValueError, TypeError, zipfile.BadZipFile) as e:
+        code = EXIT_USAGE
+        what = "corrupt input file: " if isinstance(e, zipfile.BadZipFile) else ""
+        return fail(EXIT_USAGE, f"error: {what}{e}")
+    except BrokenPipeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - one line instead of a traceback; --log-level debug shows it
+        return fail(EXIT_FAILURE, f"run failed: {type(e).__name__}: {e}"
+                    + ("" if debug else " (--log-level debug for the traceback)"))
+    finally:
+        if not show:
+            console.log_line("INFO", f"exit status {code}")
+
+
+def _show_config(args, sub) -> int:
+    """``--show-config``: the command resolves its configuration and stops there; print it."""
+    from rieszflow.config import ConfigShown, format_config, showing_config
+
+    choices = {a.dest: a.choices for a in sub._actions if a.option_strings and a.choices}
+    try:
+        with showing_config():
+            code = args.func(args)
+    except ConfigShown as shown:
+        source = (f"stored in {shown.resumed} (--resume)" if shown.resumed is not None
+                  else "preset < --config < options < --set")
+        print(f"rieszflow {args.command}: the configuration this command would run "
+              f"({shown.cfg_cls.__name__}, {source}); '*' marks a value that differs from the "
+              f"default (the preset of the size options given). Nothing was computed or written.")
+        print(format_config(shown.cfg_cls, shown.cfg, shown.preset, choices=choices))
+        return EXIT_OK
+    if code:            # it stopped on bad input before resolving a configuration (and said so)
+        return int(code)
+    print(f"rieszflow {args.command}: error: --show-config: these options resolve no configuration "
+          f"(the command ran without one)", file=sys.stderr)
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

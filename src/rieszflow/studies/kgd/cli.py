@@ -93,7 +93,8 @@ def option_conflict(args) -> str | None:
             ("--sweep", args.sweep is not None), ("--set", bool(args.set)), ("--config", args.config is not None),
             ("--closed-form", args.closed_form), ("--quick", args.quick), ("--resume", args.resume),
             ("--workers", args.workers is not None), ("--scheduler", args.scheduler is not None),
-            ("--rhf-w", args.rhf_w is not None), ("--backend", args.backend is not None)) if on]
+            ("--rhf-w", args.rhf_w is not None), ("--backend", args.backend is not None),
+            ("--show-config", getattr(args, "show_config", False))) if on]
         if given:
             return (f"--from-run computes the learned-kernel KGD of one main-job file and takes none of "
                     f"{', '.join(given)} (they configure the Tables 2-6 run)")
@@ -113,7 +114,7 @@ def option_conflict(args) -> str | None:
             ("--sweep", args.sweep is not None), ("--set", bool(args.set)), ("--config", args.config is not None),
             ("--quick", args.quick), ("--resume", args.resume), ("--workers", args.workers is not None),
             ("--scheduler", args.scheduler is not None), ("--out", args.out is not None),
-            ("--overwrite", args.overwrite)) if on]
+            ("--overwrite", args.overwrite), ("--show-config", getattr(args, "show_config", False))) if on]
         if given:
             return f"--closed-form prints the closed-form tables only and takes none of {', '.join(given)}"
     return None

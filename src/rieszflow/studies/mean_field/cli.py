@@ -92,17 +92,20 @@ def run_from_args(args: argparse.Namespace) -> int:
     from rieszflow.studies.mean_field.config import MeanFieldConfig, full_config, quick_config
     from rieszflow.studies.mean_field.study import run_mean_field_study
 
+    def select(cfg):            # --problem, applied inside resolve_config so --show-config shows it
+        if not args.problem:
+            return cfg
+        kept = tuple(q for q in cfg.problems if q.name in args.problem)
+        if not kept:
+            raise ValueError(f"--problem {' '.join(args.problem)} selects none of the configured problems "
+                             f"{[q.name for q in cfg.problems]}")
+        return cfg.replace(problems=kept)
+
     try:
         cfg = resolve_config(MeanFieldConfig, (quick_config if args.quick else full_config)(),
                              config_file=args.config, given=given_options(seed=args.seed, backend=args.backend),
                              overrides=args.set, resume_from=args.out if args.resume else None,
-                             preset_flag="--quick" if args.quick else None)
-        if args.problem:
-            kept = tuple(q for q in cfg.problems if q.name in args.problem)
-            if not kept:
-                raise ValueError(f"--problem {' '.join(args.problem)} selects none of the configured problems "
-                                 f"{[q.name for q in cfg.problems]}")
-            cfg = cfg.replace(problems=kept)
+                             preset_flag="--quick" if args.quick else None, finish=select)
     except (OSError, ValueError) as e:
         print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
         return 2
