@@ -189,8 +189,9 @@ def test_a_warning_is_one_line_on_the_console_and_in_the_log(tmp_path):
                           capture_output=True, env=ENV, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "stale lock" in line]
-    assert lines == [f"rieszflow run: warning: {out}.lock: taking over the stale lock of process "
-                     f"{2 ** 22 + 12345} (no longer running)"], proc.stderr
+    assert lines == [f"rieszflow run: warning: Taking over the stale lock file {out}.lock: the process "
+                     f"{2 ** 22 + 12345} that held it (since then) is no longer running on this host."], \
+        proc.stderr
     assert "warnings.warn" not in proc.stderr and "RuntimeWarning" not in proc.stderr
     assert re.search(r"WARNING +rieszflow run: warning: .*stale lock", (tmp_path / "w.h5.log").read_text())
 
