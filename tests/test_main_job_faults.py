@@ -341,3 +341,48 @@ def test_resume_of_a_foreign_file_does_not_mention_config(tmp_path, capsys):
     assert cli_main(["run", "--quiet", "--resume", "--out", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "--config" not in err and "--resume" in err and str(bad) in err
+
+
+@pytest.mark.parametrize("where", ["mid-step", "mid-record"])
+def test_interrupt_inside_a_phase_a_step_rolls_back_to_the_last_block_boundary(tmp_path, monkeypatch,
+                                                                                where):
+    """Deterministic landing points of an interrupt in Phase A: between the layers of one step
+    (the first layer's particles already moved, the second's not) and inside the recording of a
+    block (the step's energies appended, its particle snapshot not). The interrupt's checkpoint
+    holds the last block boundary; the resumed file equals the uninterrupted one bit for bit."""
+    from rieszflow.learning import train
+
+    args = ["run", "--smoke", "--quiet", "--set", "n_layers=2"]
+    full, cut = tmp_path / "full.h5", tmp_path / "cut.h5"
+    assert cli_main([*args, "--out", str(full)]) == 0
+    calls = {"n": 0}
+    if where == "mid-step":
+        original = train.riesz_energy_and_grad
+        per_step = 2 * 2                          # layers x heads of the smoke model
+        target = 5 * per_step + per_step // 2 + 1      # step 6, first head of the second layer
+
+        def hook(*a, **k):
+            calls["n"] += 1
+            if calls["n"] == target:
+                raise KeyboardInterrupt
+            return original(*a, **k)
+
+        monkeypatch.setattr(train, "riesz_energy_and_grad", hook)
+    else:
+        original = train.MainJob._record_omega
+
+        def hook(self, w):
+            calls["n"] += 1
+            if calls["n"] == 3:     # initial snapshot, step 2, step 4 (host: a block per step)
+                raise KeyboardInterrupt
+            return original(self, w)
+
+        monkeypatch.setattr(train.MainJob, "_record_omega", hook)
+    assert cli_main([*args, "--out", str(cut)]) == 130
+    monkeypatch.undo()
+    meta, _ = read_checkpoint(_ckpt(cut))
+    assert meta["phase"] == "A" and meta["partial"]["batches_done"] == (5 if where == "mid-step" else 3)
+    with xr.open_dataset(cut, engine="h5netcdf") as ds:
+        assert ds.sizes["step"] == meta["phase_a_steps"] and ds.sizes["time"] == meta["lengths"]["time"]
+    assert cli_main(["run", "--quiet", "--resume", "--out", str(cut)]) == 0
+    _assert_same_variables(full, cut)
