@@ -386,3 +386,40 @@ def test_interrupt_inside_a_phase_a_step_rolls_back_to_the_last_block_boundary(t
         assert ds.sizes["step"] == meta["phase_a_steps"] and ds.sizes["time"] == meta["lengths"]["time"]
     assert cli_main(["run", "--quiet", "--resume", "--out", str(cut)]) == 0
     _assert_same_variables(full, cut)
+
+
+def test_library_runs_delete_their_final_checkpoint_and_cannot_be_extended(tmp_path, capsys):
+    """run_main_job (a sweep's task) keeps no 64 MB checkpoint per finished run unless asked; the
+    CLI keeps it. Extending a run without one says why."""
+    from rieszflow.learning import MainJobConfig, SMOKE_OVERRIDES, run_main_job
+
+    out = tmp_path / "lib.h5"
+    run_main_job(MainJobConfig(**SMOKE_OVERRIDES), out, quiet=True)
+    assert out.exists() and not _ckpt(out).exists()
+    assert cli_main(["run", "--smoke", "--quiet", "--resume", "--epochs", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no final checkpoint" in err and "cannot be extended" in err
+
+
+def test_interrupt_in_the_first_phase_b_epoch_of_a_vanilla_run_resumes_from_the_start(
+        tmp_path, monkeypatch, capsys):
+    """Before any epoch ends, the checkpoint of the initial state (written when the file is
+    created) is what an interrupt leaves; resuming from it gives the uninterrupted run."""
+    from rieszflow.learning import train
+
+    args = ["run", "--smoke", "--quiet", "--vanilla", "--epochs", "2"]
+    full, cut = tmp_path / "full.h5", tmp_path / "cut.h5"
+    assert cli_main([*args, "--out", str(full)]) == 0
+
+    def interrupted(self, w, opt, epoch):
+        w.append("batch", {"batch_loss": 1.0})         # a record after the checkpoint: dropped
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train.MainJob, "_phase_b_epoch", interrupted)
+    capsys.readouterr()
+    assert cli_main([*args, "--out", str(cut)]) == 130
+    assert "from its checkpoint at the start of the run" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert read_checkpoint(_ckpt(cut))[0]["phase"] == "start"
+    assert cli_main(["run", "--quiet", "--resume", "--out", str(cut)]) == 0
+    _assert_same_variables(full, cut)

@@ -203,17 +203,24 @@ class MainJob:
     overwrite : bool
         Replace an existing ``out``.
     resume : bool
-        Continue an interrupted run from its last completed epoch
-        (checkpoint ``<out>.ckpt.npz``).
+        Continue an interrupted run from its checkpoint ``<out>.ckpt.npz``, or extend a
+        finished one whose final checkpoint was kept (``cfg`` may raise ``epochs``; see
+        :data:`GROWTH_FIELDS`).
     quiet : bool
         No progress bars.
+    keep_checkpoint : bool
+        Keep the final checkpoint when the run completes (``rieszflow run`` does, so the run
+        can be extended with more epochs; it is as large as four copies of the model).
+        False deletes it, as a sweep of many runs wants.
     """
 
-    def __init__(self, cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False):
+    def __init__(self, cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False,
+                 keep_checkpoint=False):
         self.cfg = cfg
         self.out = Path(out)
-        self.ckpt_path = self.out.with_name(self.out.name + ".ckpt.npz")
+        self.ckpt_path = checkpoint_path(self.out)
         self.overwrite, self.resume, self.quiet = overwrite, resume, quiet
+        self.keep_checkpoint = keep_checkpoint
         self.backend = get_backend(cfg.backend, cfg.dtype)
 
     # -- set-up ------------------------------------------------------------------------------
@@ -370,8 +377,9 @@ class MainJob:
         check_resumable(self.out, KIND, {**self.cfg.to_dict(), **growth}, allow_complete=True)
         self._prior_status, self._stored_cfg = facts["status"], stored
         if not self.ckpt_path.exists():
-            what = {"complete": "is complete and has no final checkpoint (a run finished before "
-                                "rieszflow kept it), so it cannot be extended",
+            what = {"complete": "is complete and has no final checkpoint (only `rieszflow run` "
+                                "keeps it; sweeps and older versions delete it), so it cannot be "
+                                "extended",
                     "running": "was killed before its first checkpoint was written, so it cannot be "
                                "resumed",
                     }.get(facts["status"], f"stopped ({facts['status']}) before its first checkpoint "
@@ -899,11 +907,14 @@ class MainJob:
             status = self._prior_status or "interrupted"     # bad input: the file is as it was
             raise
         finally:
-            # the final checkpoint is kept: ``--resume --epochs N`` extends a finished run
             w.close(status)
+            # kept on request: ``--resume --epochs N`` extends a finished run from it
+            if status == "complete" and not self.keep_checkpoint:
+                self.ckpt_path.unlink(missing_ok=True)
 
 
-def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False) -> dict:
+def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False,
+                 keep_checkpoint=False) -> dict:
     """Run the main job (see :class:`MainJob`) and return its test metrics.
 
     Parameters
@@ -919,6 +930,9 @@ def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quie
         (checkpoint ``<out>.ckpt.npz``).
     quiet : bool, default False
         No progress bars.
+    keep_checkpoint : bool, default False
+        Keep the final checkpoint ``<out>.ckpt.npz`` of a complete run (``rieszflow run``
+        does), so that ``resume=True`` with more ``epochs`` can extend it.
 
     Returns
     -------
@@ -926,4 +940,5 @@ def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quie
         :data:`rieszflow.engine.attention.metrics.METRIC_NAMES` plus ``train_seconds``,
         ``phase_a_seconds``, ``phase_b_seconds``, ``best_epoch`` (see :meth:`MainJob.run`).
     """
-    return MainJob(cfg, out, overwrite=overwrite, resume=resume, quiet=quiet).run()
+    return MainJob(cfg, out, overwrite=overwrite, resume=resume, quiet=quiet,
+                   keep_checkpoint=keep_checkpoint).run()

@@ -261,8 +261,8 @@ def run_from_args(args) -> int:
     t0 = time.perf_counter()
     try:
         metrics = run_main_job(cfg, out, overwrite=args.overwrite, resume=args.resume,
-                               quiet=args.quiet)
-    except (FileExistsError, FileNotFoundError, RuntimeError, ValueError) as e:
+                               quiet=args.quiet, keep_checkpoint=True)
+    except (FileExistsError, FileNotFoundError, PermissionError, RuntimeError, ValueError) as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)
         return 2
     print(format_metrics(f"{cfg.name} ({cfg.dataset} test)", metrics))
