@@ -423,3 +423,20 @@ def test_interrupt_in_the_first_phase_b_epoch_of_a_vanilla_run_resumes_from_the_
     assert read_checkpoint(_ckpt(cut))[0]["phase"] == "start"
     assert cli_main(["run", "--quiet", "--resume", "--out", str(cut)]) == 0
     _assert_same_variables(full, cut)
+
+
+def test_every_units_string_of_a_main_job_file_parses_as_udunits(tmp_path):
+    """Old: '1 (frequency ...)', 'nat', '1 (log_loss in nats)'. New: every units attribute parses
+    with cf_units and means what it should ('nat' parsed, as n*at, to a pressure: 1e-9 technical
+    atmospheres); the explanations are in long_name or comment."""
+    cf_units = pytest.importorskip("cf_units")
+    out = tmp_path / "cf.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--out", str(out)]) == 0
+    with xr.open_dataset(out, engine="h5netcdf", decode_times=False) as ds:
+        units = {name: ds[name].attrs.get("units") for name in ds.variables}
+        assert "nats" in ds.batch_loss.attrs["long_name"] and "nats" in ds.test_metrics.attrs["comment"]
+    assert all(u is not None for u in units.values()), units
+    for name, u in units.items():
+        cf_units.Unit(u)                          # raises ValueError on a non-UDUNITS string
+    for name in ("batch_loss", "train_loss", "val_loss", "test_metrics", "omega"):
+        assert cf_units.Unit(units[name]).is_dimensionless(), (name, units[name])
