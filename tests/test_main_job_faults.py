@@ -440,3 +440,17 @@ def test_every_units_string_of_a_main_job_file_parses_as_udunits(tmp_path):
         cf_units.Unit(u)                          # raises ValueError on a non-UDUNITS string
     for name in ("batch_loss", "train_loss", "val_loss", "test_metrics", "omega"):
         assert cf_units.Unit(units[name]).is_dimensionless(), (name, units[name])
+
+
+def test_epochs_bound_is_stated_once(capsys):
+    """Old: --epochs took 0 (an argparse bound of >= 0) and the configuration then refused it
+    (>= 1). New: the option, its help and --set all say >= 1."""
+    with pytest.raises(SystemExit) as e:
+        cli_main(["run", "--epochs", "0"])
+    assert e.value.code == 2 and "must be >= 1" in capsys.readouterr().err
+    assert cli_main(["run", "--set", "epochs=0"]) == 2
+    assert "must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli_main(["run", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "Phase B epochs, >= 1" in help_text and "Phase A epochs, >= 1" in help_text

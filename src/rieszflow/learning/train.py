@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import math
 import time
 import uuid
@@ -365,9 +364,6 @@ class MainJob:
         tuple
             ``(meta, arrays)`` of the verified checkpoint.
         """
-        if not self.out.exists():
-            raise FileNotFoundError(f"--resume: {self.out} does not exist; start the run without "
-                                    f"--resume")
         facts = self._file_facts()
         try:
             stored = json.loads(facts["config"] or "{}")
@@ -800,6 +796,9 @@ class MainJob:
 
     def _run(self) -> dict:
         cfg = self.cfg
+        if self.resume and not self.out.exists():          # before the data load
+            raise FileNotFoundError(f"--resume: {self.out} does not exist; start the run without "
+                                    f"--resume")
         self._build()
         self.elapsed = {"phase_a": 0.0, "phase_b": 0.0}
         self.step_a = 0
