@@ -454,3 +454,37 @@ def test_epochs_bound_is_stated_once(capsys):
         cli_main(["run", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "Phase B epochs, >= 1" in help_text and "Phase A epochs, >= 1" in help_text
+
+
+def test_writer_remove_deletes_variables_and_dimensions_cleanly(tmp_path):
+    """TrajectoryWriter.remove (used to extend a finished run): the variables, their dimensions and
+    the attributes go, no dimension scale keeps a reference to a deleted variable, and the names
+    can be created again with other sizes."""
+    from rieszflow.engine.storage import TrajectoryWriter
+
+    p = tmp_path / "x.h5"
+    with TrajectoryWriter(p, "demo", attrs={"done_at": 1.0}) as w:
+        w.dimension("time", None, attrs={"long_name": "t", "units": "1"})
+        w.variable("x", ("time",), attrs={"long_name": "x", "units": "1"})
+        w.append("time", {"x": 1.0}, coord=0.0)
+        w.dimension("example", 3, coords=np.arange(3), attrs={"long_name": "e", "units": "1"})
+        w.variable("pred", ("example",), data=[0.1, 0.2, 0.3], attrs={"long_name": "p", "units": "1"})
+    w = TrajectoryWriter(p, "demo", resume=True)
+    with pytest.raises(ValueError, match="still used"):
+        w.remove(dimensions=["example"])                     # pred still uses it
+    w.remove(variables=["pred", "absent"], dimensions=["example"], attrs=["done_at"])
+    w.append("time", {"x": 2.0}, coord=1.0)
+    w.dimension("example", 5, coords=np.arange(5), attrs={"long_name": "e", "units": "1"})
+    w.variable("pred", ("example",), data=np.arange(5.0), attrs={"long_name": "p", "units": "1"})
+    w.close()
+    fresh = TrajectoryWriter(tmp_path / "y.h5", "demo")
+    with pytest.raises(ValueError, match="resumed"):
+        fresh.remove(variables=["x"])
+    fresh.close()
+    with xr.open_dataset(p, engine="h5netcdf") as ds:
+        assert ds.pred.values.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0] and ds.sizes["example"] == 5
+        assert ds.x.values.tolist() == [1.0, 2.0] and "done_at" not in ds.attrs
+    with h5py.File(p, "r") as f:
+        for name in ("time", "example"):
+            users = sorted(f[ref].name for ref, _ in f[name].attrs.get("REFERENCE_LIST", []))
+            assert users == {"time": ["/x"], "example": ["/pred"]}[name]
