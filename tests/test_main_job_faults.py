@@ -488,3 +488,33 @@ def test_writer_remove_deletes_variables_and_dimensions_cleanly(tmp_path):
         for name in ("time", "example"):
             users = sorted(f[ref].name for ref, _ in f[name].attrs.get("REFERENCE_LIST", []))
             assert users == {"time": ["/x"], "example": ["/pred"]}[name]
+
+
+def test_disk_full_during_a_run_leaves_no_temporary_file_and_the_retry_resumes(tmp_path,
+                                                                              monkeypatch, capsys):
+    """Old: a full disk left <file>.ckpt.npz.tmp.npz and the retry failed again at once. New: the run
+    fails (exit 1) with nothing temporary left; once there is space, --resume continues from the
+    last good checkpoint and gives the uninterrupted result."""
+    args = ["run", "--smoke", "--quiet", "--epochs", "2"]
+    full, cut = tmp_path / "full" / "r.h5", tmp_path / "cut" / "r.h5"
+    full.parent.mkdir()
+    cut.parent.mkdir()
+    assert cli_main([*args, "--out", str(full)]) == 0
+    real_savez, calls = np.savez, {"n": 0}
+
+    def enospc_at_the_third(file, *a, **k):          # start, end of Phase A, end of B epoch 1
+        calls["n"] += 1
+        if calls["n"] == 3:
+            with open(file, "wb") as f:
+                f.write(b"PK\x03\x04 half an archive")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_savez(file, *a, **k)
+
+    monkeypatch.setattr(np, "savez", enospc_at_the_third)
+    assert cli_main([*args, "--out", str(cut)]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert sorted(p.name for p in cut.parent.iterdir()) == ["r.h5", "r.h5.ckpt.npz"]
+    assert read_checkpoint(_ckpt(cut))[0]["phase"] == "A"
+    assert cli_main(["run", "--quiet", "--resume", "--out", str(cut)]) == 0
+    _assert_same_variables(full, cut)
