@@ -299,13 +299,21 @@ def test_chmod_unwritable_directory_exits_2(tmp_path, capsys):
         d.chmod(0o700)
 
 
+@pytest.fixture(scope="module")
+def two_epoch_run(tmp_path_factory):
+    """A complete smoke run of 2 Phase B epochs, with its final checkpoint (do not modify)."""
+    out = tmp_path_factory.mktemp("two") / "long.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--epochs", "2", "--out", str(out)]) == 0
+    return out
+
+
 @pytest.mark.parametrize("how", [["--epochs", "2"], ["--set", "epochs=2"]])
-def test_finished_run_extended_with_more_epochs_equals_a_longer_run(tmp_path, how, capsys):
+def test_finished_run_extended_with_more_epochs_equals_a_longer_run(tmp_path, how, capsys,
+                                                                    two_epoch_run):
     """Old: a finished run could not be extended. New: --resume --epochs 2 on a complete 1-epoch
     run equals a run started with 2 epochs, variable by variable, bit for bit."""
-    short, long_ = tmp_path / "short.h5", tmp_path / "long.h5"
+    short, long_ = tmp_path / "short.h5", two_epoch_run
     assert cli_main(["run", "--smoke", "--quiet", "--out", str(short)]) == 0
-    assert cli_main(["run", "--smoke", "--quiet", "--epochs", "2", "--out", str(long_)]) == 0
     assert cli_main(["run", "--smoke", "--quiet", "--resume", *how, "--out", str(short)]) == 0
     _assert_same_variables(long_, short)
     with xr.open_dataset(short, engine="h5netcdf") as ds:
@@ -317,9 +325,10 @@ def test_finished_run_extended_with_more_epochs_equals_a_longer_run(tmp_path, ho
     assert "nothing to resume" in capsys.readouterr().out
 
 
-def test_extensions_a_longer_run_would_not_reproduce_are_refused(tmp_path, capsys):
+def test_extensions_a_longer_run_would_not_reproduce_are_refused(tmp_path, capsys, two_epoch_run):
     out = tmp_path / "r.h5"
-    assert cli_main(["run", "--smoke", "--quiet", "--epochs", "2", "--out", str(out)]) == 0
+    shutil.copy(two_epoch_run, out)
+    shutil.copy(_ckpt(two_epoch_run), _ckpt(out))
     before = out.read_bytes()
     # Phase B ran after Phase A: more Phase A epochs would come before it in a longer run
     assert cli_main(["run", "--quiet", "--resume", "--phase-a-epochs", "2", "--out", str(out)]) == 2
