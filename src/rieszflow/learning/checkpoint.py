@@ -21,7 +21,7 @@ import numpy as np
 
 from rieszflow.engine.storage import atomic_output
 
-__all__ = ["CheckpointError", "checkpoint_path", "write_checkpoint", "read_checkpoint",
+__all__ = ["CheckpointError", "checkpoint_path", "write_checkpoint", "read_checkpoint", "check_checkpoint",
            "META_KEYS"]
 
 #: Keys every checkpoint's ``meta`` record holds.

@@ -774,7 +774,9 @@ class MainJob:
 
     def _describe_interrupt(self, e):
         """Say on the interrupt ``e`` whether the run can be resumed (see :meth:`run`)."""
-        out = self.out
+        import shlex
+
+        out = shlex.quote(str(self.out))
         e.checkpoint = str(self.ckpt_path) if self.ckpt_path.exists() else None
         if self._ckpt_note is not None and e.checkpoint:
             e.resumable = True
