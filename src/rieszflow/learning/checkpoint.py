@@ -21,8 +21,8 @@ import numpy as np
 
 from rieszflow.engine.storage import atomic_output
 
-__all__ = ["CheckpointError", "checkpoint_path", "write_checkpoint", "read_checkpoint", "check_checkpoint",
-           "META_KEYS"]
+__all__ = ["CheckpointError", "checkpoint_path", "write_checkpoint", "read_checkpoint",
+           "check_checkpoint", "META_KEYS"]
 
 #: Keys every checkpoint's ``meta`` record holds.
 META_KEYS = ("run_id", "phase", "epoch", "best_acc", "best_epoch", "stopped_early",
@@ -152,8 +152,10 @@ def check_checkpoint(path, meta: dict, arrays: dict, *, out, run_id, lengths: di
     ----------
     path : str or os.PathLike
         The checkpoint (for the messages).
-    meta, arrays
-        Output of :func:`read_checkpoint`.
+    meta : dict
+        The meta record returned by :func:`read_checkpoint`.
+    arrays : dict of str to numpy.ndarray
+        The state arrays returned by :func:`read_checkpoint`.
     out : str or os.PathLike
         The run file.
     run_id : str
