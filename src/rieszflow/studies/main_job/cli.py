@@ -103,6 +103,19 @@ def _complete_metrics(path: Path):
     return stored_metrics(ds)
 
 
+def _is_main_job_file(path: Path) -> bool:
+    """True if ``path`` is a readable rieszflow main-job file."""
+    from rieszflow.engine.storage import RunFileError, check_run_file
+
+    if not path.is_file():
+        return False
+    try:
+        check_run_file(path, "main_job")
+    except RunFileError:
+        return False
+    return True
+
+
 def _stored_config(path: Path) -> dict:
     """The configuration a run file stores (root attribute ``config``), as a dict."""
     import json
@@ -197,19 +210,14 @@ def run_from_args(args) -> int:
         if args.phase_a_epochs is not None:
             changes["phase_a_epochs"] = args.phase_a_epochs
         preset = MainJobConfig().replace(**SMOKE_OVERRIDES) if args.smoke else MainJobConfig()
-        resuming = args.resume and args.out is not None and Path(args.out).is_file()
         overrides, growth = list(args.set or []), {}
-        if resuming:
+        if args.resume and args.out is not None and _is_main_job_file(Path(args.out)):
             # the growth fields may differ from the file's: they extend the run (MainJob checks
-            # that a run started with the larger budget would be the same)
+            # that a run started with the larger budget would be the same); any other file is
+            # named by resolve_config
             from rieszflow.config import parse_overrides
-            from rieszflow.engine.storage import RunFileError, check_run_file
             from rieszflow.learning.train import GROWTH_FIELDS
 
-            try:
-                check_run_file(args.out, "main_job")
-            except RunFileError as e:
-                raise ValueError(f"--resume: {e}") from None
             growth = {k: changes[k] for k in GROWTH_FIELDS if k in changes}
             keep = [kv for kv in overrides if kv.split("=", 1)[0].strip() not in GROWTH_FIELDS]
             growth.update(parse_overrides([kv for kv in overrides if kv not in keep], MainJobConfig))
