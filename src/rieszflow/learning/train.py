@@ -557,9 +557,11 @@ class MainJob:
         mark()
         try:
             step = self.step_a
-            for ids, mask, labels, _ in _progress(it, n_batches - done, f"Phase A epoch {epoch}", self.quiet):
+            bar = _progress(it, n_batches - done, f"Phase A epoch {epoch}", self.quiet)
+            for ids, mask, labels, _ in bar:
                 value, grads = alignment_gradients(
-                    model, self.backend.asarray(ids, dtype=np.int64), self.backend.asarray(mask, dtype=bool),
+                    model, self.backend.asarray(ids, dtype=np.int64),
+                    self.backend.asarray(mask, dtype=bool),
                     self.backend.asarray(labels, dtype=np.int64), align, self.omega_names)
                 # per-step diagnostics stay on the device
                 repulsion = xp.zeros((), dtype=xp.float64)
@@ -596,7 +598,7 @@ class MainJob:
                         return True
                     self._save_ckpt(w, "A", epoch, *best, opt,
                                     partial={"batches_done": done, "rng_epoch_start": epoch_start},
-                                    # the epoch's time so far, so a resumed run's phase_a_seconds counts it
+                                    # the epoch's time so far (a resumed run's phase_a_seconds counts it)
                                     elapsed={**self.elapsed, "phase_a": self.elapsed["phase_a"]
                                              + time.perf_counter() - t_start})
                     last_ckpt = time.perf_counter()

@@ -740,9 +740,11 @@ class TrajectoryWriter:
 
         if not self.resumed or self._f is None:
             raise ValueError("remove: only a writer that resumed an existing file may delete from it")
-        variables, dimensions = list(variables), list(dimensions)
+        variables, dimensions, attrs = list(variables), list(dimensions), list(attrs)
         self._flush()
         h5 = self._f._h5file
+        if not any(n in h5 for n in variables + dimensions) and not any(a in h5.attrs for a in attrs):
+            return                                  # nothing to delete: the file stays open
         for name in dimensions:
             if name in h5:
                 users = [ref for ref in h5[name].attrs.get("REFERENCE_LIST", [])
