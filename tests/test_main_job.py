@@ -7,6 +7,7 @@ import xarray as xr
 
 from rieszflow.studies.cli import main as cli_main
 from rieszflow.engine.energy.alignment import kernel_target_alignment, onehot_alignment
+from rieszflow.learning.checkpoint import read_checkpoint
 from rieszflow.learning.config import MainJobConfig
 
 
@@ -254,9 +255,14 @@ def test_stale_checkpoint_is_never_mixed_into_another_run(tmp_path, monkeypatch)
     assert cli_main(["run", "--smoke", "--quiet", "--set", "lam=0.5", "--out", str(out)]) == 130  # run X: checkpoint after Phase A
     assert out.with_name(out.name + ".ckpt.npz").exists()
     monkeypatch.setattr(train.MainJob, "_phase_b_epoch", original)
-    # a fresh run Y with --overwrite removes X's checkpoint as it starts
+    ckpt = out.with_name(out.name + ".ckpt.npz")
+    x_meta, _ = read_checkpoint(ckpt)
+    # a fresh run Y with --overwrite replaces X's checkpoint as it starts; its final one is kept
+    # (a finished run can be extended) and is Y's
     assert cli_main(["run", "--smoke", "--quiet", "--overwrite", "--out", str(out)]) == 0
-    assert not out.with_name(out.name + ".ckpt.npz").exists()
+    y_meta, _ = read_checkpoint(ckpt)
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert y_meta["run_id"] == ds.attrs["run_id"] != x_meta["run_id"]
 
 
 def test_resume_after_early_stop_keeps_phase_a_stopped(tmp_path, monkeypatch):

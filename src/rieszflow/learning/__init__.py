@@ -12,6 +12,9 @@ Modules
     Phase A's alignment objectives by name (``ALIGNMENTS``).
 ``train``
     :class:`MainJob` (Phase A, Phase B, checkpoints, the run file) and :func:`run_main_job`.
+``checkpoint``
+    The checksummed checkpoint ``<out>.ckpt.npz`` of a run: :func:`read_checkpoint`,
+    :func:`write_checkpoint`, :class:`CheckpointError`.
 ``runfiles``
     Reading a main-job file back: :func:`load_learned_kernel`, :func:`load_phase_a_setup`.
 
@@ -33,6 +36,8 @@ _API = {
     "ALIGNMENTS": "rieszflow.learning.objectives",
     **dict.fromkeys(["PhaseASetup", "load_learned_kernel", "load_phase_a_setup", "format_metrics",
                      "stored_metrics", "main_job_summary"], "rieszflow.learning.runfiles"),
+    **dict.fromkeys(["CheckpointError", "checkpoint_path", "read_checkpoint", "write_checkpoint"],
+                    "rieszflow.learning.checkpoint"),
     **dict.fromkeys(["MainJob", "run_main_job", "alignment_gradients", "load_data"], "rieszflow.learning.train"),
 }
 

@@ -127,11 +127,12 @@ class MainJobConfig(StudyConfig):
         at every step).
     checkpoint_seconds : float
         Phase A writes a resumable checkpoint at the first step at least this many
-        seconds after the previous one (and at every epoch end), so an interrupted
-        first epoch resumes; 0 checkpoints after every step. Resume is bit-identical
-        wherever the checkpoint falls. Phase B checkpoints at the end of each epoch
-        only: an interrupted Phase B epoch is rerun from its start on resume (still
-        bit-identical; at most one epoch of work is repeated).
+        seconds after the previous one (and at every epoch end); 0 checkpoints after
+        every step. It bounds the work a SIGKILL loses: SIGINT and SIGTERM checkpoint
+        the last completed step anyway, and the initial state is checkpointed when the
+        file is created. Resume is bit-identical wherever the checkpoint falls. Phase B
+        checkpoints at the end of each epoch only: an interrupted Phase B epoch is rerun
+        from its start on resume (still bit-identical; at most one epoch is repeated).
     phase_a_after : int
         Phase B epochs run *before* Phase A (0: the paper's order, Phase A on the
         untrained network). With ``k > 0`` the run trains k epochs of Phase B,

@@ -43,7 +43,7 @@ from rieszflow.engine.backend import get_backend, to_numpy
 from rieszflow.engine.attention.data import (CLASS_NAMES as DATASET_CLASSES, WordPieceTokenizer,
                                              batches, encode, load_qqp, load_split)
 from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metrics
-from rieszflow.engine.storage import TrajectoryWriter, atomic_output
+from rieszflow.engine.storage import RunFileError, TrajectoryWriter
 from rieszflow.learning.objectives import ALIGNMENTS
 from rieszflow.learning.config import MainJobConfig
 from rieszflow.engine._checks import is_host
@@ -53,7 +53,9 @@ from rieszflow.engine.attention.optim import Adam, WarmupCosine
 from rieszflow.engine.energy.riesz import riesz_energy_and_grad
 from rieszflow.engine.simulate import LangevinState, projected_langevin
 from rieszflow.engine.space import Ball
-from rieszflow.engine.storage import check_resumable
+from rieszflow.engine.storage import RunInterrupted, check_resumable, raise_pending_signal
+from rieszflow.learning.checkpoint import (CheckpointError, check_checkpoint, checkpoint_path,
+                                           read_checkpoint, write_checkpoint)
 
 #: Labels of the two classes of Rotten Tomatoes and SST-2 (label 0 and 1); QQP's are in
 #: ``engine.attention.data.CLASS_NAMES``.
@@ -62,6 +64,26 @@ CLASS_NAMES = DATASET_CLASSES["rt"]
 __all__ = ["MainJob", "run_main_job", "load_data", "alignment_gradients"]
 
 KIND = "main_job"
+
+#: Configuration fields that ``--resume`` may raise to extend a run (``--resume --epochs N``):
+#: the run continues bit-identically to one started with the larger budget (refused otherwise).
+GROWTH_FIELDS = ("epochs", "phase_a_epochs")
+#: The test evaluation's variables and dimensions, and the attributes written at completion:
+#: removed when a finished run is extended.
+TEST_VARIABLES = ("test_proba", "test_label", "test_metrics")
+TEST_DIMENSIONS = ("example", "class", "metric")
+COMPLETION_ATTRS = ("train_seconds", "phase_a_seconds", "phase_b_seconds", "best_epoch",
+                    "best_val_accuracy")
+
+
+def _describe(meta: dict) -> str:
+    """Where a checkpoint stands, in words (for the interrupt message)."""
+    if meta["phase"] == "start":
+        return "the start of the run"
+    if meta["partial"]:
+        return (f"Phase A epoch {meta['epoch']} after {meta['partial']['batches_done']} batches "
+                f"(step {meta['phase_a_steps']})")
+    return f"the end of Phase {meta['phase']} epoch {meta['epoch']}"
 
 
 @functools.lru_cache(maxsize=2)
@@ -180,17 +202,24 @@ class MainJob:
     overwrite : bool
         Replace an existing ``out``.
     resume : bool
-        Continue an interrupted run from its last completed epoch
-        (checkpoint ``<out>.ckpt.npz``).
+        Continue an interrupted run from its checkpoint ``<out>.ckpt.npz``, or extend a
+        finished one whose final checkpoint was kept (``cfg`` may raise ``epochs``; see
+        :data:`GROWTH_FIELDS`).
     quiet : bool
         No progress bars.
+    keep_checkpoint : bool
+        Keep the final checkpoint when the run completes (``rieszflow run`` does, so the run
+        can be extended with more epochs; it is as large as four copies of the model).
+        False deletes it, as a sweep of many runs wants.
     """
 
-    def __init__(self, cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False):
+    def __init__(self, cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False,
+                 keep_checkpoint=False):
         self.cfg = cfg
         self.out = Path(out)
-        self.ckpt_path = self.out.with_name(self.out.name + ".ckpt.npz")
+        self.ckpt_path = checkpoint_path(self.out)
         self.overwrite, self.resume, self.quiet = overwrite, resume, quiet
+        self.keep_checkpoint = keep_checkpoint
         self.backend = get_backend(cfg.backend, cfg.dtype)
 
     # -- set-up ------------------------------------------------------------------------------
@@ -281,7 +310,8 @@ class MainJob:
         w.dimension("batch", None, dtype="i8", attrs={"long_name": "Phase B optimiser step", "units": "1"})
         w.variable("omega", ("time", "layer", "head", "particle", "coord"), dtype="f4",
                    attrs={"long_name": "feature particles Omega (rows omega_k)",
-                          "units": "1 (frequency of the feature map acting on x / tau)",
+                          "units": "1",
+                          "comment": "dimensionless: frequencies of the feature map acting on x / tau",
                           "source": "paper 000, eq. (4.3)"})
         for name, ln in (("alignment_energy", align_text.split(": ", 1)[1]),
                          ("repulsion_energy", "sum over layers, heads of W_{m,s}, eq. (2.3)"),
@@ -298,21 +328,96 @@ class MainJob:
                        attrs={"long_name": "fixed phases/biases b of each layer's feature map",
                               "units": "1"})
         w.variable("batch_loss", ("batch",),
-                   attrs={"long_name": "Phase B cross-entropy of the mini-batch", "units": "nat"})
-        for name, ln, unit in (("train_loss", "Phase B training cross-entropy (epoch mean)", "nat"),
+                   attrs={"long_name": "Phase B cross-entropy of the mini-batch, in nats",
+                          "units": "1"})
+        # nats (natural-log units) are not a UDUNITS unit: units "1", the log base in long_name
+        for name, ln, unit in (("train_loss", "Phase B training cross-entropy (epoch mean), in nats",
+                                "1"),
                                ("train_accuracy", "Phase B training accuracy (epoch)", "1"),
-                               ("val_loss", "validation cross-entropy", "nat"),
+                               ("val_loss", "validation cross-entropy, in nats", "1"),
                                ("val_accuracy", "validation accuracy", "1")):
             w.variable(name, ("epoch",), attrs={"long_name": ln, "units": unit})
         return w
 
     # -- checkpoints -------------------------------------------------------------------------
-    def _check_resumable(self):
-        """Refuse to resume a file written with another configuration (before touching it)."""
-        check_resumable(self.out, KIND, self.cfg.to_dict(), allow_complete=False)
+    def _file_facts(self) -> dict:
+        """Root attributes and record counts of the run file, read before the writer opens it."""
+        import h5py
+
+        try:
+            with h5py.File(self.out, "r") as f:
+                attrs = {k: f.attrs.get(k) for k in ("config", "status", "run_id")}
+                lengths = {d: int(f[d].shape[0]) for d in ("time", "step", "epoch", "batch") if d in f}
+        except OSError as e:
+            raise RunFileError(f"--resume: {self.out} is not a readable HDF5 file ({e}); start the "
+                               f"run again with --overwrite") from None
+        attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+        return {**attrs, "lengths": lengths}
+
+    def _check_resumable(self, opt):
+        """Everything a resume needs, checked before the file is touched: the file is this kind
+        of run with this configuration (growth fields aside, :meth:`_check_growth`), and its
+        checkpoint is whole (checksum), of this run and fits the model and optimiser.
+
+        Returns
+        -------
+        tuple
+            ``(meta, arrays)`` of the verified checkpoint.
+        """
+        facts = self._file_facts()
+        try:
+            stored = json.loads(facts["config"] or "{}")
+        except ValueError:
+            stored = {}
+        growth = {k: stored[k] for k in GROWTH_FIELDS if k in stored}
+        check_resumable(self.out, KIND, {**self.cfg.to_dict(), **growth}, allow_complete=True)
+        self._prior_status, self._stored_cfg = facts["status"], stored
         if not self.ckpt_path.exists():
-            raise FileNotFoundError(f"--resume: no checkpoint {self.ckpt_path} next to {self.out}; "
-                                    f"the run cannot be resumed (start it again with --overwrite)")
+            what = {"complete": "is complete and has no final checkpoint (only `rieszflow run` "
+                                "keeps it; sweeps and older versions delete it), so it cannot be "
+                                "extended",
+                    "running": "was killed before its first checkpoint was written, so it cannot be "
+                               "resumed",
+                    }.get(facts["status"], f"stopped ({facts['status']}) before its first checkpoint "
+                                           f"was written, so it cannot be resumed")
+            raise FileNotFoundError(f"--resume: {self.out} {what} (no {self.ckpt_path.name} beside "
+                                    f"it); start it again with --overwrite")
+        meta, arrays = read_checkpoint(self.ckpt_path)
+        check_checkpoint(self.ckpt_path, meta, arrays, out=self.out, run_id=facts["run_id"],
+                         lengths=facts["lengths"], model_state=self.model.state_dict(),
+                         opt_state=opt.state_dict())
+        self._check_growth(stored, meta)
+        return meta, arrays
+
+    def _check_growth(self, stored: dict, meta: dict):
+        """Refuse a change of the growth fields that a longer run would not reproduce."""
+        cfg = self.cfg
+        changed = {k: (stored[k], getattr(cfg, k)) for k in GROWTH_FIELDS
+                   if k in stored and stored[k] != getattr(cfg, k)}
+        if not changed:
+            if self._prior_status == "complete":
+                raise ValueError(f"--resume: {self.out} holds a complete run; there is nothing to "
+                                 f"resume (raise --epochs to extend it)")
+            return
+        what = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
+        shrink = [k for k, (a, b) in changed.items() if b < a]
+        if shrink:
+            raise ValueError(f"--resume: {what}: a run can only be extended; {', '.join(shrink)} "
+                             f"cannot shrink (start a new run for a smaller budget)")
+        if "epochs" in changed and cfg.schedule == "warmup_cosine":
+            raise ValueError(f"--resume: {what}: the warm-up + cosine learning-rate schedule spans "
+                             f"the total number of Phase B steps, so every learning rate of a longer "
+                             f"run differs and the extension would not equal a run started with "
+                             f"epochs={cfg.epochs}; start a new run with --epochs {cfg.epochs}")
+        old = self._units(MainJobConfig.from_dict(stored))
+        if meta["phase"] == "start":
+            done = 0
+        else:
+            done = old.index((meta["phase"], meta["epoch"])) + (0 if meta["partial"] else 1)
+        if old[:done] != self._units()[:done]:
+            raise ValueError(f"--resume: {what}: the run has already passed the point where the "
+                             f"longer run differs (Phase B epochs ran after Phase A's last epoch), "
+                             f"so it cannot be extended bit-identically; start a new run")
 
     def _save_ckpt(self, w, phase, epoch, best_state, best_acc, best_epoch, opt=None,
                    stopped_early=False, partial=None, elapsed=None):
@@ -333,33 +438,34 @@ class MainJob:
                 "elapsed": self.elapsed if elapsed is None else elapsed,
                 # inside a Phase A epoch: batches done and the generator state at the epoch start
                 "partial": partial}
-        # atomic: the old checkpoint or the new, never half, and no temporary file left behind
-        with atomic_output(self.ckpt_path, suffix=".tmp.npz") as tmp:
-            np.savez(tmp, meta=np.array(json.dumps(meta)), **state)
+        # atomic and checksummed: the old checkpoint or the new, never half, no temporary file left
+        write_checkpoint(self.ckpt_path, meta, state)
+        self._ckpt_note = _describe(meta)
 
-    def _load_ckpt(self, w):
-        if not self.ckpt_path.exists():
-            raise FileNotFoundError(f"--resume: no checkpoint {self.ckpt_path} next to {self.out}; "
-                                    f"the run cannot be resumed (start it again with --overwrite)")
-        z = np.load(self.ckpt_path, allow_pickle=False)
-        meta = json.loads(str(z["meta"]))
-        if meta.get("run_id") != w.get_attr("run_id"):
-            raise ValueError(f"--resume: {self.ckpt_path} belongs to another run than {self.out} "
-                             f"(run_id {meta.get('run_id')} != {w.get_attr('run_id')}); refusing "
-                             f"to mix them")
+    def _load_ckpt(self, w, checked):
+        """Restore the state of the checkpoint verified by :meth:`_check_resumable`."""
+        meta, z = checked
         short = {d: n for d, n in meta["lengths"].items() if w.length(d) < n}
         if short:
-            raise ValueError(f"--resume: {self.out} holds fewer records than its checkpoint "
-                             f"expects ({short}); the file was modified")
-        self.model.load_state_dict({k[6:]: z[k] for k in z.files if k.startswith("model/")})
-        best = {k[5:]: z[k] for k in z.files if k.startswith("best/")} or None
-        adam = {k[5:]: z[k] for k in z.files if k.startswith("adam/")} or None
+            raise CheckpointError(f"--resume: {self.out} holds fewer records than its checkpoint "
+                                  f"expects ({short}); the file was modified")
+        self.model.load_state_dict({k[6:]: v for k, v in z.items() if k.startswith("model/")})
+        best = {k[5:]: v for k, v in z.items() if k.startswith("best/")} or None
+        adam = {k[5:]: v for k, v in z.items() if k.startswith("adam/")} or None
         self.rng_a.bit_generator.state = meta["rng_a"]
         self.rng_b.bit_generator.state = meta["rng_b"]
         self.rng_redraw.bit_generator.state = meta["rng_redraw"]
         self.elapsed = meta["elapsed"]
         for d, n in meta["lengths"].items():  # drop records written after the checkpoint
             w.truncate(d, n)
+        # a finished run being extended (or one stopped during its test evaluation): its final
+        # outputs go, so an interrupted extension never shows the shorter run's results
+        w.remove(variables=TEST_VARIABLES, dimensions=TEST_DIMENSIONS, attrs=COMPLETION_ATTRS)
+        if any(self._stored_cfg.get(k) != getattr(self.cfg, k) for k in GROWTH_FIELDS):
+            w.set_attrs(config=json.dumps(self.cfg.to_dict(), sort_keys=True, default=str),
+                        **{f"config_{k}": getattr(self.cfg, k) for k in GROWTH_FIELDS},
+                        extended=int(w.get_attr("extended", 0)) + 1)
+        self._ckpt_note = _describe(meta)
         return meta, best, adam
 
     # -- Phase A -----------------------------------------------------------------------------
@@ -438,53 +544,97 @@ class MainJob:
                     return True
             if self.step_a % cfg.record_every == 0:
                 self._record_omega(w)
+            mark()
             return False
 
-        step = self.step_a
-        for ids, mask, labels, _ in _progress(it, n_batches - done, f"Phase A epoch {epoch}", self.quiet):
-            value, grads = alignment_gradients(
-                model, self.backend.asarray(ids, dtype=np.int64), self.backend.asarray(mask, dtype=bool),
-                self.backend.asarray(labels, dtype=np.int64), align, self.omega_names)
-            # per-step diagnostics stay on the device
-            repulsion = xp.zeros((), dtype=xp.float64)
-            max_disp = xp.zeros((), dtype=xp.float64)
-            drift = xp.zeros((), dtype=xp.float64)
-            for name in self.omega_names:
-                om_all = model.params[name]                 # (H, m, d_k)
-                g_all = grads[name]
-                new = xp.empty_like(om_all)
-                for h in range(om_all.shape[0]):
-                    om = om_all[h]
-                    # W_{m,s} and its gradient; the particles are checked once per record block
-                    w_val, w_grad = riesz_energy_and_grad(om, cfg.s, validate=False)
-                    repulsion = repulsion + w_val
-                    g = g_all[h] + cfg.lam * w_grad          # grad H of this head
-                    noise = self.backend.normal(self.rng_a, om.shape)
-                    st = self._steppers[(name, h)](
-                        LangevinState(omega=om, step=0, max_displacement=xp.asarray(np.inf)), noise,
-                        grad=g)
-                    new[h] = st.omega
-                    max_disp = xp.maximum(max_disp, st.max_displacement)
-                    drift = xp.maximum(drift, xp.linalg.norm(om.shape[0] * g))
-                model.params[name] = xp.where(active, new, om_all) if freeze else new
-            if freeze:
-                active = active & ~(max_disp < cfg.delta)
-            step += 1
-            pending.append((step, xp.stack([xp.asarray(value, dtype=xp.float64), repulsion, max_disp,
-                                            drift])))
-            done += 1
-            if (per_step or step % cfg.record_every == 0) and flush():
-                return True
-            if time.perf_counter() - last_ckpt >= cfg.checkpoint_seconds and done < n_batches:
-                if flush():
+        def mark():
+            """A block boundary: the records on file and this state agree (an interrupt returns here)."""
+            safe.update(done=done, step=self.step_a, rng=self.rng_a.bit_generator.state,
+                        params={n: model.params[n] for n in self.omega_names},
+                        lengths={d: w.length(d) for d in ("time", "step")})
+
+        safe = {}
+        mark()
+        try:
+            step = self.step_a
+            bar = _progress(it, n_batches - done, f"Phase A epoch {epoch}", self.quiet)
+            for ids, mask, labels, _ in bar:
+                value, grads = alignment_gradients(
+                    model, self.backend.asarray(ids, dtype=np.int64),
+                    self.backend.asarray(mask, dtype=bool),
+                    self.backend.asarray(labels, dtype=np.int64), align, self.omega_names)
+                # per-step diagnostics stay on the device
+                repulsion = xp.zeros((), dtype=xp.float64)
+                max_disp = xp.zeros((), dtype=xp.float64)
+                drift = xp.zeros((), dtype=xp.float64)
+                for name in self.omega_names:
+                    om_all = model.params[name]                 # (H, m, d_k)
+                    g_all = grads[name]
+                    new = xp.empty_like(om_all)
+                    for h in range(om_all.shape[0]):
+                        om = om_all[h]
+                        # W_{m,s} and its gradient; the particles are checked once per record block
+                        w_val, w_grad = riesz_energy_and_grad(om, cfg.s, validate=False)
+                        repulsion = repulsion + w_val
+                        g = g_all[h] + cfg.lam * w_grad          # grad H of this head
+                        noise = self.backend.normal(self.rng_a, om.shape)
+                        st = self._steppers[(name, h)](
+                            LangevinState(omega=om, step=0, max_displacement=xp.asarray(np.inf)), noise,
+                            grad=g)
+                        new[h] = st.omega
+                        max_disp = xp.maximum(max_disp, st.max_displacement)
+                        drift = xp.maximum(drift, xp.linalg.norm(om.shape[0] * g))
+                    model.params[name] = xp.where(active, new, om_all) if freeze else new
+                if freeze:
+                    active = active & ~(max_disp < cfg.delta)
+                step += 1
+                pending.append((step, xp.stack([xp.asarray(value, dtype=xp.float64), repulsion, max_disp,
+                                                drift])))
+                done += 1
+                if (per_step or step % cfg.record_every == 0) and flush():
                     return True
-                self._save_ckpt(w, "A", epoch, *best, opt,
-                                partial={"batches_done": done, "rng_epoch_start": epoch_start},
-                                # the epoch's time so far, so a resumed run's phase_a_seconds counts it
-                                elapsed={**self.elapsed, "phase_a": self.elapsed["phase_a"]
-                                         + time.perf_counter() - t_start})
-                last_ckpt = time.perf_counter()
-        return flush()
+                if time.perf_counter() - last_ckpt >= cfg.checkpoint_seconds and done < n_batches:
+                    if flush():
+                        return True
+                    self._save_ckpt(w, "A", epoch, *best, opt,
+                                    partial={"batches_done": done, "rng_epoch_start": epoch_start},
+                                    # the epoch's time so far (a resumed run's phase_a_seconds counts it)
+                                    elapsed={**self.elapsed, "phase_a": self.elapsed["phase_a"]
+                                             + time.perf_counter() - t_start})
+                    last_ckpt = time.perf_counter()
+            return flush()
+        except KeyboardInterrupt as e:
+            self._checkpoint_interrupt(w, e, epoch, safe, epoch_start, opt, best, t_start)
+            raise
+
+    def _checkpoint_interrupt(self, w, e, epoch, safe, epoch_start, opt, best, t_start):
+        """On SIGINT/SIGTERM inside a Phase A epoch: back to the last block boundary, checkpoint.
+
+        The interrupt may land anywhere: between the heads of one step (particles half updated),
+        or while a block of records is recorded. The state of the last boundary where the
+        records on file and the state agreed (``safe``: batches done, step, generator state,
+        particles, record counts) is restored, the records after it are dropped, and an in-epoch
+        checkpoint of it is saved, so ``--resume`` continues bit-identically (repeating at most
+        one block of steps). A failed save (say a full disk) keeps the previous checkpoint, which
+        resumes bit-identically too; ``e.checkpoint_error`` then says why.
+        """
+        try:
+            raise_pending_signal()          # consumed: the records below must not raise it again
+        except RunInterrupted:
+            pass
+        try:
+            for name, arr in safe["params"].items():
+                self.model.params[name] = arr
+            self.rng_a.bit_generator.state = safe["rng"]
+            self.step_a = safe["step"]
+            for d, n in safe["lengths"].items():
+                w.truncate(d, n)
+            self._save_ckpt(w, "A", epoch, *best, opt,
+                            partial={"batches_done": safe["done"], "rng_epoch_start": epoch_start},
+                            elapsed={**self.elapsed, "phase_a": self.elapsed["phase_a"]
+                                     + time.perf_counter() - t_start})
+        except Exception as err:  # noqa: BLE001 - the interrupt goes on; the older checkpoint holds
+            e.checkpoint_error = f"{type(err).__name__}: {err}"
 
     def _record_omega(self, w):
         xp = self.backend.xp                     # one device-to-host copy for every particle set
@@ -555,13 +705,14 @@ class MainJob:
         return tot_loss / n, tot_hit / n
 
     # -- driver ------------------------------------------------------------------------------
-    def _units(self):
+    def _units(self, cfg=None):
         """The run's epochs in order: ``("A", e)`` Phase A epochs and ``("B", e)`` Phase B epochs.
 
         Paper order (``phase_a_after = 0``): every Phase A epoch, then every Phase B epoch.
         With ``phase_a_after = k``: Phase B epochs 1..k, Phase A, Phase B epochs k+1..epochs.
+        ``cfg`` defaults to the run's configuration.
         """
-        cfg = self.cfg
+        cfg = self.cfg if cfg is None else cfg
         k = cfg.phase_a_after if cfg.kernel else 0
         units = [("B", e) for e in range(1, k + 1)]
         if cfg.kernel:
@@ -588,42 +739,105 @@ class MainJob:
     def run(self) -> dict:
         """Run Phases A and B (in the order of ``phase_a_after``) and the test evaluation.
 
+        A fresh run writes a checkpoint of its initial state as soon as the file exists, one
+        after every epoch and, in Phase A, every ``checkpoint_seconds``; an interrupt inside a
+        Phase A epoch checkpoints the last block boundary (:meth:`_checkpoint_interrupt`), one
+        inside a Phase B epoch resumes from the epoch's start (the checkpoint of the epoch
+        before). The final checkpoint is kept, so a finished run can be extended.
+
         Returns
         -------
         dict
             :data:`rieszflow.engine.attention.metrics.METRIC_NAMES` plus ``train_seconds``,
             ``phase_a_seconds``, ``phase_b_seconds``, ``best_epoch``.
+
+        Raises
+        ------
+        KeyboardInterrupt
+            On SIGINT/SIGTERM (:class:`~rieszflow.engine.storage.RunInterrupted`), with the
+            attributes ``resumable`` (bool: a checkpoint of this run exists beside the file),
+            ``resume_hint`` (one line for the user: the ``--resume`` command and where it
+            continues from, or why the run cannot be resumed) and ``checkpoint`` (its path or
+            None).
+        CheckpointError
+            On ``--resume`` with a damaged or foreign checkpoint (the run file is not changed).
+        FileNotFoundError
+            On ``--resume`` of a missing file, or of a file without checkpoint.
+        ValueError
+            On ``--resume`` with another configuration, or an extension that a run started
+            with the larger budget would not reproduce.
         """
+        self._ckpt_note, self._writer_opened = None, False
+        try:
+            return self._run()
+        except KeyboardInterrupt as e:
+            self._describe_interrupt(e)
+            raise
+
+    def _describe_interrupt(self, e):
+        """Say on the interrupt ``e`` whether the run can be resumed (see :meth:`run`)."""
+        import shlex
+
+        out = shlex.quote(str(self.out))
+        e.checkpoint = str(self.ckpt_path) if self.ckpt_path.exists() else None
+        if self._ckpt_note is not None and e.checkpoint:
+            e.resumable = True
+            e.resume_hint = (f"{out} can be continued with: rieszflow run --resume --out {out} "
+                             f"(from its checkpoint at {self._ckpt_note})")
+        elif self.resume and e.checkpoint:
+            e.resumable = True
+            e.resume_hint = f"{out} can be continued with: rieszflow run --resume --out {out}"
+        elif not self._writer_opened and not self.resume:
+            e.resumable = False
+            e.resume_hint = (f"interrupted before {out} was written: nothing to resume; run the "
+                             f"command again (without --resume)")
+        else:
+            e.resumable = False
+            e.resume_hint = (f"interrupted before the first checkpoint of {out}: it cannot be "
+                             f"resumed; start it again with --overwrite")
+        if getattr(e, "checkpoint_error", None):
+            e.resume_hint += f" (the interrupt's own checkpoint failed: {e.checkpoint_error})"
+
+    def _run(self) -> dict:
         cfg = self.cfg
+        if self.resume and not self.out.exists():          # before the data load
+            raise FileNotFoundError(f"--resume: {self.out} does not exist; start the run without "
+                                    f"--resume")
         self._build()
         self.elapsed = {"phase_a": 0.0, "phase_b": 0.0}
         self.step_a = 0
-        if self.resume:
-            self._check_resumable()
         # the optimiser (and its schedule's validation) before the writer: a bad schedule leaves no file
         # Phase B freezes the particles of the random-feature maps (paper 000); a learned map
         # (LUNA, Hedgehog) trains its projections jointly with everything else (paper 001).
         frozen = set() if cfg.learned_map else set(self.omega_names)
         self.trainable = [k for k in self.model.params if k not in frozen]
         opt = self._optimizer()
+        # a resume reads and verifies the whole checkpoint before the file is touched: a damaged
+        # checkpoint is bad input (exit 2) and leaves the run file as it was
+        checked = self._check_resumable(opt) if self.resume else None
         w = self._open_writer()
+        self._writer_opened = True
         status = "failed"
         try:
             units = self._units()
             start, best_state, best_acc, best_epoch = 0, None, -1.0, 0
             stopped_early, partial_a = False, None
             if self.resume:
-                meta, best_state, adam = self._load_ckpt(w)
+                meta, best_state, adam = self._load_ckpt(w, checked)
                 best_acc, best_epoch = meta["best_acc"], meta["best_epoch"]
                 stopped_early = meta["stopped_early"]
                 self.step_a = meta["phase_a_steps"]
                 partial_a = meta.get("partial")
-                done = units.index((meta["phase"], meta["epoch"]))
-                start = done if partial_a else done + 1
+                if meta["phase"] != "start":
+                    done = units.index((meta["phase"], meta["epoch"]))
+                    start = done if partial_a else done + 1
                 if adam is not None:
                     opt.load_state_dict(adam)
-            elif cfg.attention == "linear":
-                self._record_omega(w)                      # snapshot of the initial law at step 0
+            else:
+                if cfg.attention == "linear":
+                    self._record_omega(w)                  # snapshot of the initial law at step 0
+                # resumable from the first second: a checkpoint of the initial state
+                self._save_ckpt(w, "start", 0, None, -1.0, 0, opt)
             for phase, epoch in units[start:]:
                 t0 = time.perf_counter()
                 if phase == "A":
@@ -680,7 +894,8 @@ class MainJob:
                         attrs={"long_name": "test metric name", "units": "1"})
             w.variable("test_metrics", ("metric",), data=[metrics[k] for k in METRIC_NAMES],
                        attrs={"long_name": "test-split metrics of the validation-selected checkpoint",
-                              "units": "1 (log_loss in nats)"})
+                              "units": "1",
+                              "comment": "dimensionless; log_loss is in nats (natural logarithm)"})
             train_seconds = self.elapsed["phase_a"] + self.elapsed["phase_b"]
             extra = {"train_seconds": train_seconds, "phase_a_seconds": self.elapsed["phase_a"],
                      "phase_b_seconds": self.elapsed["phase_b"], "best_epoch": best_epoch,
@@ -691,13 +906,18 @@ class MainJob:
         except KeyboardInterrupt:
             status = "interrupted"
             raise
+        except CheckpointError:
+            status = self._prior_status or "interrupted"     # bad input: the file is as it was
+            raise
         finally:
             w.close(status)
-            if status == "complete" and self.ckpt_path.exists():
-                self.ckpt_path.unlink()
+            # kept on request: ``--resume --epochs N`` extends a finished run from it
+            if status == "complete" and not self.keep_checkpoint:
+                self.ckpt_path.unlink(missing_ok=True)
 
 
-def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False) -> dict:
+def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quiet=False,
+                 keep_checkpoint=False) -> dict:
     """Run the main job (see :class:`MainJob`) and return its test metrics.
 
     Parameters
@@ -713,6 +933,9 @@ def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quie
         (checkpoint ``<out>.ckpt.npz``).
     quiet : bool, default False
         No progress bars.
+    keep_checkpoint : bool, default False
+        Keep the final checkpoint ``<out>.ckpt.npz`` of a complete run (``rieszflow run``
+        does), so that ``resume=True`` with more ``epochs`` can extend it.
 
     Returns
     -------
@@ -720,4 +943,5 @@ def run_main_job(cfg: MainJobConfig, out, *, overwrite=False, resume=False, quie
         :data:`rieszflow.engine.attention.metrics.METRIC_NAMES` plus ``train_seconds``,
         ``phase_a_seconds``, ``phase_b_seconds``, ``best_epoch`` (see :meth:`MainJob.run`).
     """
-    return MainJob(cfg, out, overwrite=overwrite, resume=resume, quiet=quiet).run()
+    return MainJob(cfg, out, overwrite=overwrite, resume=resume, quiet=quiet,
+                   keep_checkpoint=keep_checkpoint).run()

@@ -838,3 +838,67 @@ class TrajectoryWriter:
         else:
             self.close("complete")
         return False
+
+    def remove(self, variables=(), dimensions=(), attrs=()) -> None:
+        """Delete variables, fixed-size dimensions and root attributes of a resumed file.
+
+        Used to extend a finished run: its final outputs (say a test evaluation) go before the
+        run continues, so an interrupted extension never shows the shorter run's results. Names
+        that do not exist are skipped. The file is closed and reopened around the deletion (the
+        lock is kept throughout); HDF5 does not shrink the file, the space is reused.
+
+        Parameters
+        ----------
+        variables : iterable of str
+            Variables to delete (detached from their dimensions first).
+        dimensions : iterable of str
+            Fixed-size dimensions to delete with their coordinate variables; no remaining
+            variable may use them.
+        attrs : iterable of str
+            Root attributes to delete.
+
+        Raises
+        ------
+        ValueError
+            If the writer did not reopen an existing file (``resume=True``), or a dimension is
+            still used by a variable that is not deleted.
+        """
+        import h5netcdf
+        import h5py
+
+        if not self.resumed or self._f is None:
+            raise ValueError("remove: only a writer that resumed an existing file may delete from it")
+        variables, dimensions, attrs = list(variables), list(dimensions), list(attrs)
+        self._flush()
+        h5 = self._f._h5file
+        if not any(n in h5 for n in variables + dimensions) and not any(a in h5.attrs for a in attrs):
+            return                                  # nothing to delete: the file stays open
+        for name in dimensions:
+            if name in h5:
+                users = [ref for ref in h5[name].attrs.get("REFERENCE_LIST", [])
+                         if h5[ref[0]].name.lstrip("/") not in variables]
+                if users:
+                    raise ValueError(f"remove: dimension {name!r} is still used by "
+                                     f"{[h5[r[0]].name for r in users]}")
+        self._f.close()
+        self._f = None
+        try:
+            with h5py.File(self.path, "a", locking=False) as f:
+                for name in variables:
+                    if name in f:
+                        ds = f[name]
+                        for dim in ds.dims:
+                            for scale in list(dim.values()):
+                                dim.detach_scale(scale)
+                        del f[name]
+                for name in dimensions:
+                    if name in f:
+                        del f[name]
+                for a in attrs:
+                    if a in f.attrs:
+                        del f.attrs[a]
+        finally:
+            self._f = h5netcdf.File(self.path, "a", locking=False)
+            for cache in (self._sizes, self._resize_targets, self._datasets, self._specs,
+                          self._growing):
+                cache.clear()

@@ -28,7 +28,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         With ``func=run_from_args`` set as default.
     """
     from rieszflow.studies.base import add_study_arguments
-    from rieszflow.studies.base import non_negative_int
+    from rieszflow.studies.base import non_negative_int, positive_int
     from rieszflow.learning.config import _FEATURE_MAPS, OPTIMIZERS
     from rieszflow.learning.objectives import ALIGNMENTS
 
@@ -64,7 +64,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "variants) or learned W_Q, W_K (default for --softmax)")
     p.add_argument("--alignment", choices=tuple(ALIGNMENTS), default=None,
                    help="Phase A objective: eq. (C.4) one-hot label kernel (default) or centred KTA")
-    p.add_argument("--epochs", type=non_negative_int, default=None, help="Phase B epochs (default 10)")
+    p.add_argument("--epochs", type=positive_int, default=None,
+                   help="Phase B epochs, >= 1 (default 10, the paper's); with --resume, a larger "
+                        "value extends a finished or interrupted run")
     p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=None,
                    help="Phase B optimiser: adam = App. F.2 (Adam, constant rate 2e-4; default), "
                         "adamw = Section 5 (AdamW, weight decay 0.01, linear warm-up over 10%% of "
@@ -72,8 +74,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--phase-a-after", type=non_negative_int, default=None, metavar="K",
                    help="run Phase A after K Phase B epochs instead of first (default 0, the "
                         "paper's order); the matched control is --vanilla with the same seed")
-    p.add_argument("--phase-a-epochs", type=non_negative_int, default=None,
-                   help="Phase A epochs (default 2; the paper allows up to 10)")
+    p.add_argument("--phase-a-epochs", type=positive_int, default=None,
+                   help="Phase A epochs, >= 1 (default 2; the paper allows up to 10)")
     add_study_arguments(
         p, default_out="runs/<dataset>-<run>-seed<seed>-<timestamp>.h5", backends=("numpy", "cupy"),
         plots_help="accepted for the one CLI contract: the main job draws no figures (its "
@@ -99,6 +101,56 @@ def _complete_metrics(path: Path):
     if "test_metrics" not in ds.variables:
         raise RunFileError(f"{path}: a complete main-job file without 'test_metrics'")
     return stored_metrics(ds)
+
+
+def _is_main_job_file(path: Path) -> bool:
+    """True if ``path`` is a readable rieszflow main-job file."""
+    from rieszflow.engine.storage import RunFileError, check_run_file
+
+    if not path.is_file():
+        return False
+    try:
+        check_run_file(path, "main_job")
+    except RunFileError:
+        return False
+    return True
+
+
+def _stored_config(path: Path) -> dict:
+    """The configuration a run file stores (root attribute ``config``), as a dict."""
+    import json
+
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        raw = f.attrs.get("config", "{}")
+    try:
+        stored = json.loads(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"--resume: {path}: its root attribute 'config' is not JSON; start the "
+                         f"run again with --overwrite") from None
+    return stored if isinstance(stored, dict) else {}
+
+
+def _extends(path: Path, cfg) -> bool:
+    """True if ``cfg`` changes a growth field (``epochs``, ``phase_a_epochs``) of the stored run."""
+    from rieszflow.learning.train import GROWTH_FIELDS
+
+    stored = _stored_config(path)
+    return any(k in stored and stored[k] != getattr(cfg, k) for k in GROWTH_FIELDS)
+
+
+def _check_out_dir(out: Path) -> None:
+    """Refuse, before any work, an output directory that is missing or not writable."""
+    import os
+
+    parent = out.parent
+    if not parent.is_dir():
+        raise ValueError(f"--out {out}: the directory {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: the directory {parent} is not writable (the run file, its "
+                         f"lock and its checkpoint go there); choose another --out or fix its "
+                         f"permissions")
 
 
 def run_from_args(args) -> int:
@@ -158,9 +210,27 @@ def run_from_args(args) -> int:
         if args.phase_a_epochs is not None:
             changes["phase_a_epochs"] = args.phase_a_epochs
         preset = MainJobConfig().replace(**SMOKE_OVERRIDES) if args.smoke else MainJobConfig()
+        overrides, growth = list(args.set or []), {}
+        if args.resume and args.out is not None and _is_main_job_file(Path(args.out)):
+            # the growth fields may differ from the file's: they extend the run (MainJob checks
+            # that a run started with the larger budget would be the same); any other file is
+            # named by resolve_config
+            from rieszflow.config import parse_overrides
+            from rieszflow.learning.train import GROWTH_FIELDS
+
+            growth = {k: changes[k] for k in GROWTH_FIELDS if k in changes}
+            keep = [kv for kv in overrides if kv.split("=", 1)[0].strip() not in GROWTH_FIELDS]
+            growth.update(parse_overrides([kv for kv in overrides if kv not in keep], MainJobConfig))
+            overrides = keep
+            stored = _stored_config(Path(args.out))
+            # given as stored, so the resume rule (a given option must match the file) holds for
+            # them, and a size flag's value of them is not compared
+            changes.update({k: stored[k] for k in growth if k in stored})
         cfg = resolve_config(MainJobConfig, preset, config_file=args.config, given=changes,
-                             overrides=args.set, resume_from=args.out if args.resume else None,
+                             overrides=overrides, resume_from=args.out if args.resume else None,
                              preset_flag="--smoke" if args.smoke else None)
+        if growth:
+            cfg = cfg.replace(**growth)
         if args.performer and not args.resume:
             fixed = [kv.split("=", 1)[0].strip() for kv in (args.set or [])]
             clash = sorted(set(fixed) & {"tau", "omega_scale"})
@@ -183,10 +253,15 @@ def run_from_args(args) -> int:
         out = args.out
     if args.resume and Path(out).is_file():
         stored = _complete_metrics(Path(out))
-        if stored is not None:                    # nothing to resume: report what the file holds
+        if stored is not None and not _extends(Path(out), cfg):   # nothing to resume or extend
             print(format_metrics(f"{cfg.name} ({cfg.dataset} test)", stored))
             print(f"{out} is complete: nothing to resume (the table above is the stored result)")
             return 0
+    try:                         # before any work: the data load takes a while
+        _check_out_dir(Path(out))
+    except ValueError as e:
+        print(f"rieszflow run: error: {e}", file=sys.stderr)
+        return 2
     from rieszflow.learning.train import run_main_job
 
     print(f"rieszflow run: {cfg.name} on {cfg.dataset}, seed {cfg.seed}, backend {cfg.backend} -> {out}",
@@ -194,8 +269,8 @@ def run_from_args(args) -> int:
     t0 = time.perf_counter()
     try:
         metrics = run_main_job(cfg, out, overwrite=args.overwrite, resume=args.resume,
-                               quiet=args.quiet)
-    except (FileExistsError, FileNotFoundError, RuntimeError, ValueError) as e:
+                               quiet=args.quiet, keep_checkpoint=True)
+    except (FileExistsError, FileNotFoundError, PermissionError, RuntimeError, ValueError) as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)
         return 2
     print(format_metrics(f"{cfg.name} ({cfg.dataset} test)", metrics))
