@@ -49,7 +49,7 @@ def test_a_run_appends_what_it_prints_to_its_log_file(tmp_path, capsys):
     assert any("is complete: nothing to resume" in line for line in again[len(log):])
     # a command refused on bad input before it writes leaves no log behind
     assert cli_main(["run", "--smoke", "--set", "m=x", "--out", str(tmp_path / "b.h5")]) == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.h5", "a.h5.log"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.h5", "a.h5.ckpt.npz", "a.h5.log"]   # the final checkpoint is kept (extendable)
 
 
 def test_the_error_line_and_the_debug_traceback_reach_the_log(tmp_path, monkeypatch, capsys):
