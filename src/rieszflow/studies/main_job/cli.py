@@ -226,18 +226,25 @@ def run_from_args(args) -> int:
             # given as stored, so the resume rule (a given option must match the file) holds for
             # them, and a size flag's value of them is not compared
             changes.update({k: stored[k] for k in growth if k in stored})
-        cfg = resolve_config(MainJobConfig, preset, config_file=args.config, given=changes,
-                             overrides=overrides, resume_from=args.out if args.resume else None,
-                             preset_flag="--smoke" if args.smoke else None)
-        if growth:
-            cfg = cfg.replace(**growth)
         if args.performer and not args.resume:
             fixed = [kv.split("=", 1)[0].strip() for kv in (args.set or [])]
             clash = sorted(set(fixed) & {"tau", "omega_scale"})
             if clash:
                 raise ValueError(f"--performer sets tau and omega_scale to sqrt(d_k); --set "
                                  f"{', '.join(clash)} contradicts it")
-            cfg = cfg.replace(**performer_scales(cfg))
+
+        def finish(c):
+            # what the command derives from the resolved configuration: the growth of a resumed
+            # run and Performer's scales; inside resolve_config, so --show-config shows them
+            if growth:
+                c = c.replace(**growth)
+            if args.performer and not args.resume:
+                c = c.replace(**performer_scales(c))
+            return c
+
+        cfg = resolve_config(MainJobConfig, preset, config_file=args.config, given=changes,
+                             overrides=overrides, resume_from=args.out if args.resume else None,
+                             preset_flag="--smoke" if args.smoke else None, finish=finish)
     except ValueError as e:
         print(f"rieszflow run: error: {e}", file=sys.stderr)
         return 2
