@@ -74,7 +74,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"rieszflow ldp: error: {e}", file=sys.stderr)
         return 2
     out = args.out or Path("runs") / f"ldp{'-quick' if args.quick else ''}-seed{cfg.seed}.h5"
-    log = (lambda *a: None) if args.quiet else print
+    from tqdm.auto import tqdm
+
+    # the cells' result lines arrive while the progress bar is drawn: tqdm.write keeps them off it
+    log = (lambda *a: None) if args.quiet else (lambda s: tqdm.write(str(s)))
     t0 = time.perf_counter()
     try:
         run_ldp_study(cfg, out, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet, log=log,
