@@ -168,8 +168,8 @@ def test_a_scheduler_without_workers_is_announced_at_once_and_again_after_the_wa
     proc = None
     try:
         proc = subprocess.Popen([sys.executable, "-m", "rieszflow", "synthetic", "--config", str(cfg), *ONE,
-                                 "--quiet", "--scheduler", address, "--out", "s"], cwd=tmp_path,
-                                env={**ENV, "RIESZFLOW_WORKER_WAIT_S": "0.5"}, stdout=subprocess.DEVNULL,
+                                 "--quiet", "--dashboard", "--scheduler", address, "--out", "s"], cwd=tmp_path,
+                                env={**ENV, "RIESZFLOW_WORKER_WAIT_S": "0.5"}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         watchdog = threading.Timer(120, proc.kill)                 # never hangs the suite
         watchdog.start()
@@ -182,12 +182,16 @@ def test_a_scheduler_without_workers_is_announced_at_once_and_again_after_the_wa
                     break
             proc.send_signal(signal.SIGINT)                        # the user's Ctrl-C ends the wait
             rest = proc.stderr.read()
+            printed = proc.stdout.read()
             rc = proc.wait(timeout=60)
         finally:
             watchdog.cancel()
         assert warnings[0].startswith(f"warning: the Dask scheduler {address} has no workers"), warnings
         assert warnings[1].startswith(f"warning: still no workers on the Dask scheduler {address} after"), warnings
         assert rc == 130, rest
+        # --dashboard with a scheduler started with --no-dashboard: said, no dead link printed
+        assert f"the Dask scheduler {address} serves no dashboard" in printed
+        assert "http://" not in printed
         assert "Traceback" not in rest
         assert not list((tmp_path / "s" / "benchmark" / "tasks").glob("*.h5"))
     finally:

@@ -586,11 +586,25 @@ def dashboard_link(client) -> str | None:
     -------
     str or None
         ``http://host:port/status``.
+
+    Notes
+    -----
+    A scheduler lists its HTTP server as the service ``dashboard`` even when started without
+    the dashboard (``dask scheduler --no-dashboard``, or without bokeh): whether it serves the
+    dashboard pages is asked of the scheduler itself (a function sent by value; a scheduler that
+    refuses it is taken to serve them).
     """
     from distributed.utils import format_dashboard_link
 
     port = client.scheduler_info(n_workers=0).get("services", {}).get("dashboard")
     if port is None:
+        return None
+    try:
+        served = client.run_on_scheduler(
+            lambda dask_scheduler: "distributed.dashboard.scheduler" in __import__("sys").modules)
+    except Exception:  # noqa: BLE001 - the scheduler refuses to run functions: assume it serves them
+        served = True
+    if not served:
         return None
     host = client.scheduler.address.split("://", 1)[-1].rsplit(":", 1)[0]
     return format_dashboard_link(host, port)
