@@ -265,3 +265,13 @@ def test_ldp_result_lines_do_not_land_on_the_progress_bar(tmp_path):
     assert len(results) == 2 * len(cfg.regimes), text
     for seg in results:
         assert seg.startswith("["), f"a result line written onto the bar: {seg!r}"
+
+
+def test_nlp_qqp_dir_given_relative_is_made_absolute_for_the_workers(tmp_path, monkeypatch):
+    from rieszflow.studies.nlp.study import NLPConfig, specs
+
+    monkeypatch.chdir(tmp_path)
+    cfg = NLPConfig(qqp_dir="glue/QQP")                       # as from --set qqp_dir=... or --config
+    assert cfg.qqp_dir == str(tmp_path / "glue" / "QQP")
+    qqp = [sp for sp in specs(cfg) if sp.name == "nlp-qqp"]
+    assert len(qqp) == 1 and qqp[0].config["qqp_dir"] == str(tmp_path / "glue" / "QQP")   # what workers get
