@@ -249,7 +249,7 @@ def test_a_sweep_whose_tasks_all_fail_lists_them_once_and_merges_nothing(tmp_pat
     assert "merged:  (" not in printed.out
 
 
-def test_ldp_result_lines_do_not_land_on_the_progress_bar(tmp_path):
+def test_ldp_result_lines_do_not_land_on_the_progress_bar_and_quiet_keeps_the_counts(tmp_path, capsys):
     from rieszflow.studies.ldp.config import quick_config
 
     cfg = quick_config(seed=5).replace(n_particles=(3, 5), burn_in=100, n_steps=200, chains_per_theta=4,
@@ -265,6 +265,10 @@ def test_ldp_result_lines_do_not_land_on_the_progress_bar(tmp_path):
     assert len(results) == 2 * len(cfg.regimes), text
     for seg in results:
         assert seg.startswith("["), f"a result line written onto the bar: {seg!r}"
+    n = 2 * len(cfg.regimes)
+    assert f"rieszflow ldp: {n} (regime, N) cells: {n} done, 0 skipped (complete before), 0 failed" in text
+    assert cli_main(["ldp", "--resume", "--quiet", "--no-plots", "--out", str(tmp_path / "l.h5")]) == 0
+    assert f"{n} (regime, N) cells: 0 done, {n} skipped (complete before), 0 failed" in capsys.readouterr().out
 
 
 def test_nlp_qqp_dir_given_relative_is_made_absolute_for_the_workers(tmp_path, monkeypatch):

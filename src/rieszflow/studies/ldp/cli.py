@@ -48,6 +48,12 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _print_counts(summary) -> None:
+    """The one line of cell counts, printed with ``--quiet`` too (the failures are the error line)."""
+    print(f"rieszflow ldp: {summary.total} (regime, N) cells: {summary.done} done, {summary.skipped} "
+          f"skipped (complete before), {summary.failed} failed", flush=True)
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the study from parsed arguments, print the table, save the plot.
 
@@ -81,7 +87,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         run_ldp_study(cfg, out, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet, log=log,
-                      workers=args.workers, scheduler=args.scheduler)
+                      workers=args.workers, scheduler=args.scheduler, on_summary=_print_counts)
     except (FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"rieszflow ldp: error: {e}", file=sys.stderr)
         return 2
