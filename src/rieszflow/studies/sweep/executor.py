@@ -1,7 +1,9 @@
 """The execution layer: :func:`run_jobs` runs independent :class:`Job` objects in-process, on a
 :class:`distributed.LocalCluster` or on an existing Dask scheduler (:class:`Executor`), with one
-progress bar and the failure records (:class:`TasksFailed`); the ``--workers``/``--scheduler``
-options of the CLI (:func:`add_sweep_arguments`)."""
+progress bar and the failure records (:class:`TasksFailed`); before the jobs, a warning while the
+cluster has no workers and the check that every worker can write the output directory
+(:class:`WorkersCannotWrite`); the ``--workers``/``--scheduler``/``--dashboard`` options of the CLI
+(:func:`add_sweep_arguments`)."""
 from __future__ import annotations
 
 import contextlib
@@ -14,8 +16,8 @@ import traceback
 from typing import Any, Callable, Mapping
 
 __all__ = ["Job", "JobsSummary", "TasksFailed", "WorkersCannotWrite", "Executor", "run_jobs", "call_job",
-           "check_executor", "check_dashboard", "dashboard_link", "describe_executor", "add_sweep_arguments", "THREAD_ENV",
-           "WORKER_WAIT_ENV"]
+           "check_executor", "check_dashboard", "dashboard_link", "describe_executor", "add_sweep_arguments",
+           "THREAD_ENV", "WORKER_WAIT_ENV"]
 
 
 #: Environment of every worker process: one BLAS/OpenMP/Numba thread per task (the parallelism
