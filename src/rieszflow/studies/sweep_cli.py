@@ -230,8 +230,10 @@ def run_sweeps(prog: str, out: Path, chosen, args, log: Callable, before: Callab
     """
     from rieszflow.studies.sweep import Executor, open_sweep, run_sweep
 
+    def shout(line: str) -> None:                              # printed with --quiet too
+        print(line, flush=True)
+
     dashboard = getattr(args, "dashboard", None)
-    shout = lambda s: print(s, flush=True)                     # noqa: E731 - printed with --quiet too
     counts = dict.fromkeys(("total", "done", "skipped", "failed"), 0)
     merged = {}
     with Executor(args.workers, args.scheduler, dashboard=dashboard,
