@@ -279,3 +279,18 @@ def test_nlp_qqp_dir_given_relative_is_made_absolute_for_the_workers(tmp_path, m
     assert cfg.qqp_dir == str(tmp_path / "glue" / "QQP")
     qqp = [sp for sp in specs(cfg) if sp.name == "nlp-qqp"]
     assert len(qqp) == 1 and qqp[0].config["qqp_dir"] == str(tmp_path / "glue" / "QQP")   # what workers get
+
+
+@pytest.mark.parametrize("command, tiny", [("mean-field", "test_mean_field_study:_tiny_dict"),
+                                           ("kernel-mean-field", "test_kernel_mean_field:_tiny")])
+def test_single_file_studies_print_their_task_counts_with_quiet(command, tiny, tmp_path, capsys):
+    import importlib
+
+    module, _, fn = tiny.partition(":")
+    cfg = tmp_path / "tiny.json"
+    cfg.write_text(json.dumps(getattr(importlib.import_module(module), fn)()))
+    assert cli_main([command, "--config", str(cfg), "--quiet", "--no-plots", "--workers", "0",
+                     "--out", str(tmp_path / "s.h5")]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(f"rieszflow {command}: ")]
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(" done, 0 skipped (complete before), 0 failed") and " particle tasks: " in lines[0]

@@ -50,8 +50,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def _print_counts(summary) -> None:
     """The one line of cell counts, printed with ``--quiet`` too (the failures are the error line)."""
-    print(f"rieszflow ldp: {summary.total} (regime, N) cells: {summary.done} done, {summary.skipped} "
-          f"skipped (complete before), {summary.failed} failed", flush=True)
+    print(f"rieszflow ldp: {summary.counts('(regime, N) cells')}", flush=True)
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -117,6 +117,22 @@ class JobsSummary:
     failures: list
     seconds: float
 
+    def counts(self, what: str = "tasks") -> str:
+        """The counts in one line, for the CLI's summary printed with ``--quiet`` too.
+
+        Parameters
+        ----------
+        what : str, default "tasks"
+            What the jobs are (``"(regime, N) cells"``).
+
+        Returns
+        -------
+        str
+            ``"<total> <what>: <done> done, <skipped> skipped (complete before), <failed> failed"``.
+        """
+        return (f"{self.total} {what}: {self.done} done, {self.skipped} skipped (complete before), "
+                f"{self.failed} failed")
+
     def format(self, name: str = "tasks") -> str:
         """One paragraph: counts, wall time and every failure (task and exception).
 
