@@ -17,7 +17,7 @@ from typing import Callable
 
 from rieszflow.studies.sweep import describe_executor
 
-__all__ = ["prepare_sweep_dir", "run_sweeps", "start_sweep_study"]
+__all__ = ["prepare_sweep_dir", "run_sweeps", "start_sweep_study", "format_merged"]
 
 
 def _foreign_dir(out: Path, cfg_cls, all_specs) -> str | None:
@@ -149,7 +149,9 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
     quick_overrides : dict
         Field values of the ``--quick`` preset.
     args : argparse.Namespace
-        Uses ``quick``, ``out``, ``seed``, ``resume``, ``config``, ``set``, ``overwrite``, ``quiet``.
+        Uses ``quick``, ``out``, ``seed``, ``resume``, ``config``, ``set``, ``overwrite``, ``quiet``,
+        ``workers``, ``scheduler`` and ``dashboard`` (checked first:
+        :func:`~rieszflow.studies.sweep.check_dashboard`).
     all_specs : callable
         ``specs(cfg) -> list of SweepSpec``.
     task_config : callable
@@ -170,12 +172,14 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
         The output directory.
     """
     from rieszflow.config import resolve_config
+    from rieszflow.studies.sweep import check_dashboard
 
     preset = cfg_cls().replace(**quick_overrides) if args.quick else cfg_cls()
     default = args.out is None
     out = (Path("runs") / f"{stem}{'-quick' if args.quick else ''}-seed{args.seed or 0}" if default
            else Path(args.out))
     try:
+        check_dashboard(getattr(args, "dashboard", None), args.workers, args.scheduler)
         if args.resume and not (out / "config.json").is_file():
             raise ValueError(f"--resume: {out} holds no sweep (no config.json); there is nothing to "
                              f"resume (rerunning the command without --resume starts it)")
@@ -192,7 +196,13 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
 
 
 def run_sweeps(prog: str, out: Path, chosen, args, log: Callable, before: Callable | None = None) -> tuple:
-    """Run each sweep (only its missing tasks) and merge it.
+    """Run each sweep (only its missing tasks) on one executor and merge it.
+
+    Every sweep path is made absolute before its tasks are submitted (a worker of an external
+    scheduler may run in another directory), and the workers must be able to write it
+    (:func:`~rieszflow.studies.sweep.run_sweep`). Each sweep's summary is printed once: to stderr
+    with its failures when a task failed, else as a log line; then one line with the counts over
+    every sweep (done, skipped, failed) is printed, with ``--quiet`` too.
 
     Parameters
     ----------
@@ -203,7 +213,7 @@ def run_sweeps(prog: str, out: Path, chosen, args, log: Callable, before: Callab
     chosen : list of SweepSpec
         The sweeps to run, in order.
     args : argparse.Namespace
-        With ``workers``, ``scheduler`` and ``quiet``.
+        With ``workers``, ``scheduler``, ``quiet`` and (optional) ``dashboard``.
     log : callable
         Receives the one-line messages.
     before : callable, optional
@@ -216,21 +226,60 @@ def run_sweeps(prog: str, out: Path, chosen, args, log: Callable, before: Callab
         Sweep name to its merged dataset (:func:`rieszflow.studies.sweep.open_sweep`), for the
         sweeps with at least one complete task.
     failed : int
-        Number of failed tasks over all sweeps (each listed on stderr).
+        Number of failed tasks over all sweeps (each listed once, on stderr).
     """
-    from rieszflow.studies.sweep import open_sweep, run_sweep
+    from rieszflow.studies.sweep import Executor, open_sweep, run_sweep
 
-    failed, merged = 0, {}
-    for sp in chosen:
-        log(f"{prog}: sweep {sp.name}: {len(sp.tasks())} tasks on "
-            f"{describe_executor(args.workers, args.scheduler)} -> {out / sp.name}")
-        if before is not None:
-            before(sp, out / sp.name, log=log)
-        summary = run_sweep(sp, out / sp.name, workers=args.workers, scheduler=args.scheduler,
-                            progress=not args.quiet, log=log)
-        failed += summary.failed
-        if summary.failed:
-            print(summary.format(), file=sys.stderr)
-        if summary.done + summary.skipped:
-            merged[sp.name] = open_sweep(out / sp.name)
-    return merged, failed
+    def shout(line: str) -> None:                              # printed with --quiet too
+        print(line, flush=True)
+
+    dashboard = getattr(args, "dashboard", None)
+    counts = dict.fromkeys(("total", "done", "skipped", "failed"), 0)
+    merged = {}
+    with Executor(args.workers, args.scheduler, dashboard=dashboard,
+                  log=shout if dashboard is not None else log) as ex:
+        for sp in chosen:
+            log(f"{prog}: sweep {sp.name}: {len(sp.tasks())} tasks on "
+                f"{describe_executor(args.workers, args.scheduler)} -> {out / sp.name}")
+            if before is not None:
+                before(sp, out / sp.name, log=log)
+            summary = run_sweep(sp, out / sp.name, executor=ex, progress=not args.quiet, log=log,
+                                report=False)
+            for k in counts:
+                counts[k] += getattr(summary, k)
+            if summary.failed:
+                print(summary.format(), file=sys.stderr, flush=True)
+            else:
+                log(summary.format())
+            if summary.done + summary.skipped:
+                merged[sp.name] = open_sweep((out / sp.name).absolute())
+    shout(f"{prog}: {len(chosen)} sweep{'s' if len(chosen) != 1 else ''}, {counts['total']} "
+          f"task{'s' if counts['total'] != 1 else ''}: "
+          f"{counts['done']} done, {counts['skipped']} skipped (complete before), {counts['failed']} failed"
+          + (" (listed above; rerunning the command runs them again)" if counts["failed"] else ""))
+    return merged, counts["failed"]
+
+
+def format_merged(out: Path, merged: dict, seconds: float | None = None) -> str:
+    """The last line of a sweep study: the merged files, or that nothing was merged.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The study directory.
+    merged : dict
+        What :func:`run_sweeps` returned (sweep name to merged dataset).
+    seconds : float, optional
+        Wall time to state.
+
+    Returns
+    -------
+    str
+        ``merged: A.h5, B.h5 (rieszflow.studies.sweep.open_sweep(dir)); wall time ...``, or
+        ``nothing merged: ...`` when no sweep has a complete task.
+    """
+    wall = f"; wall time {seconds:.1f} s" if seconds is not None else ""
+    if not merged:
+        return f"nothing merged: no task of these sweeps is complete (the failures are listed above){wall}"
+    return ("merged: " + ", ".join(str(out / n / f"{n}.h5") for n in merged)
+            + f" (rieszflow.studies.sweep.open_sweep(dir)){wall}")

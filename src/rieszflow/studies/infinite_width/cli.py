@@ -10,7 +10,7 @@ from pathlib import Path
 from rieszflow.engine.storage import atomic_output
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
-from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
+from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_study
 
 __all__ = ["register", "run_from_args", "make_plots", "SWEEPS"]
 
@@ -53,7 +53,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                                    "10 minutes on 2 cores (docs/infinite_width.md)",
                         resume_help="run only the tasks without a complete file (what rerunning the "
                                     "command always does; accepted for the shared contract)")
-    add_sweep_arguments(p)
+    add_sweep_arguments(p, dashboard=True)
     p.add_argument("--sweep", action="append", choices=SWEEPS, default=None,
                    help="run only this sweep (repeatable; default: all)")
     p.set_defaults(func=run_from_args, writes_hdf5=False)
@@ -195,6 +195,5 @@ def run_from_args(args: argparse.Namespace) -> int:
     if not args.no_plots and merged:
         for p in make_plots(merged, tables, out):
             log(f"plot: {p}")
-    print("merged: " + ", ".join(str(out / n / f"{n}.h5") for n in merged)
-          + " (rieszflow.studies.sweep.open_sweep(dir))")
+    print(format_merged(out, merged))
     return 1 if failed else 0

@@ -119,7 +119,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         try:
             run_kernel_mean_field_study(cfg, out, overwrite=args.overwrite, resume=args.resume,
                                         progress=not args.quiet, log=log, workers=workers,
-                                        scheduler=args.scheduler)
+                                        scheduler=args.scheduler,   # the counts, printed with --quiet too
+                                        on_summary=lambda s: print(f"{name}: {s.counts('particle tasks')}",
+                                                                   flush=True))
         except (FileExistsError, FileNotFoundError, ValueError) as e:
             print(f"{name}: error: {e}", file=sys.stderr)
             return 2

@@ -404,7 +404,7 @@ def _cost(c, p, n, t_end):
 
 def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite: bool = False,
                                 resume: bool = False, progress: bool = True, log=print, workers: int | None = 0,
-                                scheduler: str | None = None) -> Path:
+                                scheduler: str | None = None, on_summary=None) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"kernel_mean_field_study"``).
 
     Variables of problem ``q`` (dimensions ``q_cell``, ``q_time``, ``q_N``, ``q_seed``, ``q_step``,
@@ -441,6 +441,10 @@ def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite
         None: one per core (:func:`rieszflow.studies.sweep.run_jobs`).
     scheduler : str, optional
         Address of an existing Dask scheduler.
+    on_summary : callable, optional
+        ``on_summary(summary)`` with the :class:`rieszflow.studies.sweep.JobsSummary` of the
+        particle tasks (done, skipped, failed), called before a failure is raised; without it a
+        failure's summary goes to ``log``.
 
     Returns
     -------
@@ -592,8 +596,11 @@ def run_kernel_mean_field_study(config: KernelMeanFieldConfig, out, *, overwrite
         summary = run_jobs(jobs, executor=ex, progress=progress, desc="kernel-mean-field runs", skipped=skipped,
                            on_result=store)
         w.set_attrs(wall_s=time.perf_counter() - t_start, failures=summary.failures)
+        if on_summary is not None:
+            on_summary(summary)
         if summary.failed:
-            log(summary.format("kernel-mean-field runs"))
+            if on_summary is None:
+                log(summary.format("kernel-mean-field runs"))
             raise TasksFailed("particle tasks", summary.failures, summary.total,
                               hint=f"; the other runs are stored in {out} (status 'failed'); --resume runs "
                                    f"the failed ones again")

@@ -49,7 +49,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                         resume_help="run only the tasks without a complete file (what rerunning the "
                                     "command always does; accepted for the shared contract)",
                         plots_help="accepted for the shared contract (kgd draws no figures)")
-    add_sweep_arguments(p)
+    add_sweep_arguments(p, dashboard=True)
     p.add_argument("--sweep", action="append", choices=SWEEPS, default=None,
                    help="run only this sweep (repeatable; default: all four)")
     p.add_argument("--closed-form", action="store_true",
@@ -180,7 +180,7 @@ def run_from_args(args) -> int:
     """
     from rieszflow.studies.kgd.study import (QUICK_OVERRIDES, KgdConfig, format_tables, format_verdicts,
                                              specs, task_config, verdicts)
-    from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
+    from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_study
 
     prog = "rieszflow kgd"
     conflict = option_conflict(args)
@@ -221,8 +221,7 @@ def run_from_args(args) -> int:
         print(format_tables(merged, cfg))
         print("Verdicts (claim | measured | verdict):")
         print(format_verdicts(closed + verdicts(merged, cfg)))
-        print("merged: " + ", ".join(str(out / n / f"{n}.h5") for n in merged)
-              + f" (rieszflow.studies.sweep.open_sweep(dir)); wall time {time.perf_counter() - t0:.1f} s")
+        print(format_merged(out, merged, time.perf_counter() - t0))
     with atomic_output(out / "report.txt") as tmp:      # rieszflow report OUT reads it
         tmp.write_text(report.getvalue())
     return 1 if failed else 0

@@ -48,6 +48,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _print_counts(summary) -> None:
+    """The one line of cell counts, printed with ``--quiet`` too (the failures are the error line)."""
+    print(f"rieszflow ldp: {summary.counts('(regime, N) cells')}", flush=True)
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the study from parsed arguments, print the table, save the plot.
 
@@ -74,11 +79,14 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"rieszflow ldp: error: {e}", file=sys.stderr)
         return 2
     out = args.out or Path("runs") / f"ldp{'-quick' if args.quick else ''}-seed{cfg.seed}.h5"
-    log = (lambda *a: None) if args.quiet else print
+    from tqdm.auto import tqdm
+
+    # the cells' result lines arrive while the progress bar is drawn: tqdm.write keeps them off it
+    log = (lambda *a: None) if args.quiet else (lambda s: tqdm.write(str(s)))
     t0 = time.perf_counter()
     try:
         run_ldp_study(cfg, out, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet, log=log,
-                      workers=args.workers, scheduler=args.scheduler)
+                      workers=args.workers, scheduler=args.scheduler, on_summary=_print_counts)
     except (FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"rieszflow ldp: error: {e}", file=sys.stderr)
         return 2

@@ -512,7 +512,7 @@ def cell_task(cfg: LDPConfig, ir: int, n: int, theta, rho_base, grid) -> dict:
 
 def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool = False,
                   progress: bool = True, log=print, workers: int | None = 0,
-                  scheduler: str | None = None) -> Path:
+                  scheduler: str | None = None, on_summary=None) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"ldp_study"``).
 
     Variables (dimensions ``regime``, ``N``, ``node``):
@@ -556,6 +556,10 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
     scheduler : str, optional
         Address of an existing Dask scheduler instead (its workers must import rieszflow); with
         it, ``workers`` is left at its default or None.
+    on_summary : callable, optional
+        ``on_summary(summary)`` with the :class:`rieszflow.studies.sweep.JobsSummary` of the cells
+        (done, skipped, failed), called before a failure is raised; without it a failure's summary
+        goes to ``log``.
 
     Returns
     -------
@@ -677,8 +681,11 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
         summary = run_jobs(jobs, executor=ex, progress=progress, desc="ldp cells", skipped=skipped,
                            on_result=store)
         w.set_attrs(wall_s=time.perf_counter() - t_start, failures=summary.failures)
+        if on_summary is not None:
+            on_summary(summary)
         if summary.failed:
-            log(summary.format("ldp cells"))
+            if on_summary is None:
+                log(summary.format("ldp cells"))
             raise TasksFailed("(regime, N) cells", summary.failures, summary.total,
                               hint=f"; the other cells are stored in {out} (status 'failed', tracebacks in "
                                    f"its root attribute 'failures'); --resume runs the failed ones again")

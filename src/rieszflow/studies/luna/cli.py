@@ -9,7 +9,7 @@ from pathlib import Path
 from rieszflow.engine.storage import atomic_output
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
-from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
+from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_study
 
 __all__ = ["register", "run_from_args", "SWEEPS", "QUICK_SWEEPS", "format_report", "make_plots"]
 
@@ -45,7 +45,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                                    "300 steps and 2 seeds; only these three sweeps",
                         resume_help="run only the tasks without a complete file (what rerunning the "
                                     "command always does; accepted for the shared contract)")
-    add_sweep_arguments(p)
+    add_sweep_arguments(p, dashboard=True)
     p.add_argument("--sweep", action="append", choices=SWEEPS, default=None,
                    help="run only this sweep (repeatable; default: all, or p1-p3 with --quick)")
     p.set_defaults(func=run_from_args, writes_hdf5=False)
@@ -331,6 +331,5 @@ def run_from_args(args: argparse.Namespace) -> int:
     if not args.no_plots:
         for p in make_plots(merged, out):
             log(f"plot: {p}")
-    print("merged: " + ", ".join(str(out / n / f"{n}.h5") for n in merged)
-          + f" (rieszflow.studies.sweep.open_sweep(dir)); wall time {time.perf_counter() - t0:.1f} s")
+    print(format_merged(out, merged, time.perf_counter() - t0))
     return 1 if failed else 0

@@ -118,7 +118,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         run_mean_field_study(cfg, out, overwrite=args.overwrite, resume=args.resume,
                              progress=not args.quiet, log=log, workers=workers, scheduler=args.scheduler,
-                             pde_backend=args.pde_backend)
+                             pde_backend=args.pde_backend,       # the counts, printed with --quiet too
+                             on_summary=lambda s: print(f"rieszflow mean-field: {s.counts('particle tasks')}",
+                                                        flush=True))
     except (FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
         return 2

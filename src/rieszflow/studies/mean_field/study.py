@@ -373,7 +373,7 @@ def _nanmean(x) -> float:
 def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = False,
                          resume: bool = False, progress: bool = True, log=print,
                          workers: int | None = 0, scheduler: str | None = None,
-                         pde_backend: str = "assembled") -> Path:
+                         pde_backend: str = "assembled", on_summary=None) -> Path:
     """Run the study and write ``out`` (HDF5, kind ``"mean_field_study"``).
 
     Variables for each problem ``p`` (``p`` = "interval" or "rectangle"):
@@ -437,6 +437,10 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         (:func:`~rieszflow.solvers.mckean_vlasov.solve_mckean_vlasov`); an execution choice like
         ``workers``: both give the same densities to 1e-12, so it is not part of the
         configuration (a resumed study may use either).
+    on_summary : callable, optional
+        ``on_summary(summary)`` with the :class:`rieszflow.studies.sweep.JobsSummary` of the
+        particle tasks (done, skipped, failed), called before a failure is raised; without it a
+        failure's summary goes to ``log``.
 
     Returns
     -------
@@ -634,8 +638,11 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
                 log(f"[{p}] eta={eta:g}, N={c.refinement_n}: W1(t_end) = {_nanmean(st['w1_eta'][ie, :, -1]):.4e}")
             w.set_attrs(**{f"{p}_wall_s": st["seconds"]})
         w.set_attrs(wall_s=time.perf_counter() - t_start, failures=summary.failures)
+        if on_summary is not None:
+            on_summary(summary)
         if summary.failed:
-            log(summary.format("mean-field runs"))
+            if on_summary is None:
+                log(summary.format("mean-field runs"))
             raise TasksFailed("particle tasks", summary.failures, summary.total,
                               hint=f"; the other runs are stored in {out} (status 'failed', tracebacks in its "
                                    f"root attribute 'failures'); --resume runs the failed ones again")

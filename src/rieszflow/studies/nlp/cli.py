@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
-from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
+from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_study
 from rieszflow.studies.reporting import register_sweep_reporter
 
 __all__ = ["register", "run_from_args", "write_tables"]
@@ -75,7 +75,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                         resume_help="run only the tasks without a complete file (what rerunning the "
                                     "command always does; accepted for the shared contract)",
                         backends=("numpy", "cupy"))
-    add_sweep_arguments(p)
+    add_sweep_arguments(p, dashboard=True)
     p.add_argument("--qqp-dir", default=None, metavar="DIR",
                    help="the GLUE QQP folder (train.tsv, dev.tsv); adds the QQP sweep (QQP is not "
                         "bundled)")
@@ -167,6 +167,5 @@ def run_from_args(args: argparse.Namespace) -> int:
         print("\nVerdicts\n" + format_verdicts(by_dataset, cfg.phase_a_after))
         files = write_tables(out, by_dataset, cfg.phase_a_after)
         log("tables: " + ", ".join(str(f) for f in files))
-    print("merged: " + ", ".join(str(out / n / f"{n}.h5") for n in merged)
-          + f" (rieszflow.studies.sweep.open_sweep(dir)); wall time {time.perf_counter() - t0:.1f} s")
+    print(format_merged(out, merged, time.perf_counter() - t0))
     return 1 if failed else 0

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import tempfile
 from pathlib import Path
 
@@ -86,7 +87,9 @@ class NLPConfig(StudyConfig):
     datasets : tuple of str
         Among "rt", "sst2" (bundled) and "qqp" (needs ``qqp_dir``); one sweep each.
     qqp_dir : str
-        The GLUE QQP folder (train.tsv, dev.tsv); adds "qqp" to ``datasets`` when given.
+        The GLUE QQP folder (train.tsv, dev.tsv); adds "qqp" to ``datasets`` when given. A
+        relative path is made absolute (against the working directory): the tasks read it on
+        workers that may run in another directory.
     feature_maps : tuple of str
         Positive maps of the engine registry (vanilla and kernel runs each); default all.
     baselines : tuple of str
@@ -153,6 +156,8 @@ class NLPConfig(StudyConfig):
         subset("late_maps", self.feature_maps, empty_ok=True)
         if not isinstance(self.qqp_dir, str):
             raise ValueError(f"qqp_dir={self.qqp_dir!r} must be a path string")
+        if self.qqp_dir and not os.path.isabs(self.qqp_dir):     # the workers may run elsewhere
+            object.__setattr__(self, "qqp_dir", os.path.abspath(self.qqp_dir))
         if self.qqp_dir and "qqp" not in self.datasets:
             object.__setattr__(self, "datasets", self.datasets + ("qqp",))
         if "qqp" in self.datasets and not self.qqp_dir:

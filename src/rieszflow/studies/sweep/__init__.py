@@ -39,7 +39,8 @@ Modules
 :mod:`~rieszflow.studies.sweep.spec`
     :class:`Task`, :class:`SweepSpec`, :class:`SweepSummary` and the ``kind`` tags.
 :mod:`~rieszflow.studies.sweep.executor`
-    :func:`run_jobs`, :class:`Job`, :class:`Executor`, :class:`TasksFailed` and the CLI options.
+    :func:`run_jobs`, :class:`Job`, :class:`Executor`, :class:`TasksFailed`,
+    :class:`WorkersCannotWrite` (the pre-flight check of the workers) and the CLI options.
 :mod:`~rieszflow.studies.sweep.tasks`
     :func:`execute_task`: one task in its worker, its file written atomically.
 :mod:`~rieszflow.studies.sweep.run`
@@ -51,14 +52,18 @@ from __future__ import annotations
 
 from rieszflow.studies.sweep.executor import (
     THREAD_ENV,
+    WORKER_WAIT_ENV,
     Executor,
     Job,
     JobsSummary,
     TasksFailed,
+    WorkersCannotWrite,
     _client,  # noqa: F401  (used by tests/test_sweep.py)
     add_sweep_arguments,
     call_job,
+    check_dashboard,
     check_executor,
+    dashboard_link,
     describe_executor,
     run_jobs,
 )
@@ -67,5 +72,6 @@ from rieszflow.studies.sweep.spec import SWEEP_KIND, TASK_KIND, SweepSpec, Sweep
 from rieszflow.studies.sweep.tasks import execute_task
 
 __all__ = ["Task", "SweepSpec", "SweepSummary", "run_sweep", "open_sweep", "execute_task",
-           "Job", "JobsSummary", "TasksFailed", "Executor", "run_jobs", "call_job", "check_executor",
-           "describe_executor", "add_sweep_arguments", "THREAD_ENV", "TASK_KIND", "SWEEP_KIND"]
+           "Job", "JobsSummary", "TasksFailed", "WorkersCannotWrite", "Executor", "run_jobs", "call_job",
+           "check_executor", "check_dashboard", "dashboard_link", "describe_executor", "add_sweep_arguments",
+           "THREAD_ENV", "WORKER_WAIT_ENV", "TASK_KIND", "SWEEP_KIND"]

@@ -1,7 +1,9 @@
 """The execution layer: :func:`run_jobs` runs independent :class:`Job` objects in-process, on a
 :class:`distributed.LocalCluster` or on an existing Dask scheduler (:class:`Executor`), with one
-progress bar and the failure records (:class:`TasksFailed`); the ``--workers``/``--scheduler``
-options of the CLI (:func:`add_sweep_arguments`)."""
+progress bar and the failure records (:class:`TasksFailed`); before the jobs, a warning while the
+cluster has no workers and the check that every worker can write the output directory
+(:class:`WorkersCannotWrite`); the ``--workers``/``--scheduler``/``--dashboard`` options of the CLI
+(:func:`add_sweep_arguments`)."""
 from __future__ import annotations
 
 import contextlib
@@ -13,8 +15,9 @@ import time
 import traceback
 from typing import Any, Callable, Mapping
 
-__all__ = ["Job", "JobsSummary", "TasksFailed", "Executor", "run_jobs", "call_job", "check_executor",
-           "describe_executor", "add_sweep_arguments", "THREAD_ENV"]
+__all__ = ["Job", "JobsSummary", "TasksFailed", "WorkersCannotWrite", "Executor", "run_jobs", "call_job",
+           "check_executor", "check_dashboard", "dashboard_link", "describe_executor", "add_sweep_arguments",
+           "THREAD_ENV", "WORKER_WAIT_ENV"]
 
 
 #: Environment of every worker process: one BLAS/OpenMP/Numba thread per task (the parallelism
@@ -114,6 +117,22 @@ class JobsSummary:
     failures: list
     seconds: float
 
+    def counts(self, what: str = "tasks") -> str:
+        """The counts in one line, for the CLI's summary printed with ``--quiet`` too.
+
+        Parameters
+        ----------
+        what : str, default "tasks"
+            What the jobs are (``"(regime, N) cells"``).
+
+        Returns
+        -------
+        str
+            ``"<total> <what>: <done> done, <skipped> skipped (complete before), <failed> failed"``.
+        """
+        return (f"{self.total} {what}: {self.done} done, {self.skipped} skipped (complete before), "
+                f"{self.failed} failed")
+
     def format(self, name: str = "tasks") -> str:
         """One paragraph: counts, wall time and every failure (task and exception).
 
@@ -159,6 +178,141 @@ class TasksFailed(RuntimeError):
         super().__init__(f"{len(self.failures)} of {total} {what} failed ({listed}{more}){hint}")
 
 
+class WorkersCannotWrite(ValueError):
+    """A worker of the cluster (or this process) cannot create a file in the directory the jobs write.
+
+    Raised by :func:`run_jobs` before any job is submitted (a ``ValueError``: the CLI exits 2).
+
+    Parameters
+    ----------
+    address : str
+        The worker's address (``"this process"`` in-process).
+    path : str
+        The directory, absolute.
+    reason : str
+        The operating system's reason (``PermissionError: Permission denied``).
+
+    Attributes
+    ----------
+    address, path : str
+    """
+
+    def __init__(self, address: str, path: str, reason: str):
+        self.address, self.path = address, path
+        super().__init__(f"worker {address} cannot write the sweep directory {path} ({reason}); every "
+                         f"worker must see and write --out: start the workers where {path} is mounted "
+                         f"and writable, or give an --out they can write")
+
+
+#: Environment variable: seconds between the warnings while a cluster has no workers (default 30).
+WORKER_WAIT_ENV = "RIESZFLOW_WORKER_WAIT_S"
+
+
+def _worker_wait_s() -> float:
+    """The wait between two no-worker warnings: ``$RIESZFLOW_WORKER_WAIT_S`` or 30 s."""
+    raw = os.environ.get(WORKER_WAIT_ENV, "30")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{WORKER_WAIT_ENV}={raw!r}: need a number of seconds > 0")
+    return value
+
+
+def _probe_dir(path: str) -> str | None:
+    """Create and delete a file in ``path`` (on a worker); None if that works, else the reason."""
+    import socket
+    import uuid
+
+    probe = os.path.join(path, f".rieszflow-probe-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}"
+    return None
+
+
+def _check_writable(client, path: str) -> None:
+    """Run :func:`_probe_dir` on every worker of ``client`` (this process when None); raise
+    :class:`WorkersCannotWrite` naming the first that fails."""
+    if client is None:
+        results = {"this process": _probe_dir(path)}
+    else:
+        results = client.run(_probe_dir, path, on_error="return")
+    for address, why in sorted(results.items()):
+        if isinstance(why, BaseException):
+            why = f"the check failed: {type(why).__name__}: {why}"
+        if why is not None:
+            raise WorkersCannotWrite(address, path, why)
+
+
+def _wait_for_workers(client, warn: Callable[[str], None], wait_s: float | None = None) -> None:
+    """Return once the cluster of ``client`` has a worker; warn at once and every ``wait_s`` seconds
+    while it has none (a silent wait looks like a frozen progress bar)."""
+    if client.nthreads():
+        return
+    wait_s = _worker_wait_s() if wait_s is None else wait_s
+    address = client.scheduler.address
+    warn(f"warning: the Dask scheduler {address} has no workers; the tasks wait until one connects "
+         f"(start one with: dask worker {address}; Ctrl-C stops)")
+    waited = 0.0
+    while True:
+        try:
+            client.wait_for_workers(1, timeout=wait_s)
+            return
+        except TimeoutError:
+            waited += wait_s
+            warn(f"warning: still no workers on the Dask scheduler {address} after {waited:.0f} s; waiting "
+                 f"(start one with: dask worker {address}; Ctrl-C stops)")
+
+
+def _warn(line: str) -> None:
+    """A warning on stderr that does not break a progress bar."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    tqdm.write(line, file=sys.stderr)
+
+
+def check_dashboard(dashboard: str | None, workers: int | None, scheduler: str | None) -> None:
+    """Check a ``dashboard`` address against the executor (see :class:`Executor`).
+
+    Parameters
+    ----------
+    dashboard : str or None
+        The LocalCluster's dashboard address (``":8787"``, ``"127.0.0.1:0"``), ``""`` for an
+        external scheduler's own dashboard (only its link is printed), or None (no dashboard).
+    workers : int or None
+    scheduler : str or None
+
+    Raises
+    ------
+    ValueError
+        With ``workers=0`` (no cluster, no dashboard), with an address and a ``scheduler`` (the
+        external scheduler's dashboard is its own), or if bokeh is not installed (the
+        ``dashboard`` extra).
+    """
+    if dashboard is None:
+        return
+    if workers == 0 and scheduler is None:
+        raise ValueError("--dashboard: --workers 0 runs the tasks in this process, without a Dask "
+                         "cluster, so there is no dashboard; give --workers N >= 1 or leave it out")
+    if scheduler is not None:
+        if dashboard:
+            raise ValueError(f"--dashboard {dashboard!r}: an external scheduler ({scheduler}) serves its "
+                             f"own dashboard; give --dashboard without an address to print its link")
+        return
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        raise ValueError("--dashboard needs bokeh, which is not installed: pip install "
+                         "'rieszflow[dashboard]'") from None
+
+
 def check_executor(workers: int | None, scheduler: str | None) -> None:
     """Check a ``workers`` / ``scheduler`` pair (see :func:`run_jobs`).
 
@@ -199,8 +353,9 @@ def describe_executor(workers: int | None, scheduler: str | None) -> str:
 
 
 def add_sweep_arguments(parser, *, default_help: str = "default: the machine's cores",
-                        scheduler_note: str = "its workers must see --out") -> None:
-    """Add ``--workers`` and ``--scheduler``, the options of every study that runs its tasks here.
+                        scheduler_note: str = "its workers must see --out", dashboard: bool = False) -> None:
+    """Add ``--workers`` and ``--scheduler`` (and ``--dashboard``), the options of every study that
+    runs its tasks here.
 
     Parameters
     ----------
@@ -211,6 +366,11 @@ def add_sweep_arguments(parser, *, default_help: str = "default: the machine's c
     scheduler_note : str, default "its workers must see --out"
         What the scheduler's workers need (a sweep's workers write the task files; a study that
         writes one file gets the results back and writes it itself).
+    dashboard : bool, default False
+        Also add ``--dashboard [ADDRESS]`` (the studies that run their sweeps through
+        :func:`rieszflow.studies.sweep_cli.run_sweeps`): ``args.dashboard`` is None without it,
+        ``""`` for the bare option (the LocalCluster's dashboard on ``:8787``, or the external
+        scheduler's link), else the address.
     """
     from rieszflow.studies.base import non_negative_int
 
@@ -221,6 +381,12 @@ def add_sweep_arguments(parser, *, default_help: str = "default: the machine's c
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help=f"submit to an existing Dask scheduler (e.g. tcp://host:8786) instead; "
                             f"{scheduler_note} (docs/sweeps.md)")
+    if dashboard:
+        parser.add_argument("--dashboard", nargs="?", const="", default=None, metavar="ADDRESS",
+                            help="start the Dask dashboard of the LocalCluster (at ADDRESS, e.g. :8787, "
+                                 "127.0.0.1:0 for a free port; default :8787) and print its link; with "
+                                 "--scheduler, print the link of the scheduler's own dashboard. Needs "
+                                 "bokeh: pip install 'rieszflow[dashboard]'. Default: no dashboard")
 
 
 class Executor:
@@ -236,16 +402,27 @@ class Executor:
         As in :func:`run_jobs`.
     scheduler : str, optional
         As in :func:`run_jobs`.
+    dashboard : str, optional
+        None (default): the LocalCluster serves no dashboard. An address (``":8787"``,
+        ``"127.0.0.1:0"``; ``""`` means ``":8787"``): it serves the Dask dashboard there (needs
+        bokeh, the ``dashboard`` extra). With ``scheduler``, ``""`` only prints the scheduler's
+        own dashboard link (see :func:`check_dashboard`).
+    log : callable, optional
+        Receives one line when the client starts: the dashboard link (a LocalCluster started with
+        ``dashboard``; an external scheduler that serves one), or that the scheduler serves none.
 
     Raises
     ------
     ValueError
-        As :func:`check_executor`.
+        As :func:`check_executor` and :func:`check_dashboard`.
     """
 
-    def __init__(self, workers: int | None = None, scheduler: str | None = None):
+    def __init__(self, workers: int | None = None, scheduler: str | None = None,
+                 dashboard: str | None = None, log: Callable | None = None):
         check_executor(workers, scheduler)
-        self.workers, self.scheduler = workers, scheduler
+        check_dashboard(dashboard, workers, scheduler)
+        self.workers, self.scheduler, self.dashboard = workers, scheduler, dashboard
+        self._log = log or (lambda *a: None)
         self._stack = contextlib.ExitStack()
         self._client = None
 
@@ -262,7 +439,14 @@ class Executor:
         distributed.Client
         """
         if self._client is None:
-            self._client = self._stack.enter_context(_client(self.workers, self.scheduler))
+            address = None if self.dashboard is None or self.scheduler else (self.dashboard or ":8787")
+            self._client = self._stack.enter_context(_client(self.workers, self.scheduler, address))
+            link = dashboard_link(self._client)
+            if link is not None and (self.scheduler is not None or self.dashboard is not None):
+                self._log(f"Dask dashboard: {link}")
+            elif self.scheduler is not None and self.dashboard is not None:
+                self._log(f"the Dask scheduler {self.scheduler} serves no dashboard (start it with "
+                          f"bokeh installed and without --no-dashboard)")
         return self._client
 
     def describe(self) -> str:
@@ -289,7 +473,7 @@ class Executor:
 
 def run_jobs(jobs, *, workers: int | None = None, scheduler: str | None = None,
              executor: Executor | None = None, progress: bool = True, desc: str = "tasks",
-             skipped: int = 0, on_result: Callable | None = None) -> JobsSummary:
+             skipped: int = 0, on_result: Callable | None = None, writable=None) -> JobsSummary:
     """Run independent jobs in-process, on a LocalCluster or on an existing Dask scheduler.
 
     The one execution layer of rieszflow: :func:`run_sweep` and the studies that write one file
@@ -319,6 +503,10 @@ def run_jobs(jobs, *, workers: int | None = None, scheduler: str | None = None,
         ``on_result(job, result)``, called in this process as each job ends (in completion order;
         ``result`` as :func:`call_job` returns it): store the result there. An exception it raises
         stops the batch (the LocalCluster is shut down) and propagates.
+    writable : str or os.PathLike, optional
+        A directory the jobs write (a sweep's ``tasks/``): before any job is submitted, every
+        worker connected then (this process when in-process) creates and deletes a file there.
+        Give it absolute: a worker resolves a relative path against its own working directory.
 
     Returns
     -------
@@ -329,13 +517,21 @@ def run_jobs(jobs, *, workers: int | None = None, scheduler: str | None = None,
     ValueError
         If both ``workers`` and ``scheduler`` are given, ``workers < 0``, or ``executor`` is given
         with either.
+    WorkersCannotWrite
+        (a ValueError) If a worker cannot write ``writable``; no job was submitted.
     TypeError
         If an item of ``jobs`` is not a :class:`Job`.
+
+    Notes
+    -----
+    While the cluster has no workers the jobs cannot start: a warning naming the scheduler's
+    address is printed on stderr at once and again every 30 s (``$RIESZFLOW_WORKER_WAIT_S``)
+    until a worker connects.
     """
     if executor is None:
         with Executor(workers, scheduler) as ex:
             return run_jobs(jobs, executor=ex, progress=progress, desc=desc, skipped=skipped,
-                            on_result=on_result)
+                            on_result=on_result, writable=writable)
     if workers is not None or scheduler is not None:
         raise ValueError("give either executor or workers/scheduler, not both")
     from tqdm.auto import tqdm
@@ -345,6 +541,12 @@ def run_jobs(jobs, *, workers: int | None = None, scheduler: str | None = None,
         if not isinstance(job, Job):
             raise TypeError(f"run_jobs needs Job items, got {type(job).__name__}")
     t0 = time.perf_counter()
+    client = None
+    if jobs and not executor.in_process:      # workers present and able to write, before the bar
+        client = executor.client()
+        _wait_for_workers(client, _warn)
+    if jobs and writable is not None:
+        _check_writable(client, os.fspath(writable))
     counts = {"done": 0, "failed": 0, "skipped": int(skipped)}
     failures = []
     bar = tqdm(total=len(jobs) + int(skipped), initial=int(skipped), desc=desc, unit="task",
@@ -372,7 +574,6 @@ def run_jobs(jobs, *, workers: int | None = None, scheduler: str | None = None,
         elif jobs:
             from distributed import as_completed
 
-            client = executor.client()
             # random keys (pure=False): two batches on one scheduler never share a task
             futures = {client.submit(call_job, j.function, j.args, j.task, pure=False): j for j in jobs}
             try:
@@ -392,9 +593,45 @@ def run_jobs(jobs, *, workers: int | None = None, scheduler: str | None = None,
                        failed=counts["failed"], failures=failures, seconds=time.perf_counter() - t0)
 
 
+def dashboard_link(client) -> str | None:
+    """The link of the dashboard of ``client``'s scheduler, or None when it serves none.
+
+    Parameters
+    ----------
+    client : distributed.Client
+
+    Returns
+    -------
+    str or None
+        ``http://host:port/status``.
+
+    Notes
+    -----
+    A scheduler lists its HTTP server as the service ``dashboard`` even when started without
+    the dashboard (``dask scheduler --no-dashboard``, or without bokeh): whether it serves the
+    dashboard pages is asked of the scheduler itself (a function sent by value; a scheduler that
+    refuses it is taken to serve them).
+    """
+    from distributed.utils import format_dashboard_link
+
+    port = client.scheduler_info(n_workers=0).get("services", {}).get("dashboard")
+    if port is None:
+        return None
+    try:
+        served = client.run_on_scheduler(
+            lambda dask_scheduler: "distributed.dashboard.scheduler" in __import__("sys").modules)
+    except Exception:  # noqa: BLE001 - the scheduler refuses to run functions: assume it serves them
+        served = True
+    if not served:
+        return None
+    host = client.scheduler.address.split("://", 1)[-1].rsplit(":", 1)[0]
+    return format_dashboard_link(host, port)
+
+
 @contextlib.contextmanager
-def _client(workers: int | None, scheduler: str | None):
-    """A dask.distributed Client: on ``scheduler``, else on a LocalCluster of ``workers``."""
+def _client(workers: int | None, scheduler: str | None, dashboard: str | None = None):
+    """A dask.distributed Client: on ``scheduler``, else on a LocalCluster of ``workers`` (serving
+    its dashboard at the address ``dashboard``, none when None)."""
     import logging
 
     from distributed import Client, LocalCluster
@@ -430,7 +667,7 @@ def _client(workers: int | None, scheduler: str | None):
     try:
         with dask.config.set(spawn_env):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR,
+                                   dashboard_address=dashboard, silence_logs=logging.ERROR,
                                    env=dict(THREAD_ENV))
             try:
                 client = Client(cluster)

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from rieszflow.engine.storage import FORMAT, RunLock, _attr_value, atomic_output, provenance
-from rieszflow.studies.sweep.executor import Job, check_executor, run_jobs
+from rieszflow.studies.sweep.executor import Executor, Job, check_executor, run_jobs
 from rieszflow.studies.sweep.spec import SWEEP_KIND, SweepSpec, SweepSummary
 from rieszflow.studies.sweep.tasks import _pending, _read_task_config, _run_task
 
@@ -20,7 +20,8 @@ __all__ = ["run_sweep", "open_sweep"]
 
 
 def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler: str | None = None,
-              progress: bool = True, log: Callable | None = print) -> SweepSummary:
+              executor: Executor | None = None, progress: bool = True, log: Callable | None = print,
+              report: bool = True) -> SweepSummary:
     """Run the tasks of ``spec`` that have no complete file in ``outdir``.
 
     Parameters
@@ -35,11 +36,20 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
         the tasks in this process, one after the other.
     scheduler : str, optional
         Address of an existing Dask scheduler (e.g. ``tcp://host:8786``); its workers must
-        import rieszflow and see ``outdir``. Excludes ``workers``.
+        import rieszflow and see ``outdir``. Excludes ``workers``. Every path a worker gets is
+        absolute (a relative ``outdir`` is resolved here, against this process's working
+        directory), and before any task is submitted every worker must create and delete a file
+        in ``outdir/tasks`` (:class:`~rieszflow.studies.sweep.WorkersCannotWrite` otherwise).
+    executor : Executor, optional
+        Run on this executor (one LocalCluster for several sweeps) instead; excludes ``workers``
+        and ``scheduler``.
     progress : bool, default True
         One tqdm bar over tasks, with the running done / failed / skipped counts.
     log : callable or None, default print
         Receives the one-line messages (tasks skipped, summary).
+    report : bool, default True
+        Log the summary (:meth:`SweepSummary.format`: counts and every failure) at the end;
+        False leaves it to the caller (the CLI prints it once, failures on stderr).
 
     Returns
     -------
@@ -49,7 +59,8 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
     ------
     ValueError
         If both ``workers`` and ``scheduler`` are given, ``workers < 0``, or a complete task file
-        holds another configuration.
+        holds another configuration; :class:`~rieszflow.studies.sweep.WorkersCannotWrite` if a
+        worker cannot write ``outdir/tasks`` (no task was submitted).
     engine.storage.RunFileError
         If another process runs a sweep in ``outdir`` (lock ``outdir/<name>.lock``), or a task
         file is corrupt or foreign.
@@ -59,19 +70,24 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
     if not isinstance(spec, SweepSpec):
         raise TypeError(f"spec must be a SweepSpec, got {type(spec).__name__}")
     check_executor(workers, scheduler)
+    if executor is not None and (workers is not None or scheduler is not None):
+        raise ValueError("give either executor or workers/scheduler, not both")
     log = log or (lambda *a: None)
     t0 = time.perf_counter()
-    outdir = Path(outdir)
+    outdir = Path(outdir)                     # as given, for the messages
     if not outdir.parent.is_dir():
         raise FileNotFoundError(f"the directory {outdir.parent} of {outdir} does not exist")
-    task_dir = outdir / "tasks"
+    # every path below is absolute: a worker of an external scheduler, started in another
+    # directory, would resolve a relative one against its own working directory
+    root = outdir.absolute()
+    task_dir = root / "tasks"
     task_dir.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(outdir / spec.name)
+    lock = RunLock(root / spec.name)
     lock.acquire()
     try:
         for stale in task_dir.glob(".*.tmp"):        # left by a killed sweep: we hold the lock
             stale.unlink()
-        spec_file = outdir / "sweep.json"
+        spec_file = root / "sweep.json"
         todo, complete = _pending(spec, task_dir)     # refuses mismatched files before any write
         spec_file.write_text(json.dumps(spec.to_dict(), indent=1, sort_keys=True))
         total = len(todo) + len(complete)
@@ -90,10 +106,10 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
                                              str(task_dir / t.filename), spec.task_config(t)))
                 for t in todo]
         try:
-            run_jobs(jobs, workers=workers, scheduler=scheduler, progress=progress, desc=spec.name,
-                     skipped=len(complete), on_result=record)
+            run_jobs(jobs, workers=workers, scheduler=scheduler, executor=executor, progress=progress,
+                     desc=spec.name, skipped=len(complete), on_result=record, writable=task_dir)
         finally:
-            fail_file = outdir / "failures.json"
+            fail_file = root / "failures.json"
             if failures:
                 fail_file.write_text(json.dumps(failures, indent=1, sort_keys=True))
             elif fail_file.exists() and counts["done"] + counts["skipped"] == total:
@@ -103,7 +119,8 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
     summary = SweepSummary(total=total, done=counts["done"], skipped=counts["skipped"],
                            failed=counts["failed"], failures=failures, outdir=outdir,
                            seconds=time.perf_counter() - t0)
-    log(summary.format())
+    if report:
+        log(summary.format())
     return summary
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments, given_options
 from rieszflow.studies.sweep import add_sweep_arguments
-from rieszflow.studies.sweep_cli import run_sweeps, start_sweep_study
+from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_study
 from rieszflow.studies.reporting import register_sweep_reporter
 
 __all__ = ["register", "run_from_args", "make_plot", "SWEEPS"]
@@ -74,7 +74,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                                    "shared cores, docs/synthetic.md)",
                         resume_help="run only the tasks without a complete file (what rerunning the "
                                     "command always does; accepted for the shared contract)")
-    add_sweep_arguments(p)
+    add_sweep_arguments(p, dashboard=True)
     p.add_argument("--sweep", action="append", choices=SWEEPS, default=None,
                    help="run only this sweep (repeatable; default: all three: benchmark = Fig. 1, "
                         "ablation = F.1.7 / Fig. 3, runtime = Fig. 2 / Table 4)")
@@ -160,8 +160,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(format_runtime(merged["runtime"]))
     if "benchmark" in merged:
         print(format_verdicts(merged["benchmark"], merged.get("ablation")))
-    print("merged: " + ", ".join(str(out / n / f"{n}.h5") for n in merged)
-          + f" (rieszflow.studies.sweep.open_sweep(dir)); wall time {time.perf_counter() - t0:.1f} s")
+    print(format_merged(out, merged, time.perf_counter() - t0))
     if failed:
         return 1
     return 0
