@@ -68,6 +68,9 @@ class _NoRecording:
     def flush(self):
         pass
 
+    def length(self, dim):
+        return 0
+
 
 def _job(size: str, steps: int, folder: Path):
     """A built main job of ``size`` whose Phase A epoch is ``steps`` steps, with its two writers."""
@@ -112,6 +115,12 @@ class _Timed:
 
     def flush(self):
         return self.timed(self.writer.flush)
+
+    def length(self, dim):
+        return self.timed(self.writer.length, dim)
+
+    def __getattr__(self, name):             # the rest of the writer's interface, untimed
+        return getattr(self.writer, name)
 
 
 def _epoch_fn(job, writer, record, cpu, direct):

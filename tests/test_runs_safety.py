@@ -125,9 +125,12 @@ def test_cli_sigterm_exits_143_with_one_line_and_resumes(tmp_path, capsys):
     assert proc.returncode == 143, err
     assert "Traceback" not in err and "interrupted" in err
     assert open_run(out).attrs["status"] == "interrupted"
-    # --resume needs no other option: the stored configuration is the default; a differing one is named
+    # --resume needs no other option: the stored configuration is the default; a differing one is
+    # named, and the growth field epochs may only grow
+    assert cli_main(["run", "--quiet", "--set", "lam=0.5", "--resume", "--out", str(out)]) == 2
+    assert "lam: stored 0.001, given 0.5" in capsys.readouterr().err
     assert cli_main(["run", "--quiet", "--epochs", "7", "--resume", "--out", str(out)]) == 2
-    assert "epochs: stored 40, given 7" in capsys.readouterr().err
+    assert "epochs 40 -> 7" in capsys.readouterr().err
     assert cli_main(["run", "--quiet", "--resume", "--out", str(out)]) == 0
     assert open_run(out).attrs["status"] == "complete"
 

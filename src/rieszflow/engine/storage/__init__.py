@@ -106,6 +106,7 @@ from rieszflow.engine.storage.reader import (
     check_run_file,
     missing_cf_attributes,
     open_run,
+    read_hdf5,
     verify_run_file,
 )
 from rieszflow.engine.storage.signals import RunInterrupted, interruptible, raise_pending_signal
@@ -121,4 +122,4 @@ from rieszflow.engine.storage.writer import (
 __all__ = ["raise_pending_signal", "FORMAT", "FLUSH_RECORDS", "FLUSH_SECONDS", "FLUSH_BYTES",
            "TrajectoryWriter", "open_run", "provenance", "RunFileError", "check_run_file",
            "check_resumable", "RunInterrupted", "interruptible", "RunLock", "missing_cf_attributes",
-           "atomic_output", "record_command", "verify_run_file", "CONVENTIONS"]
+           "atomic_output", "record_command", "verify_run_file", "CONVENTIONS", "read_hdf5"]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 __all__ = ["FORMAT", "RunFileError", "check_run_file", "open_run", "check_resumable",
-           "missing_cf_attributes", "verify_run_file"]
+           "missing_cf_attributes", "verify_run_file", "read_hdf5"]
 
 
 #: Value of the root attribute ``rieszflow_format`` of every file rieszflow writes.
@@ -15,6 +15,37 @@ FORMAT = "rieszflow/1"
 
 class RunFileError(ValueError):
     """A file is not a readable rieszflow run (foreign, corrupt, or of another kind)."""
+
+
+def read_hdf5(path):
+    """Open an HDF5 file read-only without HDF5's file lock, so a live file can be read.
+
+    A file this process already holds open (an :func:`open_run` dataset, kept open by xarray)
+    must be opened with the same locking flag as that handle (HDF5 shares one file object per
+    process); the open is then retried with the default flag.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    h5py.File
+        Open in mode ``"r"``; the caller closes it (``with read_hdf5(p) as f``).
+
+    Raises
+    ------
+    OSError
+        If HDF5 cannot open the file (missing, not HDF5, damaged superblock).
+    """
+    import h5py
+
+    try:
+        return h5py.File(path, "r", locking=False)
+    except OSError as e:
+        if "locking flag" not in str(e):
+            raise
+        return h5py.File(path, "r")
 
 
 def check_run_file(path, kind: str | None = None) -> None:
@@ -34,7 +65,7 @@ def check_run_file(path, kind: str | None = None) -> None:
     import h5py
 
     try:
-        with h5py.File(path, "r", locking=False) as f:     # a live file too (the writer's lock)
+        with read_hdf5(path) as f:     # a live file too (the writer's lock)
             fmt = f.attrs.get("rieszflow_format")
             got_kind = f.attrs.get("kind")
     except (OSError, ValueError, KeyError, RuntimeError) as e:
@@ -141,7 +172,7 @@ def check_resumable(path, kind: str, config, *, allow_complete: bool = True) -> 
         raise FileNotFoundError(f"resume: {path} does not exist")
     check_run_file(path, kind)
     try:
-        with h5py.File(path, "r", locking=False) as f:
+        with read_hdf5(path) as f:
             raw = f.attrs.get("config", "{}")
             status = f.attrs.get("status")
     except (OSError, ValueError, KeyError, RuntimeError) as e:
@@ -231,7 +262,7 @@ def verify_run_file(path) -> list[str]:
     check_run_file(path)
     read: list[str] = []
     try:
-        f = h5py.File(path, "r", locking=False)
+        f = read_hdf5(path)
     except (OSError, ValueError) as e:
         raise RunFileError(f"{path} cannot be opened ({e})") from e
     with f:

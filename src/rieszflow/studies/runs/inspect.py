@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine import stats
-from rieszflow.engine.storage import RunFileError, RunLock, check_run_file, open_run
+from rieszflow.engine.storage import RunFileError, RunLock, check_run_file, open_run, read_hdf5
 from rieszflow.engine.storage.lock import ALIVE, OTHER_HOST, holder_state
 
 __all__ = ["STATES", "open_runs", "run_labels", "run_status", "format_status", "mcnemar", "compare_runs",
@@ -132,7 +132,7 @@ def _read_layout(path: Path, n_last: int):
     import h5py
 
     try:
-        f = h5py.File(path, "r", locking=False)
+        f = read_hdf5(path)
     except (OSError, ValueError) as e:
         raise RunFileError(f"{path} cannot be read ({e})") from e
     with f:

@@ -17,6 +17,7 @@ from rieszflow.engine.storage import (
     atomic_output,
     check_run_file,
     provenance,
+    read_hdf5,
 )
 from rieszflow.studies.sweep.executor import call_job
 from rieszflow.studies.sweep.spec import TASK_KIND, SweepSpec, Task
@@ -97,10 +98,8 @@ def execute_task(function: str, task: Task, config: Mapping, root_seed: int, pat
 
 
 def _read_task_config(path: Path) -> dict:
-    import h5py
-
     check_run_file(path, TASK_KIND)
-    with h5py.File(path, "r", locking=False) as f:
+    with read_hdf5(path) as f:
         raw = f.attrs.get("config")
     try:
         return json.loads(raw)

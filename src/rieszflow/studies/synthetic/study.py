@@ -26,7 +26,7 @@ from rieszflow.studies.synthetic.methods import (BENCHMARK_METHODS, METHODS, Met
                                                  missing_dependency)
 from rieszflow.studies.sweep import SweepSpec, Task
 from rieszflow.engine.energy import check_s
-from rieszflow.engine.storage import RunLock
+from rieszflow.engine.storage import RunLock, read_hdf5
 from rieszflow.studies.synthetic.methods import OPTIONAL_DEPENDENCIES
 
 __all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "ABLATION_METHODS", "benchmark_task", "benchmark_spec",
@@ -411,8 +411,6 @@ def retry_unavailable(spec: SweepSpec, outdir, log=None) -> int:
     """
     from pathlib import Path
 
-    import h5py
-
     outdir = Path(outdir)
     now = {m for m in spec.methods if m in OPTIONAL_DEPENDENCIES and missing_dependency(m) is None}
     if not now or not (outdir / "tasks").is_dir():
@@ -425,7 +423,7 @@ def retry_unavailable(spec: SweepSpec, outdir, log=None) -> int:
             path = outdir / "tasks" / task.filename
             if task.method not in now or not path.is_file():
                 continue
-            with h5py.File(path, "r", locking=False) as f:
+            with read_hdf5(path) as f:
                 flag = float(f["available"][()]) if "available" in f else 1.0
             if flag == 0.0:
                 path.unlink()
