@@ -838,6 +838,11 @@ class MainJob:
                     self._record_omega(w)                  # snapshot of the initial law at step 0
                 # resumable from the first second: a checkpoint of the initial state
                 self._save_ckpt(w, "start", 0, None, -1.0, 0, opt)
+            # planned records, for the progress and ETA of `rieszflow status` (writer.plan)
+            n_batches = -(-len(self.train) // cfg.batch_size)
+            w.plan(step=self.step_a if stopped_early else
+                   (cfg.phase_a_epochs * n_batches if cfg.kernel else 0),
+                   batch=cfg.epochs * n_batches)
             for phase, epoch in units[start:]:
                 t0 = time.perf_counter()
                 if phase == "A":
@@ -850,6 +855,8 @@ class MainJob:
                     if self.step_a % cfg.record_every:
                         self._record_omega(w)               # always keep the final particles
                     w.set_attrs(phase_a_steps=self.step_a, phase_a_stopped_early=int(stopped_early))
+                    if stopped_early:
+                        w.plan(step=self.step_a)            # no more Phase A steps will come
                     self._save_ckpt(w, "A", epoch, best_state, best_acc, best_epoch, opt,
                                     stopped_early=stopped_early)
                     continue
