@@ -320,6 +320,10 @@ def test_finished_run_extended_with_more_epochs_equals_a_longer_run(tmp_path, ho
     with xr.open_dataset(short, engine="h5netcdf") as ds:
         assert json.loads(ds.attrs["config"])["epochs"] == 2 and ds.attrs["config_epochs"] == 2
         assert ds.attrs["extended"] == 1 and ds.sizes["epoch"] == 2
+        # the planned records (status's progress and ETA) are the records a finished run holds,
+        # re-planned by the extension
+        assert json.loads(ds.attrs["planned_lengths"]) == {"batch": ds.sizes["batch"],
+                                                           "step": ds.sizes["step"]}
     # the same budget again: nothing to do, the stored table is printed
     capsys.readouterr()
     assert cli_main(["run", "--quiet", "--resume", "--epochs", "2", "--out", str(short)]) == 0
