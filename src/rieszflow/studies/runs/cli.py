@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from rieszflow.studies.base import non_negative_int
 from rieszflow.studies.reporting import register_reporter
 
 __all__ = ["register_status", "register_compare", "register_report", "register_plot"]
@@ -25,7 +27,7 @@ def register_status(subparsers) -> argparse.ArgumentParser:
                               help="progress, status and last records of any rieszflow file (also "
                                    "while it is being written)")
     p.add_argument("file", type=Path, help="a file written by rieszflow")
-    p.add_argument("--last", type=int, default=3, help="records shown per growing dimension (default 3)")
+    p.add_argument("--last", type=non_negative_int, default=3, help="records shown per growing dimension (default 3)")
     p.add_argument("--verify", action="store_true",
                    help="also read every dataset in full, checking HDF5's Fletcher-32 checksums: "
                         "exit 2 naming the first damaged variable")
