@@ -69,3 +69,16 @@ def test_batches_fold_a_short_remainder(tok):
     assert [len(b[2]) for b in batches(enc, 66)][-1] == 10
     with pytest.raises(ValueError, match="min_last"):
         next(batches(enc, 8, min_last=9))
+
+
+@pytest.mark.parametrize("min_last", [1, 2, 3])
+def test_count_batches_is_the_number_batches_yields(min_last):
+    """count_batches (the planned Phase A steps of a main job) against batches itself, remainders
+    below min_last folded included."""
+    from rieszflow.engine.attention.data import EncodedSplit, batches, count_batches
+
+    for n in range(2, 23):
+        split = EncodedSplit(ids=[np.array([1, 2])] * n, labels=np.zeros(n, dtype=np.int64), name="t/x")
+        for bs in (3, 4, 5):
+            if min_last <= bs:
+                assert count_batches(n, bs, min_last) == sum(1 for _ in batches(split, bs, min_last=min_last))

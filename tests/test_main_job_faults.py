@@ -533,3 +533,51 @@ def test_disk_full_during_a_run_leaves_no_temporary_file_and_the_retry_resumes(t
     assert read_checkpoint(_ckpt(cut))[0]["phase"] == "A"
     assert cli_main(["run", "--quiet", "--resume", "--out", str(cut)]) == 0
     _assert_same_variables(full, cut)
+
+
+def test_a_failure_while_the_file_layout_is_written_closes_the_file_and_its_lock(tmp_path,
+                                                                                  monkeypatch, capsys):
+    """An interrupt (or error) after the file and its lock exist but before the layout is complete:
+    the file is marked, the lock released, and the message says what to do (no checkpoint yet)."""
+    from rieszflow.engine.storage import TrajectoryWriter
+
+    def interrupted(self, *a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TrajectoryWriter, "variable", interrupted)
+    out = tmp_path / "w.h5"
+    assert cli_main(["run", "--smoke", "--quiet", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "cannot be resumed" in err and "--overwrite" in err
+    assert not out.with_name("w.h5.lock").exists()
+    monkeypatch.undo()
+    with h5py.File(out, "r") as f:
+        assert f.attrs["status"] == "interrupted"
+    assert cli_main(["run", "--smoke", "--quiet", "--overwrite", "--out", str(out)]) == 0
+
+
+def test_a_broken_pipe_of_the_run_itself_is_a_failure_not_a_quiet_success(tmp_path, monkeypatch,
+                                                                            capsys):
+    """Exit 0 without a word is for a closed console (| head); a BrokenPipeError from the run's own
+    pipes (a socket, a subprocess) is a run failure, exit 1, with its line."""
+    from rieszflow.learning import train
+
+    def broken(*a, **k):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(train, "run_main_job", broken)
+    assert cli_main(["run", "--smoke", "--quiet", "--out", str(tmp_path / "b.h5")]) == 1
+    assert "run failed: BrokenPipeError" in capsys.readouterr().err
+
+
+def test_run_files_held_open_by_this_process_are_still_read(tmp_path, two_epoch_run):
+    """HDF5 refuses a second open with another locking flag in one process: every read-only open
+    (read_hdf5) falls back, so a dataset held open by xarray never makes a file 'unreadable'."""
+    from rieszflow.config import load_config_mapping
+    from rieszflow.engine.storage import open_run
+    from rieszflow.studies.main_job.cli import _stored_config
+
+    with open_run(two_epoch_run) as ds:
+        ds["epoch"].values                                   # the file is open in this process
+        assert _stored_config(two_epoch_run)["epochs"] == 2
+        assert load_config_mapping(two_epoch_run)["epochs"] == 2

@@ -304,3 +304,27 @@ def test_corrupt_or_foreign_files_are_run_file_errors_in_every_reader(tmp_path, 
         with pytest.raises(RunFileError) as e:
             read(p)
         assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_unreadable_lock_of_a_running_file_is_not_called_stale(tmp_path):
+    """A lock file that names no readable writer (empty: being created this instant) cannot tell
+    whether the writer runs: 'running' with a note, never 'stale (writer gone)'."""
+    p = tmp_path / "x.h5"
+    w = TrajectoryWriter(p, "demo")
+    w._lock.release()
+    w._lock.lock_path.write_text("")
+    try:
+        info = run_status(p)
+        assert info["writer"] == UNKNOWN and info["state"] == "running"
+        assert "cannot tell" in info["state_note"]
+    finally:
+        w._lock.lock_path.unlink()
+        w._f.close()
+
+
+def test_status_last_zero_shows_no_records(tmp_path, capsys):
+    p = tmp_path / "d.h5"
+    _demo_file(p)
+    assert cli_main(["status", "--last", "0", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "last:" not in out and "status complete" in out

@@ -284,15 +284,13 @@ def load_config_mapping(path, option: str = "--config") -> dict:
     if not path.is_file():
         raise ValueError(f"{option} {str(path)!r}: no such file")
     if path.suffix.lower() in (".h5", ".hdf5", ".nc"):
-        from rieszflow.engine.storage import RunFileError, check_run_file
-
-        import h5py
+        from rieszflow.engine.storage import RunFileError, check_run_file, read_hdf5
 
         try:
             check_run_file(path)
         except RunFileError as e:
             raise ValueError(f"{option} {str(path)!r}: {e}") from None
-        with h5py.File(path, "r") as f:
+        with read_hdf5(path) as f:
             raw = f.attrs.get("config")
         if raw is None:
             raise ValueError(f"{option} {str(path)!r}: the file stores no configuration")

@@ -41,9 +41,9 @@ import numpy as np
 
 from rieszflow.engine.backend import get_backend, to_numpy
 from rieszflow.engine.attention.data import (CLASS_NAMES as DATASET_CLASSES, WordPieceTokenizer,
-                                             batches, encode, load_qqp, load_split)
+                                             batches, count_batches, encode, load_qqp, load_split)
 from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metrics
-from rieszflow.engine.storage import RunFileError, TrajectoryWriter
+from rieszflow.engine.storage import RunFileError, TrajectoryWriter, check_run_file, read_hdf5
 from rieszflow.learning.objectives import ALIGNMENTS
 from rieszflow.learning.config import MainJobConfig
 from rieszflow.engine._checks import is_host
@@ -288,6 +288,17 @@ class MainJob:
                  "run_id": uuid.uuid4().hex}
         w = TrajectoryWriter(self.out, KIND, config=cfg.to_dict(), attrs=attrs,
                              overwrite=self.overwrite, resume=self.resume)
+        self._writer_opened = True
+        try:               # the file and its lock exist: every failure from here closes them
+            self._define_layout(w, align_text)
+        except BaseException as e:
+            w.close("interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+            raise
+        return w
+
+    def _define_layout(self, w, align_text):
+        """The dimensions and variables of a main-job file (see README, "HDF5 layout")."""
+        cfg = self.cfg
         self.run_id = w.get_attr("run_id")
         if not self.resume and self.ckpt_path.exists():
             self.ckpt_path.unlink()              # a checkpoint of an earlier run at this path
@@ -337,20 +348,17 @@ class MainJob:
                                ("val_loss", "validation cross-entropy, in nats", "1"),
                                ("val_accuracy", "validation accuracy", "1")):
             w.variable(name, ("epoch",), attrs={"long_name": ln, "units": unit})
-        return w
 
     # -- checkpoints -------------------------------------------------------------------------
     def _file_facts(self) -> dict:
         """Root attributes and record counts of the run file, read before the writer opens it."""
-        import h5py
-
+        check_run_file(self.out)           # foreign or damaged: one line naming the file
         try:
-            with h5py.File(self.out, "r") as f:
+            with read_hdf5(self.out) as f:
                 attrs = {k: f.attrs.get(k) for k in ("config", "status", "run_id")}
                 lengths = {d: int(f[d].shape[0]) for d in ("time", "step", "epoch", "batch") if d in f}
-        except OSError as e:
-            raise RunFileError(f"--resume: {self.out} is not a readable HDF5 file ({e}); start the "
-                               f"run again with --overwrite") from None
+        except (OSError, KeyError) as e:
+            raise RunFileError(f"--resume: {self.out}: its records cannot be read ({e})") from None
         attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
         return {**attrs, "lengths": lengths}
 
@@ -445,6 +453,12 @@ class MainJob:
     def _load_ckpt(self, w, checked):
         """Restore the state of the checkpoint verified by :meth:`_check_resumable`."""
         meta, z = checked
+        # checked again under the lock: the file may have been replaced since it was verified
+        if meta.get("run_id") != w.get_attr("run_id"):
+            raise CheckpointError(f"--resume: {self.ckpt_path} belongs to another run than {self.out} "
+                                  f"(run_id {meta.get('run_id')} != {w.get_attr('run_id')}): the "
+                                  f"file was replaced while this command started; refusing to mix "
+                                  f"them")
         short = {d: n for d, n in meta["lengths"].items() if w.length(d) < n}
         if short:
             raise CheckpointError(f"--resume: {self.out} holds fewer records than its checkpoint "
@@ -494,7 +508,7 @@ class MainJob:
         if getattr(self, "_steppers", None) is None:
             self._steppers = self._phase_a_steppers()
         align = ALIGNMENTS[cfg.alignment]
-        n_batches = -(-len(self.train) // cfg.batch_size)
+        n_batches = count_batches(len(self.train), cfg.batch_size, min_last=2)
         now_state = self.rng_a.bit_generator.state
         if partial is not None:
             self.rng_a.bit_generator.state = partial["rng_epoch_start"]
@@ -816,7 +830,6 @@ class MainJob:
         # checkpoint is bad input (exit 2) and leaves the run file as it was
         checked = self._check_resumable(opt) if self.resume else None
         w = self._open_writer()
-        self._writer_opened = True
         status = "failed"
         try:
             units = self._units()
@@ -839,10 +852,10 @@ class MainJob:
                 # resumable from the first second: a checkpoint of the initial state
                 self._save_ckpt(w, "start", 0, None, -1.0, 0, opt)
             # planned records, for the progress and ETA of `rieszflow status` (writer.plan)
-            n_batches = -(-len(self.train) // cfg.batch_size)
-            w.plan(step=self.step_a if stopped_early else
-                   (cfg.phase_a_epochs * n_batches if cfg.kernel else 0),
-                   batch=cfg.epochs * n_batches)
+            # (Phase A's batches as batches(min_last=2) yields them)
+            w.plan(step=self.step_a if stopped_early else (cfg.phase_a_epochs * count_batches(
+                       len(self.train), cfg.batch_size, min_last=2) if cfg.kernel else 0),
+                   batch=cfg.epochs * count_batches(len(self.train), cfg.batch_size))
             for phase, epoch in units[start:]:
                 t0 = time.perf_counter()
                 if phase == "A":

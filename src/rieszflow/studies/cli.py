@@ -107,8 +107,18 @@ def log_file_of(args) -> tuple:
     if not hasattr(args, "show_config"):
         return None, None
     out = getattr(args, "out", None)
-    if out is None:
-        return Path("runs") / f"{args.command}.log", Path("runs").is_dir
+    if out is None:                  # a default path under runs/: once this command wrote a file there
+        import time
+
+        start = time.time() - 1.0
+
+        def wrote_under_runs() -> bool:
+            try:
+                return any(p.suffix in (".h5", ".lock") and p.stat().st_mtime >= start
+                           for p in Path("runs").iterdir())
+            except OSError:
+                return False
+        return Path("runs") / f"{args.command}.log", wrote_under_runs
     out = Path(out)
     if out.suffix.lower() in HDF5_SUFFIXES:
         lock = out.with_name(out.name + ".lock")
@@ -244,8 +254,13 @@ def _main(argv: list, console) -> int:
         code = EXIT_USAGE
         what = "corrupt input file: " if isinstance(e, zipfile.BadZipFile) else ""
         return fail(EXIT_USAGE, f"error: {what}{e}")
-    except BrokenPipeError:
-        raise
+    except BrokenPipeError as e:
+        if console.stdout.broken or console.stderr.broken:   # our reader went away (| head): quiet 0
+            code = EXIT_OK
+            raise
+        # a pipe of the run's own (a socket, a subprocess): a failure like any other
+        return fail(EXIT_FAILURE, f"run failed: BrokenPipeError: {e}"
+                    + ("" if debug else " (--log-level debug for the traceback)"))
     except Exception as e:  # noqa: BLE001 - one line instead of a traceback; --log-level debug shows it
         return fail(EXIT_FAILURE, f"run failed: {type(e).__name__}: {e}"
                     + ("" if debug else " (--log-level debug for the traceback)"))

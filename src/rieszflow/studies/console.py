@@ -47,8 +47,14 @@ class _LogFile:
         self.dropped = 0
         self.file = None
         self.failed = False
+        # stdout and stderr (and threads: Dask's, progress bars') write here: one writer at a time
+        self._lock = threading.RLock()
 
     def write(self, level: str, line: str) -> None:
+        with self._lock:
+            self._write(level, line)
+
+    def _write(self, level: str, line: str) -> None:
         text = f"{_stamp()} {level:<7} {line}\n"
         if self.file is None and not self.failed:
             try:
@@ -74,6 +80,10 @@ class _LogFile:
                 self.dropped += 1
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self.file is None and not self.failed and self.pending:
             try:                             # the directory may exist by now (a sweep made it)
                 if self.ready():

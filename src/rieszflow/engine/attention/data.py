@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DATA_DIR", "DATASETS", "CLASS_NAMES", "TextSplit", "load_split", "load_qqp",
+__all__ = ["DATA_DIR", "DATASETS", "CLASS_NAMES", "TextSplit", "load_split", "load_qqp", "count_batches",
            "WordPieceTokenizer", "encode", "EncodedSplit", "batches", "load_digits_seq", "make_listops",
            "listops_value", "load_listops_mini", "load_rt_bytes", "LISTOPS_TOKENS"]
 
@@ -325,6 +325,27 @@ def encode(split: TextSplit, tokenizer: WordPieceTokenizer) -> EncodedSplit:
         Token ids of each text, with the labels and name of ``split``.
     """
     return EncodedSplit(tokenizer.encode(split.texts), split.labels, split.name)
+
+
+def count_batches(n: int, batch_size: int, min_last: int = 1) -> int:
+    """How many batches :func:`batches` yields for ``n`` examples.
+
+    Parameters
+    ----------
+    n : int
+        Number of examples, >= 0.
+    batch_size : int
+        Positive.
+    min_last : int, default 1
+        As in :func:`batches`: a short final batch below it is folded into the one before.
+
+    Returns
+    -------
+    int
+        ``ceil(n / batch_size)``, one fewer when the remainder is folded.
+    """
+    k = -(-int(n) // int(batch_size))
+    return k - 1 if k > 1 and n - (k - 1) * batch_size < min_last else k
 
 
 def batches(data: EncodedSplit, batch_size: int, *, rng: np.random.Generator | None = None,

@@ -272,7 +272,10 @@ def verify_run_file(path) -> list[str]:
                 try:
                     obj = group[name]
                     if isinstance(obj, h5py.Dataset):
-                        if obj.shape is None or obj.size:
+                        if obj.chunks is not None and obj.size:
+                            for sel in obj.iter_chunks():     # chunk by chunk: bounded memory
+                                obj[sel]
+                        elif obj.shape is None or obj.size:
                             obj[()]
                         read.append(full)
                 except (OSError, KeyError, RuntimeError, ValueError, TypeError) as e:

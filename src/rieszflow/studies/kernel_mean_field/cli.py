@@ -84,7 +84,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         0 on success; 2 on a bad configuration or output path; 1 if a solve did not converge or
         particle tasks failed.
     """
-    from rieszflow.engine.storage import check_run_file
+    from rieszflow.engine.storage import check_run_file, read_hdf5
     from rieszflow.studies.kernel_mean_field.analysis import format_tables, load_study, make_plots, summary_tables
     from rieszflow.studies.kernel_mean_field.config import KernelMeanFieldConfig, full_config, quick_config
     from rieszflow.studies.kernel_mean_field.study import KIND, run_kernel_mean_field_study
@@ -109,10 +109,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"{name}: error: resume: {out} does not exist", file=sys.stderr)
         return 2
     if args.resume:
-        import h5py
-
         check_run_file(out, KIND)
-        with h5py.File(out, "r") as f:
+        with read_hdf5(out) as f:
             status = f.attrs.get("status")
         complete = (status.decode() if isinstance(status, bytes) else status) == "complete"
     if not complete:

@@ -120,9 +120,10 @@ def _stored_config(path: Path) -> dict:
     """The configuration a run file stores (root attribute ``config``), as a dict."""
     import json
 
-    import h5py
+    from rieszflow.engine.storage import check_run_file, read_hdf5
 
-    with h5py.File(path, "r") as f:
+    check_run_file(path)
+    with read_hdf5(path) as f:
         raw = f.attrs.get("config", "{}")
     try:
         stored = json.loads(raw)

@@ -124,8 +124,6 @@ def _report(args) -> int:
 def _status(args) -> int:
     from rieszflow.studies.runs.inspect import format_status, run_status
 
-    if args.last < 1:
-        raise ValueError(f"--last {args.last}: must be >= 1")
     if args.verify:
         from rieszflow.engine.storage import verify_run_file
 

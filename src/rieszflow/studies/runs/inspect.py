@@ -8,13 +8,14 @@ pairs); Dietterich, Neural Computation 10 (1998) 1895-1923 (McNemar for comparin
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
 
 from rieszflow.engine import stats
 from rieszflow.engine.storage import RunFileError, RunLock, check_run_file, open_run, read_hdf5
-from rieszflow.engine.storage.lock import ALIVE, OTHER_HOST, holder_state
+from rieszflow.engine.storage.lock import ALIVE, OTHER_HOST, UNKNOWN, holder_state
 
 __all__ = ["STATES", "open_runs", "run_labels", "run_status", "format_status", "mcnemar", "compare_runs",
            "format_compare"]
@@ -159,7 +160,7 @@ def _read_layout(path: Path, n_last: int):
             if obj.ndim == 1 and obj.dtype.kind in "fiu" and not scale:
                 try:
                     dim = f[dl[0][0]].name.lstrip("/") if dl is not None and len(dl) else None
-                    if dim in growing and obj.shape[0]:
+                    if dim in growing and obj.shape[0] and n_last:
                         last[name] = (dim, np.asarray(obj[max(0, obj.shape[0] - n_last):]).tolist())
                 except (OSError, KeyError, RuntimeError, ValueError) as e:
                     raise _damaged(path, name, e) from e
@@ -175,6 +176,9 @@ def _state(status, lock_state) -> tuple[str, str]:
     if lock_state == OTHER_HOST:
         return "running", ("written on another host: this host cannot tell whether its writer is "
                            "still alive")
+    if lock_state == UNKNOWN:
+        return "running", ("its lock file names no readable writer: this command cannot tell "
+                           "whether the writer is alive")
     return "stale (writer gone)", ("the file says 'running' but no process writes it any more: "
                                    "its writer was killed, or its machine stopped")
 
@@ -289,8 +293,13 @@ def run_status(path, n_last: int = 3) -> dict:
         raise FileNotFoundError(f"{path} does not exist")
     check_run_file(path)
     lock = RunLock(path)
-    owner = lock.owner() if lock.lock_path.exists() else None
+    # the file first, then its lock: a writer that starts in between is then seen as alive,
+    # never as a 'running' file without a writer
     attrs, dims, growing, last = _read_layout(path, n_last)
+    owner = lock.owner() if lock.lock_path.exists() else None
+    if owner is None and lock.lock_path.exists():    # being created this instant: look again
+        time.sleep(0.1)
+        owner = lock.owner()
     writer = holder_state(owner) if lock.lock_path.exists() else None
     state, note = _state(attrs.get("status"), writer)
     kind = attrs.get("kind")
