@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # THREADS caps it at the 2 cores this project is measured on.
 THREADS := RIESZFLOW_THREADS=2 NUMBA_NUM_THREADS=2
 
-.PHONY: run test venv clean results
+.PHONY: run test test-full venv clean results
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ run: venv
 # module-scoped fixtures) on one worker: 592 s on the project's 2 cores against about 1,000 s in
 # one process (measured 2026-11-26, docs/performance.md).
 test: venv
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=2 \
+	  $(PY) -m pytest -q -n 2 --dist loadscope -m "not full_size" tests
+
+# Also the acceptance tests at the specs' full sizes (marker full_size: paper 002's T1-T15 at the
+# spec's sample sizes, about 400 CPU-seconds more); each has a reduced-size twin in `make test`.
+test-full: venv
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=2 \
 	  $(PY) -m pytest -q -n 2 --dist loadscope tests
 

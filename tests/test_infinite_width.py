@@ -3,7 +3,8 @@
 Reference: M. Sakai, R. Karakida, M. Imaizumi, "Infinite-Width Limit of a Single Attention Layer:
 Analysis via Tensor Programs", arXiv:2506.00846. Every stochastic test is seeded; thresholds are
 stated in standard errors (z) at the reduced CI sizes, or are the spec's tolerances where the
-spec's sizes are used. The full-size versions are marked ``slow``.
+spec's sizes are used. The full-size versions are marked ``full_size`` (``make test-full``;
+``make test`` runs the reduced twins).
 """
 import math
 
@@ -44,7 +45,7 @@ def test_T1_limit_variance(spec, target):
     assert abs(s2.mean() - target) < 0.001
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 @pytest.mark.parametrize("spec,target", [(CLIP, 0.3920), (CLIP.replace(s=8), 0.2323),
                                          (CLIP.replace(act="relu"), 0.2548),
                                          (CLIP.replace(act="relu", s=8), 0.2082)])
@@ -136,7 +137,7 @@ def test_T6_finite_score_moments(n, N):
         assert abs(sd_n - (1 + 2 / n) / math.sqrt(n)) < 0.0005
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 def test_T6_finite_score_moments_full():
     n = 256
     out = sample_finite_reduced(CLIP.replace(H=1), n, 4_000_000, rng(106), return_scores=True)
@@ -178,7 +179,7 @@ def test_T7_can_fail():
     assert abs(z) > 3
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 @pytest.mark.parametrize("n", [16, 32, 64])
 @pytest.mark.parametrize("H", [1, 2])
 @pytest.mark.parametrize("act", ["clip", "relu"])
@@ -240,7 +241,7 @@ def test_T9_E1_rao_blackwell(e1_small):
     assert wrong > 5 * E1_RB_REF[-1]
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 def test_T9_E1_rao_blackwell_full():
     data = _e1(10, 50_000, 100)
     kl = np.array([[kl_rao_blackwell(fin[n]["tau2"], lim["sigma2"]) for n in E1_N] for lim, fin in data])
@@ -268,7 +269,7 @@ def test_T10_E1_paper_kde_small(e1_small):
     assert kl.mean(axis=0)[1] > 0.9 * rb
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 def test_T10_E1_paper_kde_full():
     data = _e1(10, 50_000, 200)
     kl, grid = _kde_table(data)
@@ -296,7 +297,7 @@ def test_T11_theory_beats_gaussian(H):
     assert gauss / theo >= 10, (theo, gauss)
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 @pytest.mark.parametrize("H", [1, 2])
 def test_T11_full(H):
     for n in (64, 256, 1024):
@@ -327,7 +328,7 @@ def test_T12_hierarchical_limit():
     assert abs(d["m2"].mean() - 0.25) < 0.02
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 def test_T12_full():
     big = _t12("sqrt", 1024, 100, 2)
     sd = np.std(big["m2"])
@@ -352,7 +353,7 @@ def test_T13_heads_limit_vs_infinite_head_gaussian():
     assert abs(kl_rao_blackwell(fin, lim) / 1.9e-4 - 1) < 0.3
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 def test_T13_full_H256():
     fin = sample_finite_reduced(CLIP.replace(H=256), 256, 50_000, rng(113))["tau2"]
     lim = sample_limit(CLIP.replace(H=256), 50_000, rng(113, 1))["sigma2"]
@@ -380,7 +381,7 @@ def test_T14_low_rank():
         assert abs(v / ref - 1) < 0.3, m
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 def test_T14_full():
     m = _t14(10, 50_000, 1)
     assert np.all(np.diff(m) < 0)

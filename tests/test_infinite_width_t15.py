@@ -1,8 +1,9 @@
 """T15 of the infinite-width acceptance tests at the spec's full size (docs/specs/paper002_infinite_width.md).
 
 Its own module (the reduced T15 and every other test are in tests/test_infinite_width.py), so the
-two pytest workers of ``make test`` (``--dist loadscope``: one module per worker) can run it beside
-the rest: it is the longest test of the suite (about 140 s for the ReLU case).
+two pytest workers of ``make test-full`` (``--dist loadscope``: one module per worker) can run it
+beside the rest: it is the longest test of the suite (about 140 s for the ReLU case). Marked
+``full_size``: ``make test`` runs the reduced T15 only.
 
 Reference: M. Sakai, R. Karakida, M. Imaizumi, "Infinite-Width Limit of a Single Attention Layer:
 Analysis via Tensor Programs", arXiv:2506.00846.
@@ -21,7 +22,7 @@ def _one_thread():
         yield
 
 
-@pytest.mark.slow
+@pytest.mark.full_size
 @pytest.mark.parametrize("name", ["s8", "relu"])
 def test_T15_full(name):
     spec, kl_ref, tau_ref, N = T15_REF[name]

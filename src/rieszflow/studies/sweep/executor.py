@@ -263,10 +263,27 @@ def _wait_for_workers(client, warn: Callable[[str], None], wait_s: float | None 
         try:
             client.wait_for_workers(1, timeout=wait_s)
             return
+        except KeyboardInterrupt:
+            _quiet_dask_shutdown()
+            raise
         except TimeoutError:
             waited += wait_s
             warn(f"warning: still no workers on the Dask scheduler {address} after {waited:.0f} s; waiting "
                  f"(start one with: dask worker {address}; Ctrl-C stops)")
+
+
+def _quiet_dask_shutdown() -> None:
+    """Silence the loggers of Dask's event loop for the rest of the process (after Ctrl-C).
+
+    A Ctrl-C that interrupts a synchronous client call leaves the call's coroutine on the client's
+    event loop; the loop then logs its cancellation as an error with a traceback (tornado,
+    asyncio, distributed) while the command exits. The interrupt is the user's, not an error:
+    the command prints its own one line.
+    """
+    import logging
+
+    for name in ("tornado", "tornado.application", "asyncio", "distributed"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _warn(line: str) -> None:
@@ -466,7 +483,9 @@ class Executor:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            _quiet_dask_shutdown()
         self.close()
         return False
 
