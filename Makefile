@@ -23,8 +23,9 @@ run: venv
 	$(THREADS) $(VENV)/bin/rieszflow run
 
 # Two pytest workers (pytest-xdist), one per core; --dist loadscope keeps each test module (and its
-# module-scoped fixtures) on one worker: 592 s on the project's 2 cores against about 1,000 s in
-# one process (measured 2026-11-26, docs/performance.md).
+# module-scoped fixtures) on one worker. Paper 002's spec-size runs (marker full_size) are left to
+# test-full: 347 s of pytest (6 min 28 s with the venv) on a fresh clone on the project's 2 cores,
+# against 622 s with them (measured 2026-11-26, docs/performance.md).
 test: venv
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=2 \
 	  $(PY) -m pytest -q -n 2 --dist loadscope -m "not full_size" tests
