@@ -328,3 +328,31 @@ def test_status_last_zero_shows_no_records(tmp_path, capsys):
     assert cli_main(["status", "--last", "0", str(p)]) == 0
     out = capsys.readouterr().out
     assert "last:" not in out and "status complete" in out
+
+
+def test_verify_refuses_a_live_file_and_a_live_read_failure_is_not_called_corrupt(tmp_path, capsys,
+                                                                                    monkeypatch):
+    """Without SWMR a reader can meet a block half-written: a live file is not 'corrupt'; --verify
+    reads files at rest only."""
+    from rieszflow.studies.runs import inspect
+
+    p = tmp_path / "d.h5"
+    _demo_file(p)
+    lock = p.with_name(p.name + ".lock")
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                "started": dt.datetime.now(dt.timezone.utc).isoformat()}))
+    try:
+        assert cli_main(["status", "--verify", str(p)]) == 2
+        assert "reads a file at rest" in capsys.readouterr().err
+
+        def torn(path, n_last):
+            raise RunFileError(f"{path}: variable 'x' is damaged")
+
+        monkeypatch.setattr(inspect, "_read_layout", torn)
+        with pytest.raises(RunFileError, match="is being written by process .* not damaged"):
+            run_status(p)
+        lock.unlink()
+        with pytest.raises(RunFileError, match="is damaged"):      # at rest: damage is damage
+            run_status(p)
+    finally:
+        lock.unlink(missing_ok=True)

@@ -126,7 +126,12 @@ def _status(args) -> int:
 
     if args.verify:
         from rieszflow.engine.storage import verify_run_file
+        from rieszflow.studies.runs.inspect import live_writer
 
+        live = live_writer(args.file) if args.file.exists() else None
+        if live is not None:       # a block being written would read as damage
+            raise ValueError(f"--verify reads a file at rest; {args.file} is being written by {live}: "
+                             f"verify it once that run has ended")
         names = verify_run_file(args.file)        # RunFileError (exit 2) names the damaged variable
     print(format_status(run_status(args.file, n_last=args.last)))
     if args.verify:

@@ -17,7 +17,7 @@ from rieszflow.engine import stats
 from rieszflow.engine.storage import RunFileError, RunLock, check_run_file, open_run, read_hdf5
 from rieszflow.engine.storage.lock import ALIVE, OTHER_HOST, UNKNOWN, holder_state
 
-__all__ = ["STATES", "open_runs", "run_labels", "run_status", "format_status", "mcnemar", "compare_runs",
+__all__ = ["STATES", "live_writer", "open_runs", "run_labels", "run_status", "format_status", "mcnemar", "compare_runs",
            "format_compare"]
 
 
@@ -167,6 +167,26 @@ def _read_layout(path: Path, n_last: int):
     return attrs, dims, growing, last
 
 
+def live_writer(path) -> str | None:
+    """The live writer of a file, as words (``"process 123 on host"``), or None if none runs.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file written by rieszflow (its lock is ``<path>.lock``).
+
+    Returns
+    -------
+    str or None
+        None when there is no lock file or its process no longer runs on this host; a lock of
+        another host counts as live (this host cannot tell).
+    """
+    owner = RunLock(path).owner()
+    if holder_state(owner) not in (ALIVE, OTHER_HOST):
+        return None
+    return f"process {owner.get('pid')} on {owner.get('host')}"
+
+
 def _state(status, lock_state) -> tuple[str, str]:
     """(state, note) from the file's ``status`` attribute and its writer's liveness."""
     if status != "running":
@@ -295,7 +315,15 @@ def run_status(path, n_last: int = 3) -> dict:
     lock = RunLock(path)
     # the file first, then its lock: a writer that starts in between is then seen as alive,
     # never as a 'running' file without a writer
-    attrs, dims, growing, last = _read_layout(path, n_last)
+    try:
+        attrs, dims, growing, last = _read_layout(path, n_last)
+    except RunFileError:
+        live = live_writer(path)
+        if live is None:
+            raise
+        # not SWMR: a reader can meet a block half-written; the file is not damaged
+        raise RunFileError(f"{path} is being written by {live} and a block was being written while "
+                           f"it was read; run the command again (the file is not damaged)") from None
     owner = lock.owner() if lock.lock_path.exists() else None
     if owner is None and lock.lock_path.exists():    # being created this instant: look again
         time.sleep(0.1)
