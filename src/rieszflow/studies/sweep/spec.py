@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from rieszflow.studies.sweep.executor import JobsSummary
+
 __all__ = ["Task", "SweepSpec", "SweepSummary", "TASK_KIND", "SWEEP_KIND"]
 
 
@@ -267,8 +269,9 @@ class SweepSpec:
 
 
 @dataclasses.dataclass
-class SweepSummary:
-    """What :func:`run_sweep` did.
+class SweepSummary(JobsSummary):
+    """What :func:`run_sweep` did: :class:`~rieszflow.studies.sweep.executor.JobsSummary` of its
+    tasks, and the sweep directory.
 
     Parameters
     ----------
@@ -276,19 +279,13 @@ class SweepSummary:
         Tasks in the sweep; run to completion now; complete before (skipped); failed now.
     failures : list of dict
         One entry per failed task: ``task``, ``error``, ``traceback``.
-    outdir : pathlib.Path
-        The sweep directory.
     seconds : float
         Wall time of the call.
+    outdir : pathlib.Path
+        The sweep directory.
     """
 
-    total: int
-    done: int
-    skipped: int
-    failed: int
-    failures: list
     outdir: Path
-    seconds: float
 
     def format(self) -> str:
         """One paragraph: counts, wall time and every failure (task and exception).
@@ -297,8 +294,7 @@ class SweepSummary:
         -------
         str
         """
-        lines = [f"sweep {self.outdir}: {self.total} tasks: {self.done} done, {self.skipped} skipped "
-                 f"(complete before), {self.failed} failed, in {self.seconds:.1f} s"]
+        lines = [f"sweep {self.outdir}: {self.counts()}, in {self.seconds:.1f} s"]
         for f in self.failures:
             lines.append(f"  FAILED {json.dumps(f['task'], sort_keys=True)}: {f['error']}")
         if self.failures:
