@@ -348,6 +348,14 @@ def test_verify_refuses_a_live_file_and_a_live_read_failure_is_not_called_corrup
         def torn(path, n_last):
             raise RunFileError(f"{path}: variable 'x' is damaged")
 
+        real, calls = inspect._read_layout, []
+
+        def torn_once(path, n_last):                       # the writer finishes its block
+            calls.append(1)
+            return torn(path, n_last) if len(calls) == 1 else real(path, n_last)
+
+        monkeypatch.setattr(inspect, "_read_layout", torn_once)
+        assert run_status(p)["status"] == "complete" and len(calls) == 2      # read on the retry
         monkeypatch.setattr(inspect, "_read_layout", torn)
         with pytest.raises(RunFileError, match="is being written by process .* not damaged"):
             run_status(p)

@@ -315,15 +315,21 @@ def run_status(path, n_last: int = 3) -> dict:
     lock = RunLock(path)
     # the file first, then its lock: a writer that starts in between is then seen as alive,
     # never as a 'running' file without a writer
-    try:
-        attrs, dims, growing, last = _read_layout(path, n_last)
-    except RunFileError:
-        live = live_writer(path)
-        if live is None:
-            raise
-        # not SWMR: a reader can meet a block half-written; the file is not damaged
-        raise RunFileError(f"{path} is being written by {live} and a block was being written while "
-                           f"it was read; run the command again (the file is not damaged)") from None
+    for attempt in range(5):
+        try:
+            attrs, dims, growing, last = _read_layout(path, n_last)
+            break
+        except RunFileError:
+            live = live_writer(path)
+            if live is None:
+                raise
+            # not SWMR: a reader can meet a block half-written (the file is not damaged); the
+            # writer finishes it within milliseconds, so read again
+            if attempt == 4:
+                raise RunFileError(f"{path} is being written by {live} and a block was being "
+                                   f"written at each of 5 reads; run the command again (the file "
+                                   f"is not damaged)") from None
+            time.sleep(0.1)
     owner = lock.owner() if lock.lock_path.exists() else None
     if owner is None and lock.lock_path.exists():    # being created this instant: look again
         time.sleep(0.1)
