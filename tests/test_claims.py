@@ -163,11 +163,11 @@ def generate(data: dict) -> str:
     for paper, title in papers.items():
         mine = [c for c in claims if c["paper"] == paper]
         out += ["", f"## Paper {paper}", "", f"{title}.", "",
-                "| id | claim | status | size | power | evidence |",
-                "| --- | --- | --- | --- | --- | --- |"]
+                "| id | items | claim | status | size | power | evidence |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
         notes = []
         for c in mine:
-            refs = f"({', '.join(c['refs'])})" if c["refs"] else ""
+            refs = ", ".join(c["refs"]) or "-"
             status = f"**{c['status']}**" + (f" (*pending*: {_cell(c['pending'])})" if "pending" in c else "")
             evidence = []
             if "page" in c:
@@ -177,7 +177,7 @@ def generate(data: dict) -> str:
                 evidence.append("also " + ", ".join(_link(p) for p in c["also"]))
             if "test" in c:
                 evidence.append(f"test `{c['test']}`")
-            out.append(f"| `{c['id']}` | {_cell(c['claim'])} {_cell(refs)} | {status} | {_cell(c['size'])} "
+            out.append(f"| `{c['id']}` | {_cell(refs)} | {_cell(c['claim'])} | {status} | {_cell(c['size'])} "
                        f"| {power_text(c)} | {'; '.join(evidence) or '-'} |")
             if c.get("note"):
                 notes.append(f"- `{c['id']}`: {' '.join(c['note'].split())}")
