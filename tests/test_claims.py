@@ -14,7 +14,8 @@ The tests check that
     the refs of a claim of that paper; so is every item the specs' claim lists name (their verdict
     summaries, theorem tables, experiments and acceptance tests).
 
-``python tests/test_claims.py --write`` regenerates docs/claims.md from docs/claims.toml.
+``python tests/test_claims.py --write`` regenerates docs/claims.md from docs/claims.toml;
+``python tests/test_claims.py --pending`` lists the entries whose verdict is being changed.
 """
 import pathlib
 import re
@@ -377,7 +378,18 @@ def _write() -> None:
     LEDGER.write_text(generate(load()))
 
 
+def _pending() -> str:
+    """The entries whose verdict an engineer is changing, one line each (for the integrator)."""
+    return "\n".join(f"{c['id']}: {c['status']}; pending {c['pending']}; page docs/{c.get('page', '-')}"
+                     for c in load()["claim"] if "pending" in c)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python tests/test_claims.py --write   (regenerates docs/claims.md from docs/claims.toml)")
-    _write()
+    if sys.argv[1:] == ["--write"]:
+        _write()
+    elif sys.argv[1:] == ["--pending"]:
+        print(_pending())
+    else:
+        print("usage: python tests/test_claims.py --write     (regenerates docs/claims.md from docs/claims.toml)\n"
+              "       python tests/test_claims.py --pending   (lists the entries marked pending)", file=sys.stderr)
+        sys.exit(2)
