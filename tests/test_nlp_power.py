@@ -44,6 +44,8 @@ def test_phase_a_cells_change_only_their_fields():
     assert task_config(cfg) == task_config(NLPConfig(**PRESETS["power"]))
     with pytest.raises(ValueError, match="phase_a_cells"):
         NLPConfig(phase_a_cells=("hot",))
+    with pytest.raises(ValueError, match="needs epochs > 2; got epochs=2"):
+        NLPConfig(phase_a_cells=("late",), epochs=2, late_maps=(), phase_a_after=1)
 
 
 def _fake(right_v, right_k, mmd=None):
@@ -81,12 +83,14 @@ def test_partial_report_says_not_decidable():
     rv = np.array([[1, 1, 0, 0], [1, 0, 1, 0]], bool)
     ds = _fake(rv, ~rv, mmd=np.array([0.1, 0.2]))
     ds["test_metrics"][:, :, 1] = np.nan                 # seed 1 of both not complete
+    ds["train_seconds"][:, :, 1] = np.nan
     spec = {"trials": 10, "methods": ["Vanilla-softplus", "Kernel-softplus"], "config": {}}
     page = format_power_report(ds, spec, dataset="rt", command="C", regenerate="R")
     assert "**1 of 10 seeds complete; verdict not decidable until all 10" in page
     assert "-0.0019" in page                                  # the paper's Table 2 value for softplus, rt
     assert "| 0 | 0.5000 | 0.5000 | +0.0000 | 2 / 2 | 1 |" in page
     assert "need at least 2 seeds" in page
+    assert "complete runs per variant: Vanilla-softplus 1/10, Kernel-softplus 1/10" in page
     empty = format_power_report(None, spec, dataset="rt", command="C", regenerate="R")
     assert "0 of 10 seeds complete" in empty and "8.7 CPU-min per main-job run measured earlier" in empty
     assert pairs(["Vanilla-softplus", "Kernel-softplus", "Kernel-softplus-cold", "Vanilla-softplus-wide",

@@ -278,6 +278,11 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
              f"- run or resume (only the missing tasks run): `{command}`",
              f"- regenerate this page from the task files, running nothing: `{regenerate}`",
              f"- sweep configuration: `{json.dumps(spec['config'], sort_keys=True)}`"]
+    done = {m: 0 if ds is None or m not in [str(v) for v in ds["method"].values]
+            else int(np.isfinite(np.asarray(ds["train_seconds"].sel({"method": m}).values, float)).sum())
+            for m in methods}
+    lines.append("- complete runs per variant: " + ", ".join(f"{m} {k}/{planned}" for m, k in done.items())
+                 + " (the sweep submits its tasks variant by variant, seeds in order within each)")
     lines += _cpu_lines(ds, n_tasks, n_complete)
     lines.append("")
     summaries = []

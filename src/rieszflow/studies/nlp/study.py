@@ -163,6 +163,11 @@ class NLPConfig(StudyConfig):
         subset("phase_a_cells", tuple(PHASE_A_CELLS), empty_ok=True)
         if self.phase_a_cells and not self.feature_maps:
             raise ValueError(f"phase_a_cells={self.phase_a_cells!r} needs at least one of feature_maps")
+        for cell in self.phase_a_cells:
+            after = PHASE_A_CELLS[cell][0].get("phase_a_after", 0)
+            if after and not after < self.epochs:
+                raise ValueError(f"phase_a_cells contains {cell!r} (Phase A after {after} epochs), which "
+                                 f"needs epochs > {after}; got epochs={self.epochs}")
         if not isinstance(self.qqp_dir, str):
             raise ValueError(f"qqp_dir={self.qqp_dir!r} must be a path string")
         if self.qqp_dir and not os.path.isabs(self.qqp_dir):     # the workers may run elsewhere
