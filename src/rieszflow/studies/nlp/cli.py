@@ -167,14 +167,14 @@ def write_power_report(out: Path, cfg, command: str) -> Path:
     from rieszflow.studies.nlp.power import format_power_report
     from rieszflow.studies.nlp.study import specs
 
-    parts = ["## Paper 000's claim with power: matched Kernel against Vanilla runs, pooled over seeds", ""]
+    parts = ["**Paper 000's claim with power: matched Kernel against Vanilla runs, pooled over seeds**", ""]
     regen = f"rieszflow nlp --out {out} --report-only && rieszflow report {out} --out PAGE.md --overwrite"
     for sp in specs(cfg):
         spec_file = out / sp.name / "sweep.json"
         spec = json.loads(spec_file.read_text()) if spec_file.is_file() else {
             "trials": sp.trials, "methods": list(sp.methods), "config": sp.config}
         ds = _open_partial(out / sp.name)
-        parts += [f"## {sp.name}", "", format_power_report(ds, spec, dataset=sp.name.split("-", 1)[1],
+        parts += [f"#### Sweep {sp.name}", "", format_power_report(ds, spec, dataset=sp.name.split("-", 1)[1],
                                                             command=command, regenerate=regen), ""]
     path = out / "report.md"
     with atomic_output(path) as tmp:

@@ -179,7 +179,7 @@ def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper) -> tuple:
     r = pair_analysis(ds, vanilla, kernel) if ds is not None else {"seeds": [], "delta": np.array([])}
     k = len(r["seeds"])
     title = f"{kernel} against {vanilla}"
-    lines = [f"### {title}", ""]
+    lines = [f"#### {title}", ""]
     if paper is not None:
         lines.append(f"Paper 000, Table 2 (Rotten Tomatoes): {paper:+.4f}.")
         lines.append("")
@@ -293,7 +293,7 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
         summaries.append(summ)
     cells = [s for s in summaries if s["cell"] or any(t["cell"] and t["map"] == s["map"] for t in summaries)]
     if any(s["cell"] for s in summaries):
-        lines += ["### Phase A grid: accuracy change beside how far Phase A moved the particles", "",
+        lines += ["#### Phase A grid: accuracy change beside how far Phase A moved the particles", "",
                   "| map | cell | Phase A settings | seeds | mean change [95 % t interval] | Wilcoxon p | CMH p | "
                   "mean Phase A MMD^2 | why this cell |", "|---|---|---|---|---|---|---|---|---|"]
         for s in cells:
