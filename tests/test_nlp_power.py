@@ -106,6 +106,10 @@ def test_tiny_power_sweep_resumes_under_the_preset_and_reports_partially(tmp_pat
     small = [kv for kv in EXPLICIT if not kv.startswith("seeds")] + ["seeds=2", "feature_maps=softplus"] + TINY
     assert cli_main([*run, *_sets(small)]) == 0
     capsys.readouterr()
+    # as the background sweep's: a config.json written before phase_a_cells existed
+    stored = json.loads((out / "config.json").read_text())
+    del stored["phase_a_cells"]
+    (out / "config.json").write_text(json.dumps(stored))
     # the preset with the same sizes resumes it: every task is skipped
     assert cli_main([*run, "--preset", "power", *_sets(["seeds=2", "feature_maps=softplus"] + TINY)]) == 0
     assert "0 done, 4 skipped" in capsys.readouterr().out
