@@ -8,6 +8,9 @@ quantity the same way:
 * :func:`mcnemar`, :func:`mcnemar_counts`: McNemar's exact test of two classifiers on the same
   examples (the two-sided binomial test of the discordant pairs).
 * :func:`paired_test`: paired t-test or Wilcoxon signed-rank test of matched measurements.
+* :func:`cmh_test`: Cochran-Mantel-Haenszel test over stratified 2x2 tables (statsmodels),
+  :func:`mean_interval`: t interval of a mean difference, :func:`detectable_effect` and
+  :func:`mcnemar_detectable_effect`: the smallest effect a paired design detects.
 * :func:`split_rhat`, :func:`effective_sample_size`: convergence diagnostics of a scalar trace
   over several Markov chains.
 
@@ -48,6 +51,12 @@ __all__ = ["DecayFit", "fit_decay", "expected_slope",
     "mcnemar_counts",
     "PairedTest",
     "paired_test",
+    "CMHResult",
+    "cmh_test",
+    "MeanInterval",
+    "mean_interval",
+    "detectable_effect",
+    "mcnemar_detectable_effect",
     "split_rhat",
     "effective_sample_size",
 ]
@@ -388,6 +397,249 @@ def paired_test(a, b, *, test: str = "t") -> PairedTest:
     else:
         stat, p = math.nan, 1.0
     return PairedTest(mean=mean, se=se, n=int(d.size), statistic=stat, p_value=p)
+
+
+# --------------------------------------------------------------------------------------------
+# pooled tests over matched pairs (seeds): CMH, interval of the mean difference, detectable effect
+# --------------------------------------------------------------------------------------------
+class CMHResult(NamedTuple):
+    """Cochran-Mantel-Haenszel test of a common odds ratio of 1 over K stratified 2x2 tables.
+
+    Parameters
+    ----------
+    statistic : float
+        The CMH chi-square statistic (1 degree of freedom); NaN when every stratum has zero
+        variance (a margin of 0 in each).
+    p_value : float
+        Its upper-tail chi-square(1) probability; 1.0 when the statistic is NaN.
+    odds_ratio : float
+        The Mantel-Haenszel pooled odds ratio ``sum_k a_k d_k / N_k / sum_k b_k c_k / N_k``.
+    ci_low, ci_high : float
+        Its 95 % interval (Robins-Breslow-Greenland variance of the log odds ratio).
+    n_strata : int
+        K.
+    """
+
+    statistic: float
+    p_value: float
+    odds_ratio: float
+    ci_low: float
+    ci_high: float
+    n_strata: int
+
+
+def cmh_test(tables, *, correction: bool = False) -> CMHResult:
+    """Cochran-Mantel-Haenszel test over stratified 2x2 tables (statsmodels' ``StratifiedTable``).
+
+    With ``a_k`` the top-left cell of stratum ``k``, row sums ``n_1k, n_2k``, column sums
+    ``m_1k, m_2k`` and total ``N_k``,
+
+    ``CMH = (|sum_k (a_k - n_1k m_1k / N_k)| - c)^2 / sum_k n_1k n_2k m_1k m_2k / (N_k^2 (N_k - 1))``
+
+    with ``c = 0.5`` under ``correction`` else 0, referred to chi-square with one degree of
+    freedom (Mantel and Haenszel 1959, eq. for ``chi^2``; Agresti 2013, eq. 6.9).
+
+    Parameters
+    ----------
+    tables : array_like of int, shape (K, 2, 2)
+        One 2x2 table per stratum (e.g. per seed: rows = classifier A, B; columns = right, wrong).
+    correction : bool, default False
+        Continuity correction of 0.5.
+
+    Returns
+    -------
+    CMHResult
+
+    Raises
+    ------
+    ValueError
+        If ``tables`` is not of shape (K, 2, 2) with K >= 1, or holds negative or non-integer
+        counts.
+
+    References
+    ----------
+    Mantel and Haenszel, J. Natl. Cancer Inst. 22 (1959) 719-748; Robins, Breslow and Greenland,
+    Biometrics 42 (1986) 311-323; Agresti, Categorical Data Analysis, 3rd ed. (2013), sec. 6.4.
+    """
+    from statsmodels.stats.contingency_tables import StratifiedTable
+
+    t = np.asarray(tables, dtype=float)
+    if t.ndim != 3 or t.shape[1:] != (2, 2) or t.shape[0] < 1:
+        raise ValueError(f"tables must have shape (K, 2, 2) with K >= 1; got {t.shape}")
+    if not np.all(np.isfinite(t)) or np.any(t < 0) or np.any(t != np.round(t)):
+        raise ValueError("tables must hold non-negative integer counts")
+    n1, n2 = t[:, 0].sum(axis=1), t[:, 1].sum(axis=1)
+    m1, m2 = t[:, :, 0].sum(axis=1), t[:, :, 1].sum(axis=1)
+    N = t.sum(axis=(1, 2))
+    var = np.sum(np.where(N > 1, n1 * n2 * m1 * m2 / np.maximum(N ** 2 * (N - 1), 1), 0.0))
+    st = StratifiedTable(np.moveaxis(t, 0, -1))
+    if var > 0:
+        r = st.test_null_odds(correction=correction)
+        stat, p = float(r.statistic), float(r.pvalue)
+    else:
+        stat, p = math.nan, 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        orr = float(st.oddsratio_pooled)
+        lo, hi = (float(v) for v in st.oddsratio_pooled_confint())
+    return CMHResult(statistic=stat, p_value=p, odds_ratio=orr, ci_low=lo, ci_high=hi,
+                     n_strata=int(t.shape[0]))
+
+
+class MeanInterval(NamedTuple):
+    """Mean of matched differences with a two-sided t interval.
+
+    Parameters
+    ----------
+    mean : float
+        Mean of the differences.
+    sd : float
+        Their standard deviation (``ddof=1``).
+    n : int
+        Number of differences.
+    low, high : float
+        ``mean -+ t_{1-(1-level)/2, n-1} sd / sqrt(n)``.
+    level : float
+        Coverage of the interval.
+    """
+
+    mean: float
+    sd: float
+    n: int
+    low: float
+    high: float
+    level: float
+
+
+def mean_interval(d, *, level: float = 0.95) -> MeanInterval:
+    """Student t interval of the mean of independent differences (e.g. one per seed).
+
+    Parameters
+    ----------
+    d : array_like, shape (n,)
+        Differences, ``n >= 2`` finite values (non-finite entries are an error, not dropped).
+    level : float, default 0.95
+        Coverage, in (0, 1).
+
+    Returns
+    -------
+    MeanInterval
+
+    Raises
+    ------
+    ValueError
+        If ``d`` has fewer than 2 values, a non-finite value, or ``level`` is outside (0, 1).
+
+    References
+    ----------
+    Student, Biometrika 6 (1908) 1-25.
+    """
+    from scipy.stats import t as student_t
+
+    d = np.asarray(d, dtype=float).ravel()
+    if d.size < 2 or not np.all(np.isfinite(d)):
+        raise ValueError(f"d needs at least 2 finite values; got {d.size} values"
+                         + ("" if np.all(np.isfinite(d)) else " with non-finite entries"))
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1); got {level!r}")
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    half = float(student_t.ppf(0.5 + level / 2, d.size - 1)) * sd / math.sqrt(d.size)
+    return MeanInterval(mean=mean, sd=sd, n=int(d.size), low=mean - half, high=mean + half, level=level)
+
+
+def detectable_effect(sd, n, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest mean difference a two-sided one-sample (paired) t-test detects with ``power``.
+
+    Solves ``P(|T| > t_{1-alpha/2, n-1}) = power`` for ``delta`` where ``T`` is noncentral t
+    with ``n - 1`` degrees of freedom and noncentrality ``sqrt(n) delta / sd``
+    (statsmodels' ``TTestPower``); for large ``n`` this tends to
+    ``(z_{1-alpha/2} + z_{power}) sd / sqrt(n)`` (Cohen 1988, ch. 2).
+
+    Parameters
+    ----------
+    sd : float
+        Standard deviation of one difference, ``> 0`` (e.g. the observed seed-level SD).
+    n : int
+        Number of differences, ``>= 2``.
+    alpha : float, default 0.05
+        Two-sided level, in (0, 1).
+    power : float, default 0.8
+        In (alpha, 1).
+
+    Returns
+    -------
+    float
+        The detectable difference, in the units of ``sd``.
+
+    Raises
+    ------
+    ValueError
+        If an argument is outside its range.
+
+    References
+    ----------
+    Cohen, Statistical Power Analysis for the Behavioral Sciences, 2nd ed. (1988), ch. 2.
+    """
+    from statsmodels.stats.power import TTestPower
+
+    if not (isinstance(sd, (int, float, np.floating)) and math.isfinite(sd) and sd > 0):
+        raise ValueError(f"sd must be a finite number > 0; got {sd!r}")
+    n = _count(n, "n")
+    if n < 2:
+        raise ValueError(f"n must be >= 2; got {n}")
+    if not 0 < alpha < 1 or not alpha < power < 1:
+        raise ValueError(f"need 0 < alpha < power < 1; got alpha={alpha!r}, power={power!r}")
+    es = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
+                                  alternative="two-sided")
+    return float(np.asarray(es).item()) * float(sd)
+
+
+def mcnemar_detectable_effect(discordance, n, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest accuracy difference McNemar's test detects with ``power``, given the discordance rate.
+
+    Connor's sample size ``n = (z_{1-alpha/2} sqrt(psi) + z_{power} sqrt(psi - delta^2))^2 / delta^2``
+    (psi: probability that the two classifiers disagree on an example; delta: the difference of
+    their accuracies) solved for ``delta`` at the given ``n`` (Brent's method).
+
+    Parameters
+    ----------
+    discordance : float
+        psi, in (0, 1].
+    n : int
+        Paired examples, ``>= 1``.
+    alpha : float, default 0.05
+    power : float, default 0.8
+
+    Returns
+    -------
+    float
+        delta, in (0, psi]; ``psi`` when even ``delta = psi`` needs more than ``n`` examples.
+
+    Raises
+    ------
+    ValueError
+        If an argument is outside its range.
+
+    References
+    ----------
+    Connor, "Sample size for testing differences in proportions for the paired-sample design",
+    Biometrics 43 (1987) 207-211, eq. (3).
+    """
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    n = _count(n, "n")
+    if not (isinstance(discordance, (int, float, np.floating)) and 0 < discordance <= 1) or n < 1:
+        raise ValueError(f"need 0 < discordance <= 1 and n >= 1; got discordance={discordance!r}, n={n}")
+    if not 0 < alpha < 1 or not alpha < power < 1:
+        raise ValueError(f"need 0 < alpha < power < 1; got alpha={alpha!r}, power={power!r}")
+    za, zb, psi = float(norm.ppf(1 - alpha / 2)), float(norm.ppf(power)), float(discordance)
+
+    def needed(delta):
+        return (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta ** 2, 0.0))) ** 2 / delta ** 2 - n
+
+    if needed(psi) > 0:
+        return psi
+    return float(brentq(needed, 1e-12, psi, xtol=1e-12))
 
 
 # --------------------------------------------------------------------------------------------

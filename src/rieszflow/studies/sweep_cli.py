@@ -130,7 +130,7 @@ def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config
 
 
 def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args, all_specs: Callable,
-                      task_config: Callable, *, given: Callable[[], dict]):
+                      task_config: Callable, *, given: Callable[[], dict], presets: dict | None = None):
     """Resolve a sweep study's configuration and output directory from its parsed options.
 
     One rule for every sweep subcommand: the preset (``--quick`` applies ``quick_overrides``),
@@ -160,6 +160,10 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
         Returns the options given on the command line as configuration fields
         (:func:`rieszflow.studies.base.given_options`); called inside the error handling, so it
         may validate them and raise ``ValueError`` or ``FileNotFoundError``.
+    presets : dict, optional
+        Named presets (name -> field values) of the study's ``--preset`` option (``args.preset``):
+        applied to the defaults before ``--quick``; the default output is then
+        ``runs/<stem>-<preset>[-quick]-seed<seed>``.
 
     Returns
     -------
@@ -174,10 +178,13 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
     from rieszflow.config import resolve_config
     from rieszflow.studies.sweep import check_dashboard
 
-    preset = cfg_cls().replace(**quick_overrides) if args.quick else cfg_cls()
+    named = getattr(args, "preset", None) if presets else None
+    preset = cfg_cls().replace(**presets[named]) if named else cfg_cls()
+    preset = preset.replace(**quick_overrides) if args.quick else preset
+    flag = " ".join(f for f in (f"--preset {named}" if named else "", "--quick" if args.quick else "") if f)
     default = args.out is None
-    out = (Path("runs") / f"{stem}{'-quick' if args.quick else ''}-seed{args.seed or 0}" if default
-           else Path(args.out))
+    out = (Path("runs") / f"{stem}{'-' + named if named else ''}{'-quick' if args.quick else ''}-seed{args.seed or 0}"
+           if default else Path(args.out))
     try:
         check_dashboard(getattr(args, "dashboard", None), args.workers, args.scheduler)
         if args.resume and not (out / "config.json").is_file():
@@ -185,7 +192,7 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
                              f"resume (rerunning the command without --resume starts it)")
         cfg = resolve_config(cfg_cls, preset, config_file=args.config, given=given(), overrides=args.set,
                              resume_from=out / "config.json" if args.resume else None,
-                             preset_flag="--quick" if args.quick else None)
+                             preset_flag=flag or None)
     except (ValueError, FileNotFoundError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2, None, out

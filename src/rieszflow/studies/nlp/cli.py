@@ -12,7 +12,7 @@ from rieszflow.studies.sweep import add_sweep_arguments
 from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_study
 from rieszflow.studies.reporting import register_sweep_reporter
 
-__all__ = ["register", "run_from_args", "write_tables"]
+__all__ = ["register", "run_from_args", "write_tables", "write_power_report"]
 
 register_sweep_reporter("rieszflow.studies.nlp.study:nlp_task", "rieszflow.studies.nlp.cli:report_tables")
 
@@ -79,6 +79,20 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--qqp-dir", default=None, metavar="DIR",
                    help="the GLUE QQP folder (train.tsv, dev.tsv); adds the QQP sweep (QQP is not "
                         "bundled)")
+    p.add_argument("--preset", choices=("power", "phase-a"), default=None,
+                   help="power: paper 000's central claim, Kernel against Vanilla for softplus and "
+                        "softmaxfeat (the paper's largest Rotten Tomatoes gain, Table 2: +0.0385) over 10 "
+                        "matched seeds on Rotten Tomatoes at the default budget: 40 runs, about 5.8 "
+                        "CPU-hours (8.7 CPU-min per run, measured; docs/nlp.md); phase-a: the Phase A grid, "
+                        "5 cells (beta, lam, alignment, Phase A after 2 epochs, radius) and the paper's "
+                        "setting on softplus, each against its matched vanilla run over 5 seeds: 40 runs, "
+                        "about 5.8 CPU-hours (30 new runs, 4.4 CPU-hours, in the power sweep's --out). "
+                        "--config and --set override a preset; --quick shrinks it")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: write the paired report (<out>/report.md: per-seed changes, McNemar, "
+                        "Cochran-Mantel-Haenszel, Wilcoxon, effect with its 95%% interval, detectable "
+                        "effect) from the complete task files in --out, even while its sweep runs; the "
+                        "configuration is the stored one (options that differ are an error)")
     p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=None,
                    help="Phase B optimiser: adam = App. F.2 (constant rate; default), adamw = "
                         "Section 5 (AdamW, warm-up, cosine decay)")
@@ -120,6 +134,86 @@ def write_tables(out: Path, merged: dict, phase_a_after: int) -> list:
     return [md] + files
 
 
+def _open_partial(sweep_dir: Path):
+    """The merged sweep from its complete task files without writing anything; None if none is complete."""
+    from rieszflow.studies.sweep import open_sweep
+
+    if not any((sweep_dir / "tasks").glob("*.h5")):
+        return None
+    return open_sweep(sweep_dir.absolute(), write=False)
+
+
+def write_power_report(out: Path, cfg, command: str) -> Path:
+    """Write the paired report of every sweep of ``cfg`` in ``out`` to ``out/report.md``.
+
+    Reads only complete task files (a running sweep is not disturbed: no lock, no merged file
+    written); ``rieszflow report <out>`` turns the file into a results page with its provenance.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The study directory.
+    cfg : NLPConfig
+        The resolved configuration.
+    command : str
+        The command that runs or resumes the sweep (shown on the page).
+
+    Returns
+    -------
+    pathlib.Path
+        The report written.
+    """
+    from rieszflow.engine.storage import atomic_output
+    from rieszflow.studies.nlp.power import format_power_report
+    from rieszflow.studies.nlp.study import specs
+
+    parts = ["**Paper 000's claim with power: matched Kernel against Vanilla runs, pooled over seeds**", ""]
+    regen = f"rieszflow nlp --out {out} --report-only && rieszflow report {out} --out PAGE.md --overwrite"
+    for sp in specs(cfg):
+        spec_file = out / sp.name / "sweep.json"
+        spec = json.loads(spec_file.read_text()) if spec_file.is_file() else {
+            "trials": sp.trials, "methods": list(sp.methods), "config": sp.config}
+        ds = _open_partial(out / sp.name)
+        parts += [f"#### Sweep {sp.name}", "", format_power_report(ds, spec, dataset=sp.name.split("-", 1)[1],
+                                                            command=command, regenerate=regen), ""]
+    path = out / "report.md"
+    with atomic_output(path) as tmp:
+        tmp.write_text("\n".join(parts))
+    return path
+
+
+def _report_only(prog: str, args) -> int:
+    from rieszflow.config import resolve_config
+    from rieszflow.studies.nlp.study import PRESETS, QUICK_OVERRIDES, NLPConfig
+
+    if args.out is None or not (Path(args.out) / "config.json").is_file():
+        print(f"{prog}: error: --report-only reads a sweep: --out {args.out!r} holds no config.json "
+              f"(give the --out of a sweep of rieszflow nlp)", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    preset = NLPConfig().replace(**PRESETS[args.preset]) if args.preset else NLPConfig()
+    preset = preset.replace(**QUICK_OVERRIDES) if args.quick else preset
+    flag = " ".join(f for f in (f"--preset {args.preset}" if args.preset else "",
+                                "--quick" if args.quick else "") if f)
+    try:
+        cfg = resolve_config(NLPConfig, preset, config_file=args.config,
+                             given=given_options(seed=args.seed, backend=args.backend, optimizer=args.optimizer),
+                             overrides=args.set, resume_from=out / "config.json", preset_flag=flag or None)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    command = f"rieszflow nlp{' ' + flag if flag else ''} --out {out}"
+    try:
+        path = write_power_report(out, cfg, command)
+    except (ValueError, OSError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    print(path.read_text())
+    if not args.quiet:
+        print(f"{prog}: report: {path}")
+    return 0
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Resolve the configuration, run the sweeps, merge, print and write the tables.
 
@@ -133,10 +227,13 @@ def run_from_args(args: argparse.Namespace) -> int:
     int
         0 when every task is complete; 1 if any task failed (listed); 2 on bad input.
     """
-    from rieszflow.studies.nlp.study import (QUICK_OVERRIDES, NLPConfig, format_detailed, format_table1,
-                                             format_table2, format_verdicts, specs, task_config)
+    from rieszflow.studies.nlp.study import (PRESETS, QUICK_OVERRIDES, NLPConfig, format_detailed,
+                                             format_table1, format_table2, format_verdicts, specs,
+                                             task_config)
 
     prog = "rieszflow nlp"
+    if args.report_only:
+        return _report_only(prog, args)
     def given():
         if args.qqp_dir is not None and not Path(args.qqp_dir).is_dir():
             raise ValueError(f"--qqp-dir {args.qqp_dir!r} is not a folder; expected the GLUE QQP "
@@ -150,7 +247,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         return given_options(seed=args.seed, backend=args.backend, qqp_dir=qqp, optimizer=args.optimizer)
 
     status, cfg, out = start_sweep_study(prog, "nlp", NLPConfig, QUICK_OVERRIDES, args, specs, task_config,
-                                         given=given)
+                                         given=given, presets=PRESETS)
     if status is not None:
         return status
     log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))
@@ -166,6 +263,9 @@ def run_from_args(args: argparse.Namespace) -> int:
             print("\n" + format_detailed(ds, dataset))
         print("\nVerdicts\n" + format_verdicts(by_dataset, cfg.phase_a_after))
         files = write_tables(out, by_dataset, cfg.phase_a_after)
+        flag = " ".join(f for f in (f"--preset {args.preset}" if args.preset else "",
+                                    "--quick" if args.quick else "") if f)
+        files.append(write_power_report(out, cfg, f"rieszflow nlp{' ' + flag if flag else ''} --out {out}"))
         log("tables: " + ", ".join(str(f) for f in files))
     print(format_merged(out, merged, time.perf_counter() - t0))
     return 1 if failed else 0

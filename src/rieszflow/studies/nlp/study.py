@@ -46,7 +46,7 @@ from rieszflow.engine.attention.metrics import METRIC_NAMES
 from rieszflow.learning.config import PERFORMER, performer_scales
 from rieszflow.learning.train import run_main_job
 
-__all__ = ["NLPConfig", "QUICK_OVERRIDES", "BASELINES", "variant_configs", "nlp_task", "specs",
+__all__ = ["NLPConfig", "QUICK_OVERRIDES", "PRESETS", "PHASE_A_CELLS", "VANILLA_FIELDS", "BASELINES", "variant_configs", "nlp_task", "specs",
            "task_config", "GRID_FIELDS", "table_rows", "format_detailed", "format_table1",
            "format_table2", "format_verdicts", "table_csv", "wall_seconds", "PAPER_TABLE2", "TABLE_METRICS"]
 
@@ -96,6 +96,11 @@ class NLPConfig(StudyConfig):
         Subset of :data:`BASELINES`.
     late_maps : tuple of str
         Maps of the Phase-A-after-k variant (subset of ``feature_maps``); empty: none.
+    phase_a_cells : tuple of str
+        Cells of the Phase A grid (names of :data:`PHASE_A_CELLS`): for each map of
+        ``feature_maps``, the kernel run with the cell's Phase A settings
+        (``Kernel-<map>-<cell>``) and, where the cell changes the vanilla run too
+        (:data:`VANILLA_FIELDS`), its own matched vanilla run (``Vanilla-<map>-<cell>``).
     phase_a_after : int
         k, the Phase B epochs before Phase A in the late variant (``1 <= k < epochs``).
     select_from : {"all", "after_phase_a"}
@@ -128,6 +133,7 @@ class NLPConfig(StudyConfig):
     feature_maps: tuple = ATTENTION_FEATURE_MAPS
     baselines: tuple = BASELINES
     late_maps: tuple = ATTENTION_FEATURE_MAPS
+    phase_a_cells: tuple = ()
     phase_a_after: int = 2
     select_from: str = "all"
     seeds: int = 3
@@ -154,6 +160,14 @@ class NLPConfig(StudyConfig):
         subset("feature_maps", ATTENTION_FEATURE_MAPS, empty_ok=True)
         subset("baselines", BASELINES, empty_ok=True)
         subset("late_maps", self.feature_maps, empty_ok=True)
+        subset("phase_a_cells", tuple(PHASE_A_CELLS), empty_ok=True)
+        if self.phase_a_cells and not self.feature_maps:
+            raise ValueError(f"phase_a_cells={self.phase_a_cells!r} needs at least one of feature_maps")
+        for cell in self.phase_a_cells:
+            after = PHASE_A_CELLS[cell][0].get("phase_a_after", 0)
+            if after and not after < self.epochs:
+                raise ValueError(f"phase_a_cells contains {cell!r} (Phase A after {after} epochs), which "
+                                 f"needs epochs > {after}; got epochs={self.epochs}")
         if not isinstance(self.qqp_dir, str):
             raise ValueError(f"qqp_dir={self.qqp_dir!r} must be a path string")
         if self.qqp_dir and not os.path.isabs(self.qqp_dir):     # the workers may run elsewhere
@@ -194,8 +208,47 @@ class NLPConfig(StudyConfig):
 QUICK_OVERRIDES = {"epochs": 2, "phase_a_epochs": 1, "phase_a_after": 1, "m": 64,
                    "train_limit": 2000, "eval_limit": 500}
 
-#: Fields that only say which tasks exist: left out of the configuration stored in every task file.
-GRID_FIELDS = ("datasets", "feature_maps", "baselines", "late_maps", "seeds")
+#: The Phase A grid of issue 23: where could Phase A matter? Cell name -> (main-job overrides of
+#: the kernel run, rationale). The reference cell is the paper-order kernel run itself
+#: (``Kernel-<map>``: beta 50, lam 1e-3, alignment (C.4), Phase A first, radius 1.5).
+PHASE_A_CELLS = {
+    "cold": ({"beta": 500.0},
+             "10x lower temperature: the Langevin noise sqrt(2 eta / beta) per step falls by sqrt(10), "
+             "so the alignment drift, not the noise, moves the particles"),
+    "repel": ({"lam": 0.1},
+              "100x stronger Riesz repulsion: spreads the particles (feature diversity), the other "
+              "half of the Hamiltonian"),
+    "kta": ({"alignment": "kta"},
+            "centred kernel-target alignment instead of the one-hot alignment (C.4): the other "
+            "objective the main job offers"),
+    "late": ({"phase_a_after": 2, "select_from": "after_phase_a"},
+             "Phase A after 2 Phase B epochs, on trained token representations (at initialisation "
+             "the tokens are random embeddings, so the alignment target carries little); the "
+             "selected checkpoint is one after Phase A, so the model used the learned particles"),
+    "wide": ({"radius": 3.0},
+             "particle ball of radius 3 instead of 1.5: room for the particles to move (the "
+             "projection onto the ball may pin them); changes the vanilla run's initial "
+             "projection too, so the cell has its own matched vanilla run"),
+}
+
+#: Main-job fields that change a vanilla run too (the initial particles are projected onto the
+#: ball of radius ``radius``): a cell that sets one gets its own matched vanilla run.
+VANILLA_FIELDS = ("radius",)
+
+#: ``--preset`` name -> field values (applied to the defaults; ``--config`` and ``--set`` override them).
+#: ``power``: paper 000's central claim over 10 matched seeds on Rotten Tomatoes, softplus and the map
+#: with the paper's largest Rotten Tomatoes gain (softmaxfeat, Table 2: +0.0385), at the main job's
+#: default budget; ``phase-a``: the Phase A grid (:data:`PHASE_A_CELLS`) on softplus over 5 seeds.
+PRESETS = {
+    "power": {"datasets": ("rt",), "feature_maps": ("softplus", "softmaxfeat"), "baselines": (),
+              "late_maps": (), "seeds": 10},
+    "phase-a": {"datasets": ("rt",), "feature_maps": ("softplus",), "baselines": (), "late_maps": (),
+                "phase_a_cells": tuple(PHASE_A_CELLS), "seeds": 5},
+}
+
+#: Fields that only say which tasks exist: left out of the configuration stored in every task file
+#: (a cell's settings are fixed by its name in :data:`PHASE_A_CELLS`).
+GRID_FIELDS = ("datasets", "feature_maps", "baselines", "late_maps", "phase_a_cells", "seeds")
 
 
 def task_config(cfg: NLPConfig) -> dict:
@@ -227,7 +280,7 @@ def _main_job_config(config: dict, dataset: str, seed: int, **changes):
     return MainJobConfig(**{**base, **changes})
 
 
-def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late_maps) -> dict:
+def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late_maps, cells=()) -> dict:
     """The main-job configuration of every variant, keyed by its table name.
 
     Parameters
@@ -241,12 +294,15 @@ def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late
     maps, baselines, late_maps : sequence of str
         Feature maps (vanilla and kernel runs), baselines (:data:`BASELINES`) and maps of the
         Phase-A-after-k variant.
+    cells : sequence of str, optional
+        Phase A grid cells (:data:`PHASE_A_CELLS`), each for every map of ``maps``.
 
     Returns
     -------
     dict
-        Name (``MainJobConfig.name``) to :class:`~rieszflow.learning.config.MainJobConfig`,
-        in table order: baselines, then vanilla / kernel per map, then the late variants.
+        Name (``MainJobConfig.name``; ``Kernel-<map>-<cell>`` and ``Vanilla-<map>-<cell>`` for
+        the cells) to :class:`~rieszflow.learning.config.MainJobConfig`, in table order:
+        baselines, then vanilla / kernel per map, then the late variants, then the cells.
     """
     out = {}
     for b in baselines:
@@ -271,12 +327,39 @@ def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late
                                phase_a_after=config["phase_a_after"],
                                select_from=config.get("select_from", "all"))
         out[cfg.name] = cfg
+    for cell in cells:
+        changes = PHASE_A_CELLS[cell][0]
+        for fm in maps:
+            if any(k in VANILLA_FIELDS for k in changes):
+                vanilla_changes = {k: v for k, v in changes.items() if k in VANILLA_FIELDS}
+                out[f"Vanilla-{fm}-{cell}"] = _main_job_config(config, dataset, seed, feature_map=fm,
+                                                               kernel=False, **vanilla_changes)
+            out[f"Kernel-{fm}-{cell}"] = _main_job_config(config, dataset, seed, feature_map=fm,
+                                                          kernel=True, **changes)
     return out
 
 
 def _method_names(cfg: NLPConfig) -> tuple:
     return tuple(variant_configs(task_config(cfg), "rt", cfg.seed, cfg.feature_maps, cfg.baselines,
-                                 cfg.late_maps))
+                                 cfg.late_maps, cfg.phase_a_cells))
+
+
+def _phase_a_movement(run) -> tuple:
+    """Mean over (layer, head) of the paired MMD^2 between the initial and the final particles, and
+    its standard error (:func:`rieszflow.engine.measures.mmd2`); NaN without two omega records."""
+    from rieszflow.engine.measures import mmd2
+
+    if "omega" not in run or run["omega"].sizes.get("time", 0) < 2:
+        return math.nan, math.nan
+    om = run["omega"].values.astype(np.float64)                 # (time, layer, head, particle, coord)
+    vals, ses = [], []
+    for layer in range(om.shape[1]):
+        for head in range(om.shape[2]):
+            r = mmd2(om[0, layer, head], om[-1, layer, head], paired=True)
+            vals.append(r.mmd2)
+            ses.append(r.se)
+    n = len(vals)
+    return float(np.mean(vals)), float(math.sqrt(np.sum(np.square(ses))) / n)
 
 
 def nlp_task(task: Task, config: dict, rng: np.random.Generator):
@@ -301,7 +384,8 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
     xarray.Dataset
         ``test_metrics`` (metric), ``test_proba`` (example; P(label 1)), ``test_label``
         (example), ``val_accuracy`` (epoch), ``train_seconds``, ``phase_a_seconds``,
-        ``phase_b_seconds``, ``best_epoch``; the main job's configuration as attribute
+        ``phase_b_seconds``, ``best_epoch``, ``phase_a_mmd2`` and ``phase_a_mmd2_se`` (how far
+        Phase A moved the particles; NaN for a vanilla run); the main job's configuration as attribute
         ``main_job_config`` (JSON).
 
     Raises
@@ -317,12 +401,14 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
     name = task.method
     maps = [m for m in ATTENTION_FEATURE_MAPS if name.split("-")[1:2] == [m]]
     late = maps if name.endswith(f"-after{config['phase_a_after']}") else []
+    cells = [c for c in name.split("-")[2:3] if c in PHASE_A_CELLS]
     variants = variant_configs(config, dataset, seed, [] if late else maps,
-                               [name] if name in BASELINES else [], late)
+                               [name] if name in BASELINES else [], late, cells)
     if name not in variants:
         raise ValueError(f"method={name!r} is not a variant of the NLP tables; allowed: the baselines "
                          f"{', '.join(BASELINES)}, Vanilla-<map>, Kernel-<map>, "
-                         f"Kernel-<map>-after{config['phase_a_after']}")
+                         f"Kernel-<map>-after{config['phase_a_after']}, Kernel-<map>-<cell> "
+                         f"(cells: {', '.join(PHASE_A_CELLS)})")
     cfg = variants[name]
     with tempfile.TemporaryDirectory(prefix="rieszflow-nlp-") as tmp:
         out = Path(tmp) / "run.h5"
@@ -331,6 +417,7 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
             proba = run["test_proba"].values[:, 1].astype(np.float64)
             label = run["test_label"].values.astype(np.int64)
             val = run["val_accuracy"].values.astype(np.float64)
+            moved, moved_se = _phase_a_movement(run) if cfg.kernel else (math.nan, math.nan)
     one = {"units": "1"}
     ds = xr.Dataset(
         {"test_metrics": (("metric",), np.array([metrics[k] for k in METRIC_NAMES]),
@@ -347,6 +434,12 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
                                                               "units": "s"}),
          "phase_b_seconds": ((), metrics["phase_b_seconds"], {"long_name": "Phase B wall time",
                                                               "units": "s"}),
+         "phase_a_mmd2": ((), moved, {"long_name": "how far Phase A moved the particles: paired MMD^2 "
+                                                   "(Gaussian kernel, median bandwidth) between the "
+                                                   "initial and the final particles, mean over layers "
+                                                   "and heads (NaN without Phase A)", "units": "1"}),
+         "phase_a_mmd2_se": ((), moved_se, {"long_name": "jackknife standard error of phase_a_mmd2",
+                                            "units": "1"}),
          "best_epoch": ((), int(metrics["best_epoch"]), {"long_name": "Phase B epoch selected on "
                                                         "validation accuracy", **one})},
         coords={"metric": ("metric", np.array(METRIC_NAMES), {"long_name": "test metric name", **one}),

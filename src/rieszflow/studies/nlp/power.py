@@ -1,0 +1,311 @@
+"""The power page of ``rieszflow nlp``: matched Kernel-against-Vanilla pairs over many seeds, pooled.
+
+For every feature map of a sweep (``Vanilla-<map>`` against ``Kernel-<map>``) and every Phase A
+grid cell (``Vanilla-<map>[-<cell>]`` against ``Kernel-<map>-<cell>``, see
+:data:`rieszflow.studies.nlp.study.PHASE_A_CELLS`), from whatever task files are complete:
+
+* per seed: both accuracies, their difference, McNemar's exact test on the test predictions;
+* pooled over seeds: McNemar on the summed discordant counts (the seeds share the test
+  examples, so this treats their discordant pairs as independent), the Cochran-Mantel-Haenszel
+  test stratified by seed (per seed the 2x2 table variant x right/wrong; each seed is a stratum,
+  so seed-to-seed shifts of the baseline accuracy do not count as effect; within a seed it
+  treats the two variants' examples as independent samples, which ignores their pairing and is
+  conservative against the positive correlation of the two models' errors), and the Wilcoxon
+  signed-rank test over the seed-level accuracy differences;
+* the effect: the mean seed-level difference with a 95 % Student t interval. The seed is the
+  unit of replication (the training randomness the claim is about); the test examples are shared
+  by every seed, so an interval from the pooled example counts would ignore the seed-to-seed
+  spread, and a percentile bootstrap over 10 seeds under-covers (its coverage approaches the
+  nominal level only for larger samples); the t interval is exact for normal differences and
+  the differences of accuracies on a 1,066-sentence test split are averages of many terms;
+* the detectable effect: the smallest mean difference the paired t-test (alpha 0.05, two-sided,
+  power 0.8) detects with the planned number of seeds given the observed seed-level SD
+  (:func:`rieszflow.engine.stats.detectable_effect`), and the one McNemar's pooled test detects
+  given the observed discordance rate (:func:`rieszflow.engine.stats.mcnemar_detectable_effect`);
+* for the Phase A cells, beside the accuracy change: how far Phase A moved the particles (paired
+  MMD^2 between the initial and the final particles, ``phase_a_mmd2`` of each task).
+
+Until every planned seed of a pair is complete the page says "k of n seeds complete; verdict not
+decidable until ...", and the numbers are interim.
+
+References
+----------
+"A Coulomb Particle Model for Learning Kernel Attention in Transformers" (paper 000 of this
+project; under review, no arXiv identifier), Table 2; McNemar, Psychometrika 12 (1947) 153-157;
+Mantel and Haenszel, J. Natl. Cancer Inst. 22 (1959) 719-748; Wilcoxon, Biometrics Bulletin 1
+(1945) 80-83; Cohen, Statistical Power Analysis (1988), ch. 2; Connor, Biometrics 43 (1987) 207-211.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from rieszflow.engine import stats
+from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
+
+__all__ = ["PLANNED_TASK_SECONDS", "pairs", "pair_analysis", "task_seconds", "format_power_report"]
+
+#: CPU seconds of one main-job run at the default budget on Rotten Tomatoes, measured earlier
+#: (about 8.7 CPU-minutes per run, one thread); used for the estimate until task files exist.
+PLANNED_TASK_SECONDS = 8.7 * 60
+
+
+def pairs(methods) -> list:
+    """The matched (vanilla, kernel, cell) comparisons among a sweep's methods.
+
+    Parameters
+    ----------
+    methods : sequence of str
+        Variant names of one sweep (``Vanilla-<map>``, ``Kernel-<map>``, ``Kernel-<map>-<cell>``, ...).
+
+    Returns
+    -------
+    list of tuple
+        ``(vanilla, kernel, map, cell)`` in sweep order; ``cell`` is ``""`` for the paper-order
+        kernel run. A cell's vanilla run is ``Vanilla-<map>-<cell>`` where the sweep has one, else
+        ``Vanilla-<map>``. The late variant ``Kernel-<map>-after<k>`` is left out (Table 2 has it).
+    """
+    from rieszflow.studies.nlp.study import PHASE_A_CELLS
+
+    names = [str(m) for m in methods]
+    out = []
+    for fm in ATTENTION_FEATURE_MAPS:
+        van = f"Vanilla-{fm}"
+        if van not in names:
+            continue
+        if f"Kernel-{fm}" in names:
+            out.append((van, f"Kernel-{fm}", fm, ""))
+        for cell in PHASE_A_CELLS:
+            if f"Kernel-{fm}-{cell}" in names:
+                own = f"Vanilla-{fm}-{cell}"
+                out.append((own if own in names else van, f"Kernel-{fm}-{cell}", fm, cell))
+    return out
+
+
+def pair_analysis(ds, vanilla: str, kernel: str) -> dict:
+    """Per-seed and pooled comparison of ``kernel`` against ``vanilla`` (seeds with both complete).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        One merged ``nlp-<dataset>`` sweep (:func:`rieszflow.studies.sweep.open_sweep`; NaN marks
+        a missing task).
+    vanilla, kernel : str
+        Method names.
+
+    Returns
+    -------
+    dict
+        ``seeds`` (trial indices with both tasks complete), ``acc_v``, ``acc_k``, ``delta``
+        (kernel minus vanilla), ``mcnemar`` (one :class:`~rieszflow.engine.stats.McNemarResult`
+        per seed, A = vanilla, B = kernel), ``mmd2``, ``mmd2_se`` (the kernel run's
+        ``phase_a_mmd2``; NaN where not recorded), ``n_examples``; with at least one seed
+        ``pooled_mcnemar``, ``cmh`` (:func:`~rieszflow.engine.stats.cmh_test`, rows kernel /
+        vanilla, columns right / wrong: its odds ratio > 1 favours the kernel), ``discordance``;
+        with at least two ``wilcoxon`` (:func:`~rieszflow.engine.stats.paired_test`) and
+        ``interval`` (:func:`~rieszflow.engine.stats.mean_interval`).
+    """
+    acc = [str(m) for m in ds["metric"].values].index("accuracy")
+    trials = ds["trial"].values
+
+    Mv = ds["test_metrics"].sel({"method": vanilla}).values.reshape(trials.size, -1)[:, acc]
+    Mk = ds["test_metrics"].sel({"method": kernel}).values.reshape(trials.size, -1)[:, acc]
+    ok = ~(np.isnan(Mv) | np.isnan(Mk))
+    pv = ds["test_proba"].sel({"method": vanilla}).values.reshape(trials.size, -1)
+    pk = ds["test_proba"].sel({"method": kernel}).values.reshape(trials.size, -1)
+    y = ds["test_label"].sel({"method": vanilla}).values.reshape(trials.size, -1)
+    if "phase_a_mmd2" in ds:
+        mmd = ds["phase_a_mmd2"].sel({"method": kernel}).values.reshape(-1)
+        mmd_se = ds["phase_a_mmd2_se"].sel({"method": kernel}).values.reshape(-1)
+    else:
+        mmd = mmd_se = np.full(trials.size, np.nan)
+    out = {"seeds": [int(t) for t in trials[ok]], "acc_v": Mv[ok], "acc_k": Mk[ok], "delta": (Mk - Mv)[ok],
+           "mcnemar": [], "mmd2": mmd[ok], "mmd2_se": mmd_se[ok], "n_examples": int(y.shape[1])}
+    tables = []
+    for i in np.flatnonzero(ok):
+        right_v, right_k = (pv[i] >= 0.5) == y[i], (pk[i] >= 0.5) == y[i]
+        out["mcnemar"].append(stats.mcnemar(right_v, right_k))
+        tables.append([[int(right_k.sum()), int((~right_k).sum())], [int(right_v.sum()), int((~right_v).sum())]])
+    if tables:
+        m = out["mcnemar"]
+        out["pooled_mcnemar"] = stats.mcnemar_counts(sum(t.a_only for t in m), sum(t.b_only for t in m),
+                                                     sum(t.n for t in m))
+        out["cmh"] = stats.cmh_test(tables)
+        out["discordance"] = sum(t.a_only + t.b_only for t in m) / sum(t.n for t in m)
+    if ok.sum() >= 2:
+        out["wilcoxon"] = stats.paired_test(out["acc_k"], out["acc_v"], test="wilcoxon")
+        out["interval"] = stats.mean_interval(out["delta"])
+    return out
+
+
+def task_seconds(ds) -> np.ndarray:
+    """Training seconds of every complete task of a merged sweep (one thread each: CPU seconds).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A merged ``nlp-<dataset>`` sweep.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``train_seconds`` of the complete tasks, 1-D.
+    """
+    v = np.asarray(ds["train_seconds"].values, float).ravel()
+    return v[np.isfinite(v)]
+
+
+def _f(x, fmt="+.4f"):
+    return "n/a" if x is None or not np.isfinite(x) else format(x, fmt)
+
+
+def _cpu_lines(ds, n_tasks: int, n_complete: int) -> list:
+    secs = task_seconds(ds) if ds is not None else np.array([])
+    if secs.size:
+        per, src = float(np.mean(secs)), (f"measured: mean training time of the {secs.size} complete task "
+                                          f"files ({float(np.mean(secs)) / 60:.1f} CPU-min per run, one "
+                                          f"thread each)")
+    else:
+        per, src = PLANNED_TASK_SECONDS, ("not yet measured here (no complete task file): the 8.7 CPU-min "
+                                          "per main-job run measured earlier")
+    return [f"- CPU time: {n_tasks} runs x {per / 60:.1f} min = {n_tasks * per / 3600:.1f} CPU-hours planned "
+            f"({n_tasks * per / 7200:.1f} h wall on 2 free cores); spent so far "
+            f"{float(np.sum(secs)) / 3600:.2f} CPU-hours on {n_complete} complete runs; per run: {src}."]
+
+
+def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper) -> tuple:
+    r = pair_analysis(ds, vanilla, kernel) if ds is not None else {"seeds": [], "delta": np.array([])}
+    k = len(r["seeds"])
+    title = f"{kernel} against {vanilla}"
+    lines = [f"#### {title}", ""]
+    if paper is not None:
+        lines.append(f"Paper 000, Table 2 (Rotten Tomatoes): {paper:+.4f}.")
+        lines.append("")
+    if k < planned:
+        lines.append(f"**{k} of {planned} seeds complete; verdict not decidable until all {planned} matched "
+                     f"seeds are complete** (the numbers below are interim).")
+    else:
+        lines.append(f"{k} of {planned} seeds complete.")
+    lines.append("")
+    summary = {"kernel": kernel, "vanilla": vanilla, "map": fm, "cell": cell, "k": k, "planned": planned}
+    if not k:
+        return lines + ["No seed has both runs complete yet.", ""], summary
+    lines += ["| seed | vanilla acc | kernel acc | change | vanilla-only / kernel-only right | McNemar p |"
+              + (" Phase A MMD^2 (+- SE) |" if cell or np.isfinite(r["mmd2"]).any() else ""),
+              "|---|---|---|---|---|---|" + ("---|" if cell or np.isfinite(r["mmd2"]).any() else "")]
+    show_mmd = bool(cell) or bool(np.isfinite(r["mmd2"]).any())
+    for i, s in enumerate(r["seeds"]):
+        m = r["mcnemar"][i]
+        row = (f"| {s} | {r['acc_v'][i]:.4f} | {r['acc_k'][i]:.4f} | {r['delta'][i]:+.4f} | "
+               f"{m.a_only} / {m.b_only} | {m.p_value:.3g} |")
+        if show_mmd:
+            row += (f" {_f(r['mmd2'][i], '.3g')} +- {_f(r['mmd2_se'][i], '.2g')} |"
+                    if np.isfinite(r["mmd2"][i]) else " not recorded |")
+        lines.append(row)
+    pm, cmh = r["pooled_mcnemar"], r["cmh"]
+    lines += ["", f"- pooled McNemar (summed discordant counts {pm.a_only} vanilla-only / {pm.b_only} "
+                  f"kernel-only over {k} seeds x {r['n_examples']} test sentences): p = {pm.p_value:.3g}",
+              f"- Cochran-Mantel-Haenszel, stratified by seed (kernel vs vanilla x right/wrong): "
+              f"chi2 = {_f(cmh.statistic, '.3f')}, p = {cmh.p_value:.3g}; Mantel-Haenszel odds ratio of "
+              f"being right {_f(cmh.odds_ratio, '.3f')} (95 % CI {_f(cmh.ci_low, '.3f')} to "
+              f"{_f(cmh.ci_high, '.3f')})"]
+    summary.update(mean=float(np.mean(r["delta"])), cmh_p=cmh.p_value, mcnemar_p=pm.p_value)
+    if k >= 2:
+        w, ci = r["wilcoxon"], r["interval"]
+        lines += [f"- Wilcoxon signed-rank over the {k} seed-level accuracy changes: p = {w.p_value:.3g}"
+                  + (" (with fewer than 6 seeds the exact two-sided test cannot reach p < 0.05)" if k < 6 else ""),
+                  f"- effect (mean change over seeds, kernel minus vanilla): {ci.mean:+.4f}, 95 % t interval "
+                  f"[{ci.low:+.4f}, {ci.high:+.4f}] (seed-level SD {ci.sd:.4f})"]
+        summary.update(low=ci.low, high=ci.high, wilcoxon_p=w.p_value, sd=ci.sd)
+        if ci.sd > 0:
+            mde = stats.detectable_effect(ci.sd, max(planned, 2))
+            mde_now = stats.detectable_effect(ci.sd, k)
+            lines.append(f"- detectable effect (paired t, alpha 0.05 two-sided, power 0.8, observed seed SD "
+                         f"{ci.sd:.4f}; noncentral t, Cohen 1988): {mde:.4f} with {planned} seeds"
+                         + ("" if k == planned else f", {mde_now:.4f} with the {k} done"))
+            summary["mde"] = mde
+    else:
+        lines.append(f"- effect: {float(r['delta'][0]):+.4f} from one seed; the Wilcoxon test, the interval "
+                     f"and the seed-level detectable effect need at least 2 seeds")
+    if r["discordance"] > 0:
+        n_all = planned * r["n_examples"]
+        d = stats.mcnemar_detectable_effect(r["discordance"], n_all)
+        lines.append(f"- detectable effect of the pooled McNemar test (discordance rate {r['discordance']:.3f}, "
+                     f"{planned} x {r['n_examples']} paired predictions; Connor 1987): {d:.4f} (it treats the "
+                     f"seeds' predictions on the shared test split as independent, so it is optimistic)")
+    if k >= planned and "low" in summary:
+        inside = paper is not None and summary["low"] <= paper <= summary["high"]
+        excl0 = summary["low"] > 0 or summary["high"] < 0
+        lines.append(f"- verdict: the 95 % interval {'excludes' if excl0 else 'includes'} 0"
+                     + ("" if paper is None else f" and {'includes' if inside else 'excludes'} the paper's "
+                        f"{paper:+.4f}"))
+    return lines + [""], summary
+
+
+def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerate: str) -> str:
+    """The power page (Markdown) of one NLP sweep, from its complete task files.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or None
+        The merged sweep (:func:`rieszflow.studies.sweep.open_sweep` with ``write=False``), or
+        None while no task is complete.
+    spec : dict
+        The sweep's ``sweep.json`` (methods, trials, config).
+    dataset : str
+        The dataset of the sweep (for the paper's value and the title).
+    command : str
+        The command that runs (and resumes) the sweep.
+    regenerate : str
+        The command that regenerates this page without running anything.
+
+    Returns
+    -------
+    str
+        Markdown: progress and CPU time, one section per matched pair, and for the Phase A cells a
+        summary table (accuracy change beside how far Phase A moved the particles).
+    """
+    from rieszflow.studies.nlp.study import PAPER_TABLE2, PHASE_A_CELLS
+
+    planned = int(spec["trials"])
+    methods = list(spec["methods"])
+    n_tasks = planned * len(methods)
+    n_complete = 0 if ds is None else int(np.isfinite(task_seconds(ds)).sum())
+    lines = [f"Matched Kernel against Vanilla runs on `{dataset}`, {planned} seeds planned per pair "
+             f"({len(methods)} variants, {n_tasks} main-job runs; {n_complete} complete).", "",
+             f"- run or resume (only the missing tasks run): `{command}`",
+             f"- regenerate this page from the task files, running nothing: `{regenerate}`",
+             f"- sweep configuration: `{json.dumps(spec['config'], sort_keys=True)}`"]
+    done = {m: 0 if ds is None or m not in [str(v) for v in ds["method"].values]
+            else int(np.isfinite(np.asarray(ds["train_seconds"].sel({"method": m}).values, float)).sum())
+            for m in methods}
+    lines.append("- complete runs per variant: " + ", ".join(f"{m} {k}/{planned}" for m, k in done.items())
+                 + " (the sweep submits its tasks variant by variant, seeds in order within each)")
+    lines += _cpu_lines(ds, n_tasks, n_complete)
+    lines.append("")
+    summaries = []
+    for van, ker, fm, cell in pairs(methods):
+        paper = PAPER_TABLE2.get(dataset, {}).get(fm) if not cell else None
+        sec, summ = _pair_section(ds, van, ker, fm, cell, planned, paper)
+        lines += sec
+        summaries.append(summ)
+    cells = [s for s in summaries if s["cell"] or any(t["cell"] and t["map"] == s["map"] for t in summaries)]
+    if any(s["cell"] for s in summaries):
+        lines += ["#### Phase A grid: accuracy change beside how far Phase A moved the particles", "",
+                  "| map | cell | Phase A settings | seeds | mean change [95 % t interval] | Wilcoxon p | CMH p | "
+                  "mean Phase A MMD^2 | why this cell |", "|---|---|---|---|---|---|---|---|---|"]
+        for s in cells:
+            r = pair_analysis(ds, s["vanilla"], s["kernel"]) if ds is not None and s["k"] else None
+            mmd = float(np.nanmean(r["mmd2"])) if r is not None and np.isfinite(r["mmd2"]).any() else math.nan
+            settings, why = PHASE_A_CELLS[s["cell"]] if s["cell"] else ({}, "reference: the paper's Phase A")
+            setting = ", ".join(f"{k}={v}" for k, v in settings.items()) or "beta=50, lam=1e-3, C.4, first, R=1.5"
+            ci = f"{_f(s.get('mean'))} [{_f(s.get('low'))}, {_f(s.get('high'))}]"
+            lines.append(f"| {s['map']} | {s['cell'] or 'paper'} | {setting} | {s['k']}/{s['planned']} | {ci} | "
+                         f"{_f(s.get('wilcoxon_p'), '.3g')} | {_f(s.get('cmh_p'), '.3g')} | {_f(mmd, '.3g')} | {why} |")
+        lines += ["", "MMD^2: paired, Gaussian kernel at the median bandwidth, between the initial and the final "
+                      "particles of each head (`engine.measures.mmd2`), mean over layers, heads and seeds; about "
+                      "0 when Phase A left the particle law where it started. The learned-kernel KGD "
+                      "(`rieszflow kgd`'s measure) lives in another study and is not recorded per task.", ""]
+    return "\n".join(lines)

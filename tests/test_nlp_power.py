@@ -1,0 +1,153 @@
+"""``rieszflow nlp --preset power / phase-a``: presets, resume, the power report (tiny sizes)."""
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from rieszflow.__main__ import main as cli_main
+from rieszflow.config import resolve_config
+from rieszflow.studies.nlp.power import format_power_report, pair_analysis, pairs
+from rieszflow.studies.nlp.study import (PHASE_A_CELLS, PRESETS, VANILLA_FIELDS, NLPConfig, specs,
+                                         task_config, variant_configs)
+
+#: The command line of the background power sweep (issue 23), without its run options.
+EXPLICIT = ["datasets=rt", "feature_maps=softplus,softmaxfeat", "baselines=", "late_maps=", "seeds=10"]
+TINY = ["train_limit=64", "eval_limit=32", "m=8", "epochs=2", "phase_a_epochs=1", "phase_a_after=1"]
+
+
+def _sets(items):
+    return [a for kv in items for a in ("--set", kv)]
+
+
+def test_power_preset_resolves_to_the_explicit_sweep():
+    explicit = resolve_config(NLPConfig, NLPConfig(), overrides=EXPLICIT)
+    preset = resolve_config(NLPConfig, NLPConfig().replace(**PRESETS["power"]))
+    assert preset.to_dict() == explicit.to_dict()
+    a, b = specs(preset), specs(explicit)
+    assert [t.filename for s in a for t in s.tasks()] == [t.filename for s in b for t in s.tasks()]
+    assert len(a[0].tasks()) == 40 and a[0].config == task_config(explicit)
+
+
+def test_phase_a_cells_change_only_their_fields():
+    cfg = NLPConfig(**PRESETS["phase-a"])
+    assert 1 <= len(cfg.phase_a_cells) + 1 <= 6 and cfg.seeds >= 5 and cfg.feature_maps == ("softplus",)
+    v = variant_configs(task_config(cfg), "rt", 3, ["softplus"], [], [], cfg.phase_a_cells)
+    base = v["Vanilla-softplus"].to_dict()
+    for cell, (changes, why) in PHASE_A_CELLS.items():
+        k = v[f"Kernel-softplus-{cell}"].to_dict()
+        vanilla = v.get(f"Vanilla-softplus-{cell}", v["Vanilla-softplus"]).to_dict()
+        assert {f for f in k if k[f] != vanilla[f]} == {"kernel"} | {f for f in changes if f not in VANILLA_FIELDS}
+        assert {f for f in vanilla if vanilla[f] != base[f]} == {f for f in changes if f in VANILLA_FIELDS}
+        assert why and k["seed"] == 3
+    # the cells are grid fields: the stored task configuration (and the power sweep's files) is unchanged
+    assert task_config(cfg) == task_config(NLPConfig(**PRESETS["power"]))
+    with pytest.raises(ValueError, match="phase_a_cells"):
+        NLPConfig(phase_a_cells=("hot",))
+    with pytest.raises(ValueError, match="needs epochs > 2; got epochs=2"):
+        NLPConfig(phase_a_cells=("late",), epochs=2, late_maps=(), phase_a_after=1)
+
+
+def _fake(right_v, right_k, mmd=None):
+    S, n = right_v.shape
+    names = ["Vanilla-softplus", "Kernel-softplus"]
+    proba = np.stack([np.where(right_v, 0.9, 0.1), np.where(right_k, 0.9, 0.1)])[:, None]
+    metrics = np.stack([right_v.mean(1), right_k.mean(1)])[:, None, :, None]
+    one = np.ones((2, 1, S))
+    mm = np.full((2, 1, S), np.nan) if mmd is None else np.stack([np.full(S, np.nan), mmd])[:, None]
+    return xr.Dataset({"test_metrics": (("method", "dataset", "trial", "metric"), metrics),
+                       "test_proba": (("method", "dataset", "trial", "example"), proba),
+                       "test_label": (("method", "dataset", "trial", "example"), np.ones((2, 1, S, n))),
+                       "train_seconds": (("method", "dataset", "trial"), 60 * one),
+                       "phase_a_mmd2": (("method", "dataset", "trial"), mm),
+                       "phase_a_mmd2_se": (("method", "dataset", "trial"), 0 * one)},
+                      coords={"method": names, "dataset": ["rt"], "trial": np.arange(S), "metric": ["accuracy"]})
+
+
+def test_pair_analysis_by_hand():
+    # two seeds, 4 examples each: vanilla right on 3 and on 1 ... kernel right on 3 and 3
+    rv = np.array([[1, 1, 1, 0], [1, 0, 0, 0]], bool)
+    rk = np.array([[1, 1, 1, 0], [1, 1, 1, 0]], bool)
+    r = pair_analysis(_fake(rv, rk), "Vanilla-softplus", "Kernel-softplus")
+    np.testing.assert_allclose(r["delta"], [0.0, 0.5])
+    assert [(m.a_only, m.b_only) for m in r["mcnemar"]] == [(0, 0), (0, 2)]
+    # CMH over seeds, tables [[k right, k wrong], [v right, v wrong]] = [[3,1],[3,1]] and [[3,1],[1,3]]:
+    # stratum 1: a - E = 3 - 3 = 0 (Var = 4*4*6*2/(64*7) = 3/7); stratum 2: a - E = 1, Var = 4/7
+    # CMH = 1^2 / (3/7 + 4/7) = 1
+    assert r["cmh"].statistic == pytest.approx(1.0, rel=1e-12)
+    assert r["interval"].mean == pytest.approx(0.25)
+    assert r["discordance"] == pytest.approx(2 / 8)
+
+
+def test_partial_report_says_not_decidable():
+    rv = np.array([[1, 1, 0, 0], [1, 0, 1, 0]], bool)
+    ds = _fake(rv, ~rv, mmd=np.array([0.1, 0.2]))
+    ds["test_metrics"][:, :, 1] = np.nan                 # seed 1 of both not complete
+    ds["train_seconds"][:, :, 1] = np.nan
+    spec = {"trials": 10, "methods": ["Vanilla-softplus", "Kernel-softplus"], "config": {}}
+    page = format_power_report(ds, spec, dataset="rt", command="C", regenerate="R")
+    assert "**1 of 10 seeds complete; verdict not decidable until all 10" in page
+    assert "-0.0019" in page                                  # the paper's Table 2 value for softplus, rt
+    assert "| 0 | 0.5000 | 0.5000 | +0.0000 | 2 / 2 | 1 |" in page
+    assert "need at least 2 seeds" in page
+    assert "complete runs per variant: Vanilla-softplus 1/10, Kernel-softplus 1/10" in page
+    empty = format_power_report(None, spec, dataset="rt", command="C", regenerate="R")
+    assert "0 of 10 seeds complete" in empty and "8.7 CPU-min per main-job run measured earlier" in empty
+    assert pairs(["Vanilla-softplus", "Kernel-softplus", "Kernel-softplus-cold", "Vanilla-softplus-wide",
+                  "Kernel-softplus-wide"]) == [
+        ("Vanilla-softplus", "Kernel-softplus", "softplus", ""),
+        ("Vanilla-softplus", "Kernel-softplus-cold", "softplus", "cold"),
+        ("Vanilla-softplus-wide", "Kernel-softplus-wide", "softplus", "wide")]
+
+
+def test_tiny_power_sweep_resumes_under_the_preset_and_reports_partially(tmp_path, capsys):
+    out = tmp_path / "power"
+    run = ["nlp", "--quiet", "--workers", "0", "--no-plots", "--out", str(out)]
+    small = [kv for kv in EXPLICIT if not kv.startswith("seeds")] + ["seeds=2", "feature_maps=softplus"] + TINY
+    assert cli_main([*run, *_sets(small)]) == 0
+    capsys.readouterr()
+    # as the background sweep's: a config.json written before phase_a_cells existed
+    stored = json.loads((out / "config.json").read_text())
+    del stored["phase_a_cells"]
+    (out / "config.json").write_text(json.dumps(stored))
+    # the preset with the same sizes resumes it: every task is skipped
+    assert cli_main([*run, "--preset", "power", *_sets(["seeds=2", "feature_maps=softplus"] + TINY)]) == 0
+    assert "0 done, 4 skipped" in capsys.readouterr().out
+    report = (out / "report.md").read_text()
+    assert "2 of 2 seeds complete" in report and "Wilcoxon" in report and "95 % t interval" in report
+    # remove one seed's kernel run: --report-only (no rerun) says the verdict is not decidable
+    for f in (out / "nlp-rt" / "tasks").glob("Kernel-softplus__*trial1*.h5"):
+        f.unlink()
+    before = sorted(p.name for p in (out / "nlp-rt").iterdir())
+    assert cli_main(["nlp", "--preset", "power", "--out", str(out), "--report-only", "--quiet",
+                     *_sets(["seeds=2", "feature_maps=softplus"] + TINY)]) == 0
+    page = capsys.readouterr().out
+    assert "1 of 2 seeds complete; verdict not decidable" in page
+    assert sorted(p.name for p in (out / "nlp-rt").iterdir()) == before     # nothing run, nothing merged
+    # --report-only of another configuration is refused; of no sweep too
+    assert cli_main(["nlp", "--out", str(out), "--report-only", "--set", "m=16"]) == 2
+    assert cli_main(["nlp", "--out", str(tmp_path / "none"), "--report-only"]) == 2
+    # the page comes out of rieszflow report <out>
+    assert cli_main(["report", str(out), "--out", str(tmp_path / "page.md")]) == 0
+    assert "verdict not decidable" in (tmp_path / "page.md").read_text()
+
+
+def test_tiny_phase_a_grid_records_how_far_phase_a_moved(tmp_path, capsys):
+    out = tmp_path / "grid"
+    argv = ["nlp", "--quiet", "--workers", "0", "--no-plots", "--out", str(out), "--preset", "phase-a",
+            *_sets(["seeds=1", "phase_a_cells=wide", "train_limit=64", "eval_limit=32", "m=8",
+                    "epochs=2", "phase_a_epochs=1"])]
+    assert cli_main(argv) == 0
+    capsys.readouterr()
+    from rieszflow.studies.sweep import open_sweep
+
+    ds = open_sweep(out / "nlp-rt", write=False)
+    assert list(map(str, ds.method.values)) == ["Vanilla-softplus", "Kernel-softplus", "Vanilla-softplus-wide",
+                                                 "Kernel-softplus-wide"]
+    mmd = ds["phase_a_mmd2"].values.reshape(4)
+    assert np.isnan(mmd[[0, 2]]).all() and np.isfinite(mmd[[1, 3]]).all()
+    with xr.open_dataset(next((out / "nlp-rt" / "tasks").glob("Vanilla-softplus-wide__*trial0*.h5")),
+                         engine="h5netcdf") as t:
+        assert json.loads(t.attrs["main_job_config"])["radius"] == 3.0
+    report = (out / "report.md").read_text()
+    assert "Phase A grid" in report and "| softplus | wide | radius=3.0 | 1/1 |" in report
