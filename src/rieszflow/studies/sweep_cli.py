@@ -130,7 +130,7 @@ def prepare_sweep_dir(prog: str, out: Path, cfg, cfg_cls, all_specs, task_config
 
 
 def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args, all_specs: Callable,
-                      task_config: Callable, *, given: Callable[[], dict]):
+                      task_config: Callable, *, given: Callable[[], dict], size_flag: str = "quick"):
     """Resolve a sweep study's configuration and output directory from its parsed options.
 
     One rule for every sweep subcommand: the preset (``--quick`` applies ``quick_overrides``),
@@ -160,6 +160,10 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
         Returns the options given on the command line as configuration fields
         (:func:`rieszflow.studies.base.given_options`); called inside the error handling, so it
         may validate them and raise ``ValueError`` or ``FileNotFoundError``.
+    size_flag : str, default "quick"
+        The size option that selects ``quick_overrides``: ``args.<size_flag>`` turns it on, the
+        default output is ``runs/<stem>-<size_flag>-seed<seed>`` and a resumed run's preset is
+        checked as ``--<size_flag>`` (e.g. ``"power"`` for ``rieszflow synthetic --power``).
 
     Returns
     -------
@@ -174,9 +178,10 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
     from rieszflow.config import resolve_config
     from rieszflow.studies.sweep import check_dashboard
 
-    preset = cfg_cls().replace(**quick_overrides) if args.quick else cfg_cls()
+    sized = bool(getattr(args, size_flag, False))
+    preset = cfg_cls().replace(**quick_overrides) if sized else cfg_cls()
     default = args.out is None
-    out = (Path("runs") / f"{stem}{'-quick' if args.quick else ''}-seed{args.seed or 0}" if default
+    out = (Path("runs") / f"{stem}{'-' + size_flag if sized else ''}-seed{args.seed or 0}" if default
            else Path(args.out))
     try:
         check_dashboard(getattr(args, "dashboard", None), args.workers, args.scheduler)
@@ -185,7 +190,7 @@ def start_sweep_study(prog: str, stem: str, cfg_cls, quick_overrides: dict, args
                              f"resume (rerunning the command without --resume starts it)")
         cfg = resolve_config(cfg_cls, preset, config_file=args.config, given=given(), overrides=args.set,
                              resume_from=out / "config.json" if args.resume else None,
-                             preset_flag="--quick" if args.quick else None)
+                             preset_flag=f"--{size_flag}" if sized else None)
     except (ValueError, FileNotFoundError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2, None, out
