@@ -30,7 +30,7 @@ from rieszflow.engine.energy import check_s
 from rieszflow.engine.storage import RunLock, read_hdf5
 from rieszflow.studies.synthetic.methods import OPTIONAL_DEPENDENCIES
 from rieszflow.studies.synthetic.verdicts import (ALPHA, claim_summary, format_claim, format_resampling,
-                                                  min_pairs, sigma_verdict, test_split_ceilings)
+                                                  min_pairs, sigma_verdict, split_ceilings)
 
 __all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "POWER_OVERRIDES", "ABLATION_METHODS", "benchmark_task", "benchmark_spec",
            "ablation_spec", "runtime_spec", "specs", "format_summary", "fit_power_law",
@@ -529,6 +529,10 @@ def format_summary(ds) -> str:
                     row += f"{np.nanmean(v):>9.3f}+-{sd:<5.3f}" + f"({k})".rjust(2)
             lines.append(row)
         lines.append("")
+    if "cpu_seconds" in ds:
+        cpu = ds["cpu_seconds"].values.astype(float)
+        lines.append(f"CPU time of the tasks: {np.nansum(cpu):.0f} s ({np.nansum(cpu) / 60:.1f} CPU-minutes) "
+                     f"over {int(np.isfinite(cpu).sum())} tasks (sum of cpu_seconds)")
     lines.append(format_unavailable(ds))
     return "\n".join(lines).rstrip()
 
@@ -710,9 +714,9 @@ def _claim_rows(acc_a, acc_b, sigmas, ceilings):
 
 def _claim(title, acc_a, acc_b, ds):
     """A claim's summary line and its per-sigma table."""
-    ceilings = test_split_ceilings(json.loads(ds.attrs["config"])["config"], ds.sigma.values)
+    ceilings = split_ceilings(json.loads(ds.attrs["config"])["config"], ds.sigma.values)
     rows = _claim_rows(acc_a, acc_b, ds.sigma.values, ceilings)
-    return claim_summary(title, rows) + "\n" + format_claim(title, rows)
+    return format_claim(title, rows) + "\n" + claim_summary("  by sigma", rows)
 
 
 def ablation_verdicts(ablation) -> str:

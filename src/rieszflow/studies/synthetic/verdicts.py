@@ -31,7 +31,7 @@ import numpy as np
 from rieszflow.engine.stats import paired_test
 from rieszflow.studies.synthetic.data import bayes_accuracy, make_dataset
 
-__all__ = ["ALPHA", "SigmaVerdict", "wilcoxon_floor", "min_pairs", "has_signal", "test_split_ceilings",
+__all__ = ["ALPHA", "SigmaVerdict", "wilcoxon_floor", "min_pairs", "has_signal", "split_ceilings",
            "sigma_verdict", "format_claim", "format_resampling", "claim_summary"]
 
 #: Level of every per-sigma test (Bonferroni: 0.05 over five sigmas).
@@ -115,7 +115,7 @@ def has_signal(ceiling: float, sd: float) -> bool:
     return bool(ceiling - 0.5 > sd)
 
 
-def test_split_ceilings(config: dict, sigmas) -> dict:
+def split_ceilings(config: dict, sigmas) -> dict:
     """The Bayes ceiling of the benchmark's fixed test split at each noise level.
 
     Parameters
@@ -305,7 +305,7 @@ def format_resampling(ds, alpha: float = ALPHA) -> str:
     if "accuracy_all_particles" not in ds:
         return ""
     config = json.loads(ds.attrs["config"])["config"]
-    ceilings = test_split_ceilings(config, ds.sigma.values)
+    ceilings = split_ceilings(config, ds.sigma.values)
     out = []
     for m in ds.method.values:
         allp = ds["accuracy_all_particles"].sel({"method": m})
