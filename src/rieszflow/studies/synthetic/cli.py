@@ -78,7 +78,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--power", action="store_true",
                    help="the benchmark sized to decide: sigma in {0.01, 0.1, 1, 10, 100} (100: the "
                         "no-signal control), 20 trials each, the fast baselines, RFF, Sinha-Duchi and "
-                        "both Langevin variants; per-sigma verdicts at level 0.01 beside the Bayes "
+                        "the Langevin features (lam = 0.5); per-sigma verdicts at level 0.01 beside the Bayes "
                         "ceiling; runs only the benchmark sweep unless --sweep is given; default "
                         "--out runs/synthetic-power-seed<seed> (CPU time in docs/synthetic.md)")
     p.add_argument("--sweep", action="append", choices=SWEEPS, default=None,
