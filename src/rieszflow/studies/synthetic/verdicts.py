@@ -253,8 +253,8 @@ def format_claim(title: str, rows, alpha: float = ALPHA) -> str:
              f"{'pairs':>5} {'nz':>3} {'p':>8}  verdict"]
     for sigma, a, b, v in rows:
         ma, mb = (float(np.nanmean(x)) if np.isfinite(x).any() else math.nan for x in (a, b))
-        diff = ("n/a" if not math.isfinite(v.mean)
-                else f"{v.mean:+.4f} [{v.lo:+.4f}, {v.hi:+.4f}]")
+        mean, lo, hi = (0.0 if abs(x) < 5e-5 else x for x in (v.mean, v.lo, v.hi))   # no "-0.0000"
+        diff = "n/a" if not math.isfinite(mean) else f"{mean:+.4f} [{lo:+.4f}, {hi:+.4f}]"
         p = "n/a" if not math.isfinite(v.p_value) else f"{v.p_value:.2g}"
         word = _WORDS[v.status]
         if v.status == "no signal":
