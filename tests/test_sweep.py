@@ -225,7 +225,7 @@ def test_synthetic_cli_contract(tmp_path, capsys):
     assert cli_main(["synthetic", "--resume", *one, "--no-plots", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "12 of 12 tasks complete before, skipped; running 0" in printed
-    assert "F.1.6: Langevin against RFF at moderate noise: not in this sweep" in printed
+    assert "F.1.6: Langevin features (Alg. 1, lam = 0.5) beat plain RFF: not in this sweep" in printed
     assert cli_main(["synthetic", "--resume", "--quiet", "--seed", "9", *one, "--out", str(out)]) == 2
     assert "seed: stored 0, given 9" in capsys.readouterr().err
     # a grown grid (one more noise level, one more trial) reuses every complete task

@@ -75,9 +75,16 @@ def register(subparsers) -> argparse.ArgumentParser:
                         resume_help="run only the tasks without a complete file (what rerunning the "
                                     "command always does; accepted for the shared contract)")
     add_sweep_arguments(p, dashboard=True)
+    p.add_argument("--preset", choices=("power",), default=None,
+                   help="power: the benchmark sized to decide: sigma in {0.01, 0.1, 1, 10, 100} (100: the "
+                        "no-signal control), 20 trials each, the fast baselines, RFF, Sinha-Duchi and "
+                        "the Langevin features (lam = 0.5); per-sigma verdicts at level 0.01 beside the Bayes "
+                        "ceiling; runs only the benchmark sweep unless --sweep is given; default "
+                        "--out runs/synthetic-power-seed<seed> (CPU time in docs/synthetic.md)")
     p.add_argument("--sweep", action="append", choices=SWEEPS, default=None,
                    help="run only this sweep (repeatable; default: all three: benchmark = Fig. 1, "
-                        "ablation = F.1.7 / Fig. 3, runtime = Fig. 2 / Table 4)")
+                        "ablation = F.1.7 / Fig. 3, runtime = Fig. 2 / Table 4; with --preset power: "
+                        "benchmark)")
     p.set_defaults(func=run_from_args, writes_hdf5=False)
     return p
 
@@ -136,16 +143,22 @@ def run_from_args(args: argparse.Namespace) -> int:
     int
         0 when every task is complete; 1 if any task failed (listed); 2 on bad input.
     """
-    from rieszflow.studies.synthetic.study import (QUICK_OVERRIDES, SyntheticConfig, format_ablation,
-                                                   format_runtime, format_summary, format_verdicts,
-                                                   retry_unavailable, specs, task_config)
+    from rieszflow.studies.synthetic.study import (POWER_OVERRIDES, QUICK_OVERRIDES, SyntheticConfig,
+                                                   format_ablation, format_runtime, format_summary,
+                                                   format_verdicts, retry_unavailable, specs,
+                                                   task_config)
     prog = "rieszflow synthetic"
+    power = getattr(args, "preset", None) == "power"
+    if power and args.quick:
+        print(f"{prog}: error: --preset power and --quick are two size presets; give one", file=sys.stderr)
+        return 2
     status, cfg, out = start_sweep_study(
-        prog, "synthetic", SyntheticConfig, QUICK_OVERRIDES, args, specs, task_config,
-        given=lambda: given_options(seed=args.seed, backend=args.backend))
+        prog, "synthetic", SyntheticConfig, QUICK_OVERRIDES, args, specs,
+        task_config, given=lambda: given_options(seed=args.seed, backend=args.backend),
+        presets={"power": POWER_OVERRIDES})
     if status is not None:
         return status
-    chosen = [sp for sp in specs(cfg) if sp.name in (args.sweep or SWEEPS)]
+    chosen = [sp for sp in specs(cfg) if sp.name in (args.sweep or (("benchmark",) if power else SWEEPS))]
     log = (lambda *a: None) if args.quiet else (lambda s: print(s, flush=True))
     t0 = time.perf_counter()
     # an optional extra installed since the last run: its 'unavailable' tasks run again

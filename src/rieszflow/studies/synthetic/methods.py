@@ -27,7 +27,7 @@ from rieszflow.engine.space import Ball
 
 __all__ = ["METHODS", "BENCHMARK_METHODS", "MethodUnavailable", "OPTIONAL_DEPENDENCIES", "MKL_INSTALL",
            "MKL_GAMMAS", "missing_dependency", "project_simplex", "sinha_duchi_weights", "sinha_duchi_svm",
-           "stratified_indices", "logistic", "rbf_svm", "rff_features", "rff_svm", "langevin_svm", "mkl_memo"]
+           "stratified_indices", "logistic", "rbf_svm", "rff_features", "rff_linear_svm", "rff_svm", "langevin_svm", "mkl_memo"]
 
 
 #: How to install the optional extra of :func:`mkl_memo` (MKLpy is GPL-3.0 and needs torch; the
@@ -174,11 +174,39 @@ def rff_svm(X_train, y_train, X_test, rng, config):
     -------
     ndarray, shape (n_test,), int64
     """
-    from sklearn.svm import LinearSVC
-
     D, gamma = int(config["D"]), float(config["gamma"])
     omega = rng.normal(0.0, math.sqrt(2.0 * gamma), size=(D, X_train.shape[1]))
     b = rng.uniform(0.0, 2.0 * math.pi, size=D)
+    return rff_linear_svm(X_train, y_train, X_test, omega, b)
+
+
+def rff_linear_svm(X_train, y_train, X_test, omega, b):
+    """A linear SVM (hinge loss, ``C = 1``) on the random Fourier features of given frequencies.
+
+    The classifier of the RFF and Langevin methods (App. F.1.2 (3) and (6)): features
+    :func:`rff_features`, scikit-learn's ``LinearSVC(C=1, loss="hinge", max_iter=20000)``.
+
+    Parameters
+    ----------
+    X_train : ndarray, shape (n_train, p), float64
+    y_train : ndarray, shape (n_train,), int64
+    X_test : ndarray, shape (n_test, p), float64
+    omega : ndarray, shape (D, p), float64
+        Frequencies (rows; repeats allowed).
+    b : ndarray, shape (D,), float64
+        Phases.
+
+    Returns
+    -------
+    ndarray, shape (n_test,), int64
+        Test predictions.
+
+    References
+    ----------
+    Paper 000, App. F.1.2 (3), (6).
+    """
+    from sklearn.svm import LinearSVC
+
     clf = LinearSVC(C=1.0, loss="hinge", max_iter=20000)
     clf.fit(rff_features(X_train, omega, b), y_train)
     return clf.predict(rff_features(X_test, omega, b))
@@ -208,15 +236,16 @@ def langevin_svm(lam: float | None, s: float | None = 0.0):
     -------
     callable
         ``fit_predict(X_train, y_train, X_test, rng, config) -> (y_pred, extras)`` where
-        ``extras`` holds the learned frequencies ``omega`` (D, p) and phases ``b`` (D,).
+        ``extras`` holds the learned frequencies ``omega`` (D, p) and phases ``b`` (D,) of the
+        D resampled features, all N final particles ``omega_all`` (N, p) with their phases
+        ``b_all`` (N,) (the benchmark fits the no-resampling row on them, outside the timed
+        call), and ``distinct``, the number of distinct particles among the D resampled.
 
     References
     ----------
     Paper 000, Algorithms 1-2, eq. (2.2), (4.3), App. F.1.2 (6).
     """
     def fit_predict(X_train, y_train, X_test, rng, config):
-        from sklearn.svm import LinearSVC
-
         n_particles, D = int(config["langevin_N"]), int(config["D"])
         beta = float(config["langevin_beta"])
         p = X_train.shape[1]
@@ -231,9 +260,9 @@ def langevin_svm(lam: float | None, s: float | None = 0.0):
         state = run_langevin(step, init(omega0), int(config["langevin_steps"]), rng, progress=False)
         pick = gibbs_resample(state.omega, H.per_particle(state.omega), beta, D, rng)
         omega, phases = np.asarray(pick.omega), b[pick.index]
-        clf = LinearSVC(C=1.0, loss="hinge", max_iter=20000)
-        clf.fit(rff_features(X_train, omega, phases), y_train)
-        return clf.predict(rff_features(X_test, omega, phases)), {"omega": omega, "b": phases}
+        y_pred = rff_linear_svm(X_train, y_train, X_test, omega, phases)
+        return y_pred, {"omega": omega, "b": phases, "omega_all": np.asarray(state.omega), "b_all": b,
+                        "distinct": int(np.unique(np.asarray(pick.index)).size)}
 
     fit_predict.__doc__ = (f"Langevin features, lam = {'grid' if lam is None else lam}, s = "
                            f"{'ablation_s' if s is None else s}, then a linear SVM (paper 000, App. F.1.2 (6)).")
@@ -382,17 +411,13 @@ def sinha_duchi_svm(X_train, y_train, X_test, rng, config):
     ----------
     Paper 000, App. F.1.2 (5); Sinha and Duchi (2016), NeurIPS.
     """
-    from sklearn.svm import LinearSVC
-
     D, gamma, m = int(config["D"]), float(config["gamma"]), int(config["sd_candidates"])
     W = rng.normal(0.0, math.sqrt(2.0 * gamma), size=(m, X_train.shape[1]))
     b = rng.uniform(0.0, 2.0 * math.pi, size=m)
     v = (np.cos(X_train @ W.T + b).T @ (2.0 * y_train - 1.0)) ** 2
     q = sinha_duchi_weights(v, m * float(config["sd_rho_fraction"]), float(config["sd_tol"]))
     idx = stratified_indices(q, D, rng)
-    clf = LinearSVC(C=1.0, loss="hinge", max_iter=20000)
-    clf.fit(rff_features(X_train, W[idx], b[idx]), y_train)
-    return clf.predict(rff_features(X_test, W[idx], b[idx]))
+    return rff_linear_svm(X_train, y_train, X_test, W[idx], b[idx])
 
 
 #: Bandwidths of the Gaussian kernels of MKL (4), ``exp(-gamma |x - x'|^2)`` (paper 000, App. F.1.2).

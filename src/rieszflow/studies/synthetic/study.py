@@ -15,21 +15,24 @@ Paper 000, App. F.1.1-F.1.5.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 
 import numpy as np
 
 from rieszflow.config import StudyConfig, config_int, config_real
-from rieszflow.engine.stats import paired_test, power_law_fit
+from rieszflow.engine.stats import power_law_fit
 from rieszflow.studies.synthetic.data import draw_labels, make_dataset
 from rieszflow.studies.synthetic.methods import (BENCHMARK_METHODS, METHODS, MethodUnavailable,
-                                                 missing_dependency)
+                                                 missing_dependency, rff_linear_svm)
 from rieszflow.studies.sweep import SweepSpec, Task
 from rieszflow.engine.energy import check_s
 from rieszflow.engine.storage import RunLock, read_hdf5
 from rieszflow.studies.synthetic.methods import OPTIONAL_DEPENDENCIES
+from rieszflow.studies.synthetic.verdicts import (ALPHA, claim_summary, format_claim, format_resampling,
+                                                  min_pairs, sigma_verdict, split_ceilings)
 
-__all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "ABLATION_METHODS", "benchmark_task", "benchmark_spec",
+__all__ = ["SyntheticConfig", "QUICK_OVERRIDES", "POWER_OVERRIDES", "ABLATION_METHODS", "benchmark_task", "benchmark_spec",
            "ablation_spec", "runtime_spec", "specs", "format_summary", "fit_power_law",
            "format_runtime", "format_ablation", "format_verdicts", "ablation_verdicts", "GRID_FIELDS",
            "task_config", "unavailable_methods", "format_unavailable", "retry_unavailable",
@@ -174,6 +177,15 @@ QUICK_OVERRIDES = {"sigmas": (1e-5, 1e-2, 1.0, 1e2, 1e5), "trials": 2,
                    "ablation_trials": 2,
                    "runtime_sizes": (50, 75, 110, 160, 240, 360, 540, 800), "runtime_trials": 2}
 
+#: ``--preset power``: the benchmark at the noise levels that carry signal (and sigma = 100, where the
+#: Bayes ceiling of the test split is 0.507, as the no-signal control) with 20 trials each, so that
+#: every per-sigma paired test has up to 20 pairs (the exact Wilcoxon test needs >= 8 non-zero
+#: pairs for p < 0.01); the fast baselines, RFF, Sinha-Duchi and the Langevin features of
+#: F.1.6 (lam = 0.5; lam = 0 belongs to the ablation). By default it runs the benchmark sweep
+#: only (docs/synthetic.md states its CPU time).
+POWER_OVERRIDES = {"sigmas": (0.01, 0.1, 1.0, 10.0, 100.0), "trials": 20,
+                   "methods": ("logistic", "rbf_svm", "rff_svm", "sinha_duchi_svm", "langevin_svm")}
+
 #: Fields that only define which tasks exist (the grids): left out of the configuration stored in
 #: and compared with every task file, so extending a grid reuses every complete task.
 GRID_FIELDS = ("methods", "sigmas", "trials", "ablation_lams", "ablation_sigmas", "ablation_trials",
@@ -241,8 +253,12 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
         :class:`~rieszflow.studies.synthetic.methods.MethodUnavailable`, its optional dependency
         is missing: accuracy, f1 and seconds are NaN, the variable's ``reason`` attribute and the
         root attribute ``unavailable_reason`` say why);
-        for the Langevin methods also ``omega`` (feature, coord) and ``phase`` (feature); for
-        ``mkl_memo`` also ``kernel_weight`` (kernel_gamma).
+        ``cpu_seconds`` (CPU time of the whole task in its process);
+        for the Langevin methods also ``omega`` (feature, coord) and ``phase`` (feature) of the
+        D resampled features, and the row without resampling: ``accuracy_all_particles`` and
+        ``f1_all_particles`` (the same linear SVM on all N final particles of the same chain,
+        fitted after the timed call), ``distinct_frequencies`` (distinct particles among the D
+        resampled) and ``n_particles``; for ``mkl_memo`` also ``kernel_weight`` (kernel_gamma).
 
     References
     ----------
@@ -251,6 +267,7 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
     import xarray as xr
     from sklearn.metrics import accuracy_score, f1_score
 
+    cpu0 = time.process_time()
     params = dict(task.params)
     data = make_dataset(int(params.get("n", config["n"])), config["p"], config["data_seed"])
     sigma = float(params.get("sigma", config["runtime_sigma"]))
@@ -273,6 +290,9 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
     if isinstance(y_pred, tuple):                 # (predictions, learned arrays)
         y_pred, learned = y_pred
         extras = _learned_variables(learned)
+        if "omega_all" in learned:                # the no-resampling row: all N particles, untimed
+            y_all = rff_linear_svm(X_train, y[data.train], X_test, learned["omega_all"], learned["b_all"])
+            extras.update(_all_particle_variables(y_test, y_all, learned))
     ds = xr.Dataset({
         "accuracy": ((), accuracy_score(y_test, y_pred), {"long_name": "test accuracy", "units": "1"}),
         "f1": ((), f1_score(y_test, y_pred, zero_division=0),
@@ -283,6 +303,7 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
                                {"long_name": "fraction of positive test labels", "units": "1"}),
         "available": ((), 1.0, dict(_AVAILABLE_ATTRS)),
         **extras,
+        "cpu_seconds": ((), time.process_time() - cpu0, dict(_CPU_ATTRS)),
     })
     for dim, name in (("feature", "feature index (of the D used)"), ("coord", "input coordinate")):
         if dim in ds.dims:
@@ -292,6 +313,30 @@ def benchmark_task(task: Task, config: dict, rng: np.random.Generator):
                                             {"long_name": "bandwidth gamma of the Gaussian kernel "
                                                           "exp(-gamma |x - x'|^2)", "units": "1"}))
     return ds
+
+
+_CPU_ATTRS = {"long_name": "CPU time of the task's process (data, labels, per-process warm-up, method, "
+                          "no-resampling fit)", "units": "s"}
+
+
+def _all_particle_variables(y_test, y_all, learned: dict) -> dict:
+    """The Langevin row without resampling: accuracy and F1 of the linear SVM on all N final
+    particles, and the number of distinct particles among the D that Gibbs resampling kept."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    n_all = int(learned["omega_all"].shape[0])
+    return {
+        "accuracy_all_particles": ((), accuracy_score(y_test, y_all),
+                                   {"long_name": f"test accuracy with all N = {n_all} Langevin particles "
+                                                 f"as features (no Gibbs resampling)", "units": "1"}),
+        "f1_all_particles": ((), f1_score(y_test, y_all, zero_division=0),
+                             {"long_name": f"test F1 with all N = {n_all} Langevin particles as features "
+                                           f"(binary, zero_division = 0)", "units": "1"}),
+        "distinct_frequencies": ((), float(learned["distinct"]),
+                                 {"long_name": "distinct particles among the D Gibbs-resampled features",
+                                  "units": "1"}),
+        "n_particles": ((), float(n_all), {"long_name": "Langevin particles N", "units": "1"}),
+    }
 
 
 _AVAILABLE_ATTRS = {"long_name": "1: the method ran; 0: unavailable here (an optional dependency is "
@@ -484,6 +529,10 @@ def format_summary(ds) -> str:
                     row += f"{np.nanmean(v):>9.3f}+-{sd:<5.3f}" + f"({k})".rjust(2)
             lines.append(row)
         lines.append("")
+    if "cpu_seconds" in ds:
+        cpu = ds["cpu_seconds"].values.astype(float)
+        lines.append(f"CPU time of the tasks: {np.nansum(cpu):.0f} s ({np.nansum(cpu) / 60:.1f} CPU-minutes) "
+                     f"over {int(np.isfinite(cpu).sum())} tasks (sum of cpu_seconds)")
     lines.append(format_unavailable(ds))
     return "\n".join(lines).rstrip()
 
@@ -652,34 +701,30 @@ def format_ablation(ds) -> str:
     return "\n".join(lines)
 
 
-def _paired(a, b):
-    """Mean difference a - b over paired finite entries, its SE, n, and the two-sided Wilcoxon p
-    (:func:`rieszflow.engine.stats.paired_test`); None with fewer than 2 such pairs."""
-    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
-    if np.count_nonzero(np.isfinite(a) & np.isfinite(b)) < 2:
-        return None
-    r = paired_test(a, b, test="wilcoxon")
-    return r.mean, r.se, r.n, r.p_value
+def _claim_rows(acc_a, acc_b, sigmas, ceilings):
+    """``(sigma, a, b, verdict)`` per sigma for :func:`~.verdicts.format_claim` (a, b: DataArrays
+    with dims (sigma, trial))."""
+    rows = []
+    for s in sigmas:
+        a = np.asarray(acc_a.sel(sigma=s).values, dtype=float).ravel()
+        b = np.asarray(acc_b.sel(sigma=s).values, dtype=float).ravel()
+        rows.append((float(s), a, b, sigma_verdict(a, b, *ceilings[float(s)])))
+    return rows
 
 
-def _verdict(name, a, b, claim):
-    r = _paired(a, b)
-    if r is None:
-        return f"{name}: {claim}: no paired results"
-    mean, se, k, p = r
-    word = ("holds" if mean > 0 and p < 0.05 else "fails (the other is better)" if mean < 0 and p < 0.05
-            else "not supported (no significant difference)")
-    nonzero = int(np.count_nonzero(np.asarray(a, dtype=float) - np.asarray(b, dtype=float)))
-    floor = 2.0 / 2.0 ** nonzero                 # smallest two-sided exact Wilcoxon p (zeros dropped)
-    if floor >= 0.05:
-        word += (f"; with {nonzero} non-zero paired differences no p below {floor:.3g} is possible: "
-                 f"run the full size to decide")
-    return (f"{name}: {claim}: mean accuracy difference {mean:+.4f} +- {se:.4f} over {k} paired "
-            f"(sigma, trial), Wilcoxon p = {p:.3g}: {word}")
+def _claim(title, acc_a, acc_b, ds):
+    """A claim's summary line and its per-sigma table."""
+    ceilings = split_ceilings(json.loads(ds.attrs["config"])["config"], ds.sigma.values)
+    rows = _claim_rows(acc_a, acc_b, ds.sigma.values, ceilings)
+    return format_claim(title, rows) + "\n" + claim_summary("  by sigma", rows)
 
 
 def ablation_verdicts(ablation) -> str:
-    """F.1.7's claims (lam in [0.5, 1] beats lam = 0 and vanilla RFF at moderate noise), paired.
+    """F.1.7's claims (lam in [0.5, 1] beats lam = 0 and vanilla RFF), per sigma.
+
+    Each sigma of the ablation grid is tested on its own over the trials (paired), beside the
+    Bayes ceiling of the test split (:mod:`rieszflow.studies.synthetic.verdicts`); a sigma
+    without signal is "not decidable".
 
     Parameters
     ----------
@@ -691,29 +736,33 @@ def ablation_verdicts(ablation) -> str:
     str
     """
     lines = []
-    mod = ablation.sigma[(ablation.sigma >= 1) & (ablation.sigma <= 100)].values
     mid = [v for v in ablation.lam.values if 0.5 <= float(v) <= 1.0]
-    if not (mod.size and mid and 0.0 in ablation.lam.values):
-        return "F.1.7: the ablation grid has no moderate sigma, no lam in [0.5, 1] or no lam = 0"
+    if not (mid and 0.0 in ablation.lam.values):
+        return "F.1.7: the ablation grid has no lam in [0.5, 1] or no lam = 0"
     for method, kernel in (("langevin_log", "log"), ("langevin_riesz", "Riesz")):
         if method not in ablation.method.values:
             continue
-        acc = ablation.accuracy.sel({"method": method, "sigma": mod})
+        acc = ablation.accuracy.sel({"method": method})
         best_mid = acc.sel(lam=mid).mean("lam")
-        lines.append(_verdict("F.1.7", best_mid.values, acc.sel(lam=0.0).values,
-                              f"{kernel} repulsion with lam in [0.5, 1] (mean over those lam) beats lam = 0"))
+        lines.append(_claim(f"F.1.7: {kernel} repulsion with lam in [0.5, 1] (mean over those lam) beats "
+                            f"lam = 0", best_mid, acc.sel(lam=0.0), ablation))
         if "rff_svm" in ablation.method.values:
-            rff = ablation.accuracy.sel({"method": "rff_svm", "sigma": mod}).mean("lam")
-            lines.append(_verdict("F.1.7", best_mid.values, rff.values,
-                                  f"{kernel} repulsion with lam in [0.5, 1] beats vanilla RFF"))
-    return "\n".join(lines)
+            rff = ablation.accuracy.sel({"method": "rff_svm"}).mean("lam")
+            lines.append(_claim(f"F.1.7: {kernel} repulsion with lam in [0.5, 1] beats vanilla RFF",
+                                best_mid, rff, ablation))
+    return "\n\n".join(lines)
 
 
 def format_verdicts(bench, ablation=None) -> str:
-    """The paper's claims of App. F.1.6-F.1.7, each with a paired test across (sigma, trial).
+    """The paper's claims of App. F.1.6-F.1.7, each tested per sigma beside the Bayes ceiling.
 
-    Every method of one (sigma, trial) sees the same labels, so differences are paired; the test
-    is the two-sided Wilcoxon signed-rank test (scipy), with the mean difference and its SE.
+    Every method of one (sigma, trial) sees the same labels, so accuracy differences are paired
+    over the trials of one sigma; the test is the two-sided Wilcoxon signed-rank test
+    (:func:`rieszflow.engine.stats.paired_test`) at level
+    :data:`~rieszflow.studies.synthetic.verdicts.ALPHA` per sigma, with the mean difference and
+    its 95 % t-interval. A sigma whose Bayes ceiling is within one sd of 1/2 is "no signal: not
+    decidable" (:mod:`rieszflow.studies.synthetic.verdicts`). Then the Langevin rows without
+    resampling (all N particles against the D Gibbs-resampled ones).
 
     Parameters
     ----------
@@ -725,25 +774,31 @@ def format_verdicts(bench, ablation=None) -> str:
     Returns
     -------
     str
-        One line per claim: holds / fails / not supported at this size / not built.
+        A summary line and a per-sigma table per claim.
     """
-    lines = ["verdicts on paper 000's claims (paired over (sigma, trial); moderate noise 1 <= sigma <= 100)"]
+    lines = [f"verdicts on paper 000's claims, per sigma (paired over trials; exact Wilcoxon needs >= "
+             f"{min_pairs()} non-zero pairs for p < {ALPHA:g}; Bayes ceiling of the "
+             f"{_test_size(bench)}-point test split +- its sd over label draws)"]
     methods = list(bench.method.values)
-    moderate = bench.sigma[(bench.sigma >= 1) & (bench.sigma <= 100)].values
-    if "langevin_svm" in methods and "rff_svm" in methods and moderate.size:
-        sel = {"sigma": moderate}
-        lines.append(_verdict("F.1.6", bench.accuracy.sel({"method": "langevin_svm", **sel}).values,
-                              bench.accuracy.sel({"method": "rff_svm", **sel}).values,
-                              "Langevin features (Alg. 1, lam = 0.5) beat plain RFF"))
-    else:
-        lines.append("F.1.6: Langevin against RFF at moderate noise: not in this sweep")
-    if "langevin_svm" in methods and "sinha_duchi_svm" in methods and moderate.size:
-        sel = {"sigma": moderate}
-        lines.append(_verdict("F.1.6", bench.accuracy.sel({"method": "langevin_svm", **sel}).values,
-                              bench.accuracy.sel({"method": "sinha_duchi_svm", **sel}).values,
-                              "Langevin features (Alg. 1) beat Sinha-Duchi importance-sampled features"))
-    else:
-        lines.append("F.1.6: Alg. 1 against Sinha-Duchi at moderate noise: not in this sweep")
+    acc = bench.accuracy
+    for other, claim in (("rff_svm", "Langevin features (Alg. 1, lam = 0.5) beat plain RFF"),
+                         ("sinha_duchi_svm", "Langevin features (Alg. 1) beat Sinha-Duchi "
+                                             "importance-sampled features")):
+        if "langevin_svm" in methods and other in methods:
+            lines.append(_claim(f"F.1.6: {claim}", acc.sel({"method": "langevin_svm"}),
+                                acc.sel({"method": other}), bench))
+        else:
+            lines.append(f"F.1.6: {claim}: not in this sweep")
+    resampling = format_resampling(bench)
+    if resampling:
+        lines.append("Langevin features without Gibbs resampling (not a claim of the paper: how the "
+                     "D < N features are formed)\n" + resampling)
     if ablation is not None:
         lines.append(ablation_verdicts(ablation))
-    return "\n".join(lines)
+    return "\n\n".join(lines)
+
+
+def _test_size(ds) -> int:
+    """Points in the benchmark's test split (from the stored configuration)."""
+    config = json.loads(ds.attrs["config"])["config"]
+    return int(make_dataset(int(config["n"]), int(config["p"]), int(config["data_seed"])).test.size)
