@@ -214,8 +214,8 @@ def main(argv=None) -> int:
         md_run.append(f"| {name} | {dt:g} | {int(a.sweeps.sum())} | {st['assembled']['min'] / steps:.2e} | "
                       f"{st['fipy']['min'] / steps:.2e} | {r[0]:.1f} | {r[1]:.1f} | {diff:.1e} |")
     wall = time.perf_counter() - t_start
-    write_outputs(args, "Results: benchmarks/bench_pde.py", "python benchmarks/bench_pde.py --md "
-                  "docs/results/bench_pde.md --json docs/results/bench_pde.json", prov, wall,
+    command = "python benchmarks/bench_pde.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    write_outputs(args, "Results: benchmarks/bench_pde.py", command.strip(), prov, wall,
                   "\n".join(md + md_run) + "\n", payload)
     return 0
 
