@@ -220,74 +220,75 @@ def _tile(xt, n, i0, j0, diag, s, eps2, mode, power, want_energy, fsum, esum):
     sign = 1.0 if s > 0.0 else -1.0
     g0 = math.inf if s > 0.0 else 0.0  # g_s at coincident points (w * r2 = inf * 0)
     hi = min(BLOCK, n - j0)            # block-local index of the first padding column
+    mc = min(BLOCK, (hi + LANES - 1) // LANES * LANES)  # columns evaluated: to the lane multiple after hi
     for i in range(i0, min(i0 + BLOCK, n)):
         lo = i - j0 + 1 if diag else 0  # diagonal tile: columns j <= i are masked
-        for k in range(BLOCK):
+        for k in range(mc):
             r2b[k] = eps2
         for a in range(d):
             xia = xt[a, i]
-            for k in range(BLOCK):
+            for k in range(mc):
                 t = xia - xt[a, j0 + k]
                 db[a, k] = t
                 r2b[k] += t * t
         # mask the padding, the self pair and j < i BEFORE evaluating the kernel
         for k in range(lo):
             r2b[k] = 1.0
-        for k in range(hi, BLOCK):
+        for k in range(hi, mc):
             r2b[k] = 1.0
         # force weight r^{-(s+2)}
         if mode == MODE_LOG:
-            for k in range(BLOCK):
+            for k in range(mc):
                 wb[k] = 1.0 / r2b[k]
         elif mode == MODE_POW:
             e = -0.5 * (s + 2.0)
-            for k in range(BLOCK):
+            for k in range(mc):
                 wb[k] = r2b[k] ** e
         else:
             if mode == MODE_EVEN:
-                for k in range(BLOCK):
+                for k in range(mc):
                     tb[k] = 1.0 / r2b[k]
             elif mode == MODE_ODD:
-                rsqrt_newton(r2b, tb, tbits, r2bits)
+                rsqrt_newton(r2b[:mc], tb[:mc], tbits[:mc], r2bits[:mc])
             else:
-                for k in range(BLOCK):
+                for k in range(mc):
                     tb[k] = 1.0 / math.sqrt(math.sqrt(r2b[k]))
             if power == 1:
-                for k in range(BLOCK):
+                for k in range(mc):
                     wb[k] = tb[k]
             else:
-                for k in range(BLOCK):
+                for k in range(mc):
                     wb[k] = 1.0
                 p = power  # wb = tb**power by binary exponentiation, element-wise
                 while p > 0:
                     if p & 1:
-                        for k in range(BLOCK):
+                        for k in range(mc):
                             wb[k] *= tb[k]
                     p >>= 1
                     if p > 0:
-                        for k in range(BLOCK):
+                        for k in range(mc):
                             tb[k] *= tb[k]
         for k in range(lo):
             wb[k] = 0.0
-        for k in range(hi, BLOCK):
+        for k in range(hi, mc):
             wb[k] = 0.0
         if want_energy:
             if mode == MODE_LOG:
-                for k in range(BLOCK):
+                for k in range(mc):
                     tb[k] = -0.5 * math.log(r2b[k])
             else:
-                for k in range(BLOCK):
+                for k in range(mc):
                     tb[k] = sign * (wb[k] * r2b[k]) if r2b[k] > 0.0 else g0  # r^{-s} = r^{-(s+2)} r^2
             for k in range(lo):
                 tb[k] = 0.0
-            for k in range(hi, BLOCK):
+            for k in range(hi, mc):
                 tb[k] = 0.0
             for lane in range(LANES):
                 acce[lane] = 0.0
-            for k0 in range(0, BLOCK, LANES):
+            for k0 in range(0, mc, LANES):
                 for lane in range(LANES):
                     acce[lane] += tb[k0 + lane]
-            for k in range(BLOCK):
+            for k in range(mc):
                 esum[j0 + k] += tb[k]
             e_row = 0.0
             for lane in range(LANES):
@@ -296,10 +297,10 @@ def _tile(xt, n, i0, j0, diag, s, eps2, mode, power, want_energy, fsum, esum):
         for a in range(d):
             for lane in range(LANES):
                 acc[a, lane] = 0.0
-            for k0 in range(0, BLOCK, LANES):
+            for k0 in range(0, mc, LANES):
                 for lane in range(LANES):
                     acc[a, lane] += wb[k0 + lane] * db[a, k0 + lane]
-            for k in range(BLOCK):
+            for k in range(mc):
                 fsum[a, j0 + k] -= wb[k] * db[a, k]
             g = 0.0
             for lane in range(LANES):
