@@ -89,6 +89,7 @@ results: venv
 	  --title "KGD of the learned kernels of the main job and its vanilla twin (paper 003 on paper 000's run)"
 	$(PY) benchmarks/bench_riesz.py --threads 1 --md docs/results/bench_riesz.md --json docs/results/bench_riesz.json
 	$(PY) benchmarks/bench_pde.py --threads 1 --md docs/results/bench_pde.md --json docs/results/bench_pde.json
+	$(PY) benchmarks/bench_attention.py --large --k 3 --md docs/results/bench_attention.md --json docs/results/bench_attention.json
 	$(PY) benchmarks/bench_alignment.py --threads 1 --md docs/results/bench_alignment.md --json docs/results/bench_alignment.json
 	$(PY) benchmarks/bench_recording.py --threads 1 --md docs/results/bench_recording.md --json docs/results/bench_recording.json
 	$(PY) benchmarks/bench_api.py --k 5 --md docs/results/bench_api.md --json docs/results/bench_api.json

@@ -19,6 +19,14 @@ minimum and the median of ``--k`` rounds, float32 (the main job's dtype):
 
 ``agreement``: largest difference of outputs, loss and gradients (each relative to its largest
 entry), measured once from identical parameters before the timing.
+
+Page faults (issue 24, item 5): after the timing, each implementation is called ``--k`` more
+times alone and the minor page faults (``resource.getrusage(RUSAGE_SELF).ru_minflt``) and the
+process CPU time (user + system) of each call are recorded; the notes give the median faults
+per call and the ratio of the median CPU times (system time is mostly the kernel zeroing
+freshly mapped pages). On a machine shared with other work the CPU-time ratio is the steadier
+of the two ratios. ``--md``/``--json`` write the report (B = 8, L = 4096 added to measure 1 and
+as a training step: the sizes of the issue).
 """
 from __future__ import annotations
 
@@ -164,39 +172,80 @@ def train_case(torch, b, l, vocab=10_000, seed=0):
     return project, peer, agree
 
 
-def suite_rows(k: int = 5, quick: bool = False) -> list:
+def fault_profile(fns, k):
+    """Median minor page faults and CPU seconds (user + system, and system alone) per call of each fn.
+
+    Parameters
+    ----------
+    fns : dict of str to callable
+    k : int
+        Calls of each function, round-robin.
+
+    Returns
+    -------
+    dict of str to dict
+        ``faults``, ``cpu_s``, ``sys_s``: medians over the k calls.
+    """
+    import resource
+    import statistics
+
+    out = {name: {"faults": [], "cpu_s": [], "sys_s": []} for name in fns}
+    for _ in range(k):
+        for name, f in fns.items():
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            f()
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            out[name]["faults"].append(r1.ru_minflt - r0.ru_minflt)
+            out[name]["sys_s"].append(r1.ru_stime - r0.ru_stime)
+            out[name]["cpu_s"].append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return {name: {q: statistics.median(v) for q, v in d.items()} for name, d in out.items()}
+
+
+def fault_notes(prof):
+    """The notes' text of :func:`fault_profile` for the keys ``project`` and ``torch``."""
+    a, b = prof["project"], prof["torch"]
+    ratio = a["cpu_s"] / b["cpu_s"] if b["cpu_s"] > 0 else float("nan")
+    return (f"page faults per call: project {a['faults']:.0f}, torch {b['faults']:.0f}; CPU time per call "
+            f"project/torch {ratio:.2f} (system time {a['sys_s']:.2f} s vs {b['sys_s']:.2f} s)")
+
+
+def suite_rows(k: int = 5, quick: bool = False, large: bool = False) -> list:
     """Rows of the benchmark suite (``python -m benchmarks``; contract in ``benchmarks/suite.py``).
 
-    Linear attention forward + backward at B = 4, L = 512, 2048, 4096 (quick: B = 2, L = 128) and
-    a Transformer train step + Adam at batch 64 x 128 tokens (quick: 8 x 32), project against
-    PyTorch CPU; target 1.0 (issue 14: parity or better, keep it).
+    Linear attention forward + backward at B = 4, L = 512, 2048, 4096 (quick: B = 2, L = 128;
+    ``large``: also B = 8, L = 4096) and a Transformer train step + Adam at batch 64 x 128 tokens
+    (quick: 8 x 32; ``large``: also 8 x 4096), project against PyTorch CPU; target 1.0 (issue 14:
+    parity or better, keep it). The notes carry the page faults and CPU time per call
+    (:func:`fault_profile`).
     """
     from _interleave import interleaved
     from suite import make_row, optional_peer, skipped_row
 
     torch, why = optional_peer("torch")
     rows = []
-    for b, l in ([(2, 128)] if quick else [(4, 512), (4, 2048), (4, 4096)]):
+    for b, l in ([(2, 128)] if quick else [(4, 512), (4, 2048), (4, 4096)] + ([(8, 4096)] if large else [])):
         measure = f"linear attention fwd+bwd B={b} L={l} D=128 H=2 m=256 float32"
         if torch is None:
             rows.append(skipped_row(measure, "KernelizedLinearAttention", "torch autograd", why))
             continue
         project, peer, agree = attention_case(torch, b, l)
         st = interleaved({"project": project, "torch": peer}, k)
+        prof = fault_profile({"project": project, "torch": peer}, k)
         rows.append(make_row(measure, "KernelizedLinearAttention", "torch autograd", st, project_key="project",
                              peer_key="torch", target=1.0, agreement=agree, tolerance=1e-3,
-                             notes="softplus features, qk shared (the main job's layer)"))
-    for b, l in ([(8, 32)] if quick else [(64, 128)]):
+                             notes="softplus features, qk shared (the main job's layer); " + fault_notes(prof)))
+    for b, l in ([(8, 32)] if quick else [(64, 128)] + ([(8, 4096)] if large else [])):
         measure = f"Transformer train step + Adam B={b} L={l} (2 layers, D=128, m=256) float32"
         if torch is None:
             rows.append(skipped_row(measure, "TransformerClassifier + Adam", "torch autograd + Adam", why))
             continue
         project, peer, agree = train_case(torch, b, l)
         st = interleaved({"project": project, "torch": peer}, k)
+        prof = fault_profile({"project": project, "torch": peer}, k)
         rows.append(make_row(measure, "TransformerClassifier + Adam", "torch autograd + Adam", st,
                              project_key="project", peer_key="torch", target=1.0, agreement=agree,
                              tolerance=1e-3, notes="dropout 0, padded rows; agreement: loss and "
-                                                   "gradients at the same parameters"))
+                                                   "gradients at the same parameters; " + fault_notes(prof)))
     return rows
 
 
@@ -205,6 +254,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="threads for BLAS, OpenMP and torch (default 1)")
     parser.add_argument("--k", type=int, default=5, help="interleaved timing rounds (min and median reported)")
     parser.add_argument("--quick", action="store_true", help="small sizes")
+    parser.add_argument("--large", action="store_true", help="also B = 8, L = 4096 (issue 24's sizes)")
+    parser.add_argument("--md", default=None, help="also write the report (markdown) to this file")
+    parser.add_argument("--json", default=None, help="also write the rows (JSON) to this file")
     args = parser.parse_args(argv)
     if args.threads < 1 or args.k < 1:
         parser.error("--threads and --k must be >= 1")
@@ -213,11 +265,21 @@ def main(argv=None) -> int:
     from suite import pin_threads, table
 
     pin_threads(args.threads)
+    from _interleave import provenance, write_outputs
+
+    prov = provenance(args.threads)
     t0 = time.perf_counter()
-    rows = suite_rows(args.k, args.quick)
-    print(table([{"module": "bench_attention", "status": "ok", "reason": None, "rows": rows}]))
-    print(f"{args.threads} thread(s), k = {args.k}, wall time {time.perf_counter() - t0:.0f} s, load average "
-          f"{os.getloadavg() if hasattr(os, 'getloadavg') else 'unknown'}")
+    rows = suite_rows(args.k, args.quick, args.large)
+    body = ("Columns as in the suite (docs/results/bench_suite.md): ratio = project time / torch time of "
+            f"the minima and medians of k = {args.k} interleaved rounds (< 1: the project faster); the "
+            "notes give the page faults per call (ru_minflt) and the ratio of CPU times per call "
+            "(benchmarks/bench_attention.py docstring).\n\n"
+            + table([{"module": "bench_attention", "status": "ok", "reason": None, "rows": rows}]) + "\n")
+    command = ("python benchmarks/bench_attention.py" + (" --quick" if args.quick else "")
+               + (" --large" if args.large else "") + f" --k {args.k}"
+               + (f" --md {args.md}" if args.md else "") + (f" --json {args.json}" if args.json else ""))
+    write_outputs(args, "Results: benchmarks/bench_attention.py", command, prov, time.perf_counter() - t0,
+                  body, {"rows": rows})
     return 0
 
 

@@ -20,7 +20,11 @@ system with ``Veff`` frozen at the effective potential of the initial density, s
 * ``assembled``: :meth:`ScharfetterGummelOperator.solve` (coefficients refreshed from ``Veff``,
   LAPACK ``gttrf/gttrs`` in 1-D or SuperLU, FiPy's stopping rule; ``pde_backend="assembled"``);
 * ``bare``: only the solve of the already assembled matrix: ``scipy.linalg.solve_banded`` in
-  1-D, ``scipy.sparse.linalg.spsolve`` (SuperLU) in 2-D; ``bare spsolve`` is also shown in 1-D.
+  1-D; in 2-D SciPy's SuperLU with the project's options and ordering (:data:`BARE_2D`:
+  ``splu(M, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True}).solve(b)``, as
+  ``ScharfetterGummelOperator`` factorises), so the ratio measures the assembly and the stopping
+  rule, not a different ordering; ``spsolve`` (SciPy's default COLAMD ordering, the peer of
+  earlier reports, issue 24) is also shown, and in 1-D.
 
 Table 2, whole runs of :func:`solve_mckean_vlasov` (nonlinear sweeps with the convolution,
 Anderson mixing, diagnostics) over ``--steps`` steps of the problem's ``pde_dt``, per step.
@@ -34,6 +38,12 @@ import os
 import sys
 import time
 from pathlib import Path
+
+
+#: The 2-D bare peer, shown in the reports: SuperLU with the ordering and options of the
+#: project's factorisation (``ScharfetterGummelOperator._factor``).
+SPLU_KW = {"permc_spec": "MMD_AT_PLUS_A", "options": {"SymmetricMode": True}}
+BARE_2D = 'scipy.sparse.linalg.splu(M, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True}).solve(b)'
 
 
 def parse_args(argv=None):
@@ -105,7 +115,7 @@ def suite_rows(k: int = 5, quick: bool = False) -> list:
             bare, bare_name = (lambda: scipy.linalg.solve_banded((1, 1), ab, b)), "bare solve_banded"
         else:
             csc = M.tocsc()
-            bare, bare_name = (lambda: spla.spsolve(csc, b)), "bare spsolve"
+            bare, bare_name = (lambda: spla.splu(csc, **SPLU_KW).solve(b)), "bare splu (same ordering)"
         fns = {"assembled": lambda: op.solve(veff, dt, rho0, rho0, 1e-12), "bare": bare,
                "fipy": lambda: (fp.begin(rho0), fp.sweep(veff, dt))}
         st = interleaved(fns, k)
@@ -113,7 +123,8 @@ def suite_rows(k: int = 5, quick: bool = False) -> list:
         rows.append(make_row(f"McKean-Vlasov implicit sweep, {name}", "assembled SG", bare_name, st,
                              project_key="assembled", peer_key="bare", target=2.0,
                              agreement=rel_diff(fns["assembled"](), fns["bare"]()), tolerance=1e-10,
-                             notes=f"FiPy path: {fipy_ratio:.0f} x the bare solve (median)"))
+                             notes=f"FiPy path: {fipy_ratio:.0f} x the bare solve (median)"
+                                   + ("" if op.banded else f"; peer: {BARE_2D}")))
     return rows
 
 
@@ -136,7 +147,9 @@ def main(argv=None) -> int:
     md, payload = [], {"sweep": [], "run": []}
     md.append("## 1. One linear implicit sweep\n")
     md.append(f"Times of the minimum and median of {args.k} interleaved rounds; ratios t_x / t_bare "
-              "(bare: the solve of the already assembled matrix) and t_fipy / t_assembled.\n")
+              "(bare: the solve of the already assembled matrix) and t_fipy / t_assembled. The 2-D bare peer "
+              f"factorises as the project does: `{BARE_2D}`; `spsolve (COLAMD)`: SciPy's default ordering, "
+              "shown for reference.\n")
     md.append("| problem | bare solver | bare min [s] | assembled/bare min | assembled/bare median | "
               "fipy/bare min | fipy/bare median | fipy/assembled min | fipy/assembled median | "
               "max rel diff |")
@@ -163,8 +176,9 @@ def main(argv=None) -> int:
             fns["bare spsolve"] = lambda: spla.spsolve(csc, b)
             bare_name = "solve_banded"
         else:
-            fns["bare"] = lambda: spla.spsolve(csc, b)
-            bare_name = "spsolve"
+            fns["bare"] = lambda: spla.splu(csc, **SPLU_KW).solve(b)
+            fns["bare spsolve"] = lambda: spla.spsolve(csc, b)
+            bare_name = "splu (MMD_AT_PLUS_A)"
         st = interleaved(fns, args.k)
         x_a = op.solve(veff, dt, rho0, rho0, 1e-12)
         fp.begin(rho0)
@@ -180,7 +194,7 @@ def main(argv=None) -> int:
         if "bare spsolve" in st:
             r1, r2 = ratio(st, "assembled", "bare spsolve"), ratio(st, "fipy", "bare spsolve")
             row["assembled_over_bare_spsolve"], row["fipy_over_bare_spsolve"] = r1, r2
-            md.append(f"| {name} | spsolve | {st['bare spsolve']['min']:.2e} | {r1[0]:.2f} | {r1[1]:.2f} | "
+            md.append(f"| {name} | spsolve (COLAMD) | {st['bare spsolve']['min']:.2e} | {r1[0]:.2f} | {r1[1]:.2f} | "
                       f"{r2[0]:.0f} | {r2[1]:.0f} | | | |")
         # whole runs
         t_end = args.steps * dt
@@ -200,8 +214,8 @@ def main(argv=None) -> int:
         md_run.append(f"| {name} | {dt:g} | {int(a.sweeps.sum())} | {st['assembled']['min'] / steps:.2e} | "
                       f"{st['fipy']['min'] / steps:.2e} | {r[0]:.1f} | {r[1]:.1f} | {diff:.1e} |")
     wall = time.perf_counter() - t_start
-    write_outputs(args, "Results: benchmarks/bench_pde.py", "python benchmarks/bench_pde.py --md "
-                  "docs/results/bench_pde.md --json docs/results/bench_pde.json", prov, wall,
+    command = "python benchmarks/bench_pde.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    write_outputs(args, "Results: benchmarks/bench_pde.py", command.strip(), prov, wall,
                   "\n".join(md + md_run) + "\n", payload)
     return 0
 

@@ -25,6 +25,9 @@ Tables:
 3. ``d = --d`` (default 2): Numba against the NumPy reference, with throughput in ordered
    pairs per second N(N-1)/t, for the kernel's exponent paths: s = 0 (log), odd integer s
    (one sqrt), half-integer s (two sqrt) and general s (pow).
+4. ``d = 3``, ``s = 1`` (Coulomb), N = ``--keops-sizes``: the direct kernel against PyKeOps-CPU
+   written as a KeOps user writes it (:data:`KEOPS_FORMULA`), the suite's earlier KeOps formula
+   (:data:`KEOPS_FORMULA_POW`, to show what it cost) and row-blocked torch, when importable.
 """
 from __future__ import annotations
 
@@ -50,6 +53,14 @@ def parse_args(argv=None):
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000], help="N of table 3")
     parser.add_argument("--d", type=int, default=2, help="dimension of table 3 (default 2)")
     parser.add_argument("--s", type=float, nargs="+", default=[0.0, 1.0, 2.5, 0.7], help="s of table 3")
+    parser.add_argument("--keops-sizes", type=int, nargs="+", default=[2000, 6000, 20000],
+                        help="N of table 4 (d = 3, s = 1: the direct kernel against PyKeOps-CPU and torch)")
+    parser.add_argument("--keops-pow-max-n", type=int, default=6000,
+                        help="largest N of table 4 timed with the earlier 'pow' KeOps formula")
+    parser.add_argument("--peer-rows", type=int, default=6000,
+                        help="table 4: above this N the peers are timed on this many rows and scaled")
+    parser.add_argument("--tables", type=int, nargs="+", default=[1, 2, 3, 4], choices=[1, 2, 3, 4],
+                        help="tables to run (default all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--md", default=None, help="also write the report (markdown) to this file")
     parser.add_argument("--json", default=None, help="also write the measurements (JSON) to this file")
@@ -133,19 +144,43 @@ def torch_blocked(torch, x_np, s, block=None):
     return energy / (2.0 * n * (n - 1)), (grads / (n * (n - 1.0))).numpy()
 
 
-def keops_coulomb(x_np):
+#: The KeOps peer's formula, as a KeOps user writes it (shown in the reports): one square root
+#: per pair, factorised (``keopscore.auto_factorize``), and its cube by multiplications.
+KEOPS_FORMULA = ("D = x_i - x_j; t = D.sqnorm2().rsqrt(); (t | t*t*t*D).sum(j)  "
+                 "[pykeops.numpy LazyTensor, keopscore.auto_factorize = True; Rsqrt(0) = 0 drops k = l]")
+#: The formula the suite used before (issue 24): ``rinv ** 3`` becomes a libm ``pow`` call per
+#: pair in KeOps' generated code and ``rsqrt`` is evaluated twice (no factorisation).
+KEOPS_FORMULA_POW = "r = ((D**2).sum(-1)).rsqrt(); (r | (r**3)*D).sum(j)  [auto_factorize off]"
+
+
+def keops_coulomb(x_np, formula="idiomatic", rows=None):
     """Energy and gradient of the s = 1 (Coulomb in 3-D) Riesz sums by PyKeOps ``LazyTensor`` reductions.
 
-    KeOps' ``Rsqrt`` is 0 at 0, which removes the diagonal ``k = l``; energy and gradient come
-    from one reduction of the concatenated (1 + d)-vector.
+    ``formula="idiomatic"`` (:data:`KEOPS_FORMULA`): the squared distance's ``rsqrt`` once, its
+    cube as ``t*t*t`` (KeOps emits ``pow`` for ``t**3``), with KeOps' automatic factorisation of
+    common subexpressions on; ``"pow"`` (:data:`KEOPS_FORMULA_POW`): the formula this suite used
+    before issue 24, kept to show what the rewrite changes. KeOps' ``Rsqrt`` is 0 at 0, which
+    removes the diagonal ``k = l``; energy and gradient come from one reduction of the
+    concatenated (1 + d)-vector. ``rows``: reduce only the first ``rows`` particles' row sums
+    (against all N columns; the work is proportional to ``rows``), for timing at large N.
     """
+    import keopscore
+    import numpy as np
     from pykeops.numpy import LazyTensor
 
     n = x_np.shape[0]
-    xi, xj = LazyTensor(x_np[:, None, :]), LazyTensor(x_np[None, :, :])
+    keopscore.auto_factorize = formula == "idiomatic"   # part of KeOps' cache key: both stay compiled
+    xi = LazyTensor(np.ascontiguousarray(x_np[:rows])[:, None, :])
+    xj = LazyTensor(x_np[None, :, :])
     diff = xi - xj
-    rinv = (diff ** 2).sum(-1).rsqrt()
-    out = rinv.concat((rinv ** 3) * diff).sum(axis=1)       # one pass: energy row sums and gradient
+    if formula == "idiomatic":
+        t = diff.sqnorm2().rsqrt()
+        out = t.concat(t * t * t * diff).sum(axis=1)        # one pass: energy row sums and gradient
+    elif formula == "pow":
+        rinv = (diff ** 2).sum(-1).rsqrt()
+        out = rinv.concat((rinv ** 3) * diff).sum(axis=1)
+    else:
+        raise ValueError(f"formula must be 'idiomatic' or 'pow', got {formula!r}")
     return float(out[:, 0].sum()) / (2.0 * n * (n - 1)), -out[:, 1:] / (n * (n - 1.0))
 
 
@@ -215,11 +250,13 @@ def suite_rows(k: int = 5, quick: bool = False) -> list:
             if key not in fns:
                 rows.append(skipped_row(measure, "numba (auto)", peer, why))
                 continue
+            if key == "keops":
+                target, notes = 0.5, ("issue 24: the pair-once direct kernel at least 2 x faster; peer formula: "
+                                      + KEOPS_FORMULA)
+            else:
+                target, notes = None, f"no target stated; torch in row blocks of {blk3} (tuned)"
             rows.append(make_row(measure, "numba (auto)", peer, st, project_key="project", peer_key=key,
-                                 agreement=agree(ref, fns[key]()), tolerance=1e-10,
-                                 notes="no target stated; issue 14 lists 0.8-1.25 x PyKeOps, "
-                                       "0.2-0.3 x torch" + (f"; torch in row blocks of {blk3} (tuned)"
-                                                            if key == "torch" else "")))
+                                 agreement=agree(ref, fns[key]()), tolerance=1e-10, target=target, notes=notes))
     cases = [(300, 0.0), (300, 1.0)] if quick else [(n, s) for n in (2000, 4000, 10000) for s in (0.0, 1.0)]
     for n, s in cases:
         measure = f"Riesz energy+grad d=64 N={n} s={s:g} float64"
@@ -236,6 +273,107 @@ def suite_rows(k: int = 5, quick: bool = False) -> list:
                              tolerance=1e-10, notes=f"GEMM formulation both; torch in row blocks of {blk} "
                                                     f"(tuned); {suite_threads()} thread(s)"))
     return rows
+
+
+def table_peers_d3(args, md, payload, rng, torch):
+    """Table 4: d = 3, s = 1, the direct kernel against PyKeOps-CPU (idiomatic and earlier formula) and torch."""
+    import numpy as np
+    from _interleave import interleaved, ratio
+
+    from rieszflow.engine.energy import riesz_energy_and_grad
+
+    try:
+        import pykeops
+        pykeops.set_verbose(False)
+    except ImportError as exc:
+        pykeops = None
+        why = f"pykeops is not importable ({exc})"
+    md.append("\n## 4. The direct d = 3 kernel (s = 1) against PyKeOps-CPU and torch\n")
+    md.append("Ratios t_peer / t_project (> 1: the project faster) of the minima and of the medians of the "
+              "interleaved rounds (3 rounds at N > 6000); float64, one process. The project: "
+              "`riesz_energy_and_grad(x, 1.0)` (method \"auto\": the Numba kernel, each unordered pair once, "
+              "1/sqrt by a bit estimate and Newton steps). Peers:\n")
+    md.append(f"* `keops`: {KEOPS_FORMULA}")
+    md.append(f"* `keops pow`: the suite's earlier formula, {KEOPS_FORMULA_POW} (only N <= {args.keops_pow_max_n})")
+    md.append("* `torch`: `torch_blocked` (Gram-matrix blocks, `rsqrt` then `g*g*g`, row block tuned for torch)"
+              + ("" if torch is not None else " - torch is not importable here") + "\n")
+    if pykeops is None:
+        md.append(f"PyKeOps skipped: {why}.\n")
+    md.append(f"Above N = {args.peer_rows} the peers reduce only the first {args.peer_rows} rows (against all N "
+              "columns; their work is proportional to the rows) and their times are scaled by N / rows; the "
+              "agreement is then over those rows' gradients.\n")
+    md.append("| N | peer rows | project min [s] | project pairs/s | keops/project min | keops/project median | keops pow/project "
+              "min | keops pow/project median | torch/project min | torch/project median | max rel diff |")
+    md.append("|" + "---|" * 11)
+    blk = None
+    for n in args.keops_sizes:
+        x = rng.normal(size=(n, 3))
+        rows = n if n <= args.peer_rows else args.peer_rows   # the peers on the first rows only, scaled
+        scale = n / rows
+        fns = {"project": lambda x=x: riesz_energy_and_grad(x, 1.0)}
+        if pykeops is not None:
+            fns["keops"] = lambda x=x, r=rows: keops_coulomb(x, "idiomatic", r)
+            if n <= args.keops_pow_max_n:
+                fns["keops_pow"] = lambda x=x, r=rows: keops_coulomb(x, "pow", r)
+        if torch is not None:
+            if rows == n or blk is None:
+                blk = tune_block(torch, x[:rows], 1.0)       # at large N: the block tuned at the last N
+            fns["torch"] = lambda x=x, b=blk, r=rows: torch_rows(torch, x, r, b)
+        results = {m: f() for m, f in fns.items()}         # untimed warm-up, and the agreement
+        ref = results["project"]
+        diff = 0.0
+        for m, res in results.items():
+            g = res[1] if m == "project" else np.asarray(res[1])
+            gref = ref[1][:g.shape[0]]
+            diff = max(diff, float(np.abs(g - gref).max() / np.abs(gref).max()))
+            if m == "project" or rows == n:
+                diff = max(diff, abs(res[0] - ref[0]) / abs(ref[0]))
+        st = interleaved(fns, args.k if n <= 6000 else min(args.k, 3), warmup=0)
+        for m in st:
+            if m != "project":
+                for q in ("min", "median"):
+                    st[m][q] *= scale
+        row = {"N": n, "peer_rows": rows, "max_rel_diff": diff,
+               **{f"{m}_{q}": st[m][q] for m in fns for q in ("min", "median")}}
+        cells = []
+        for m in ("keops", "keops_pow", "torch"):
+            if m in fns:
+                r = ratio(st, m, "project")
+                row[f"{m}_over_project"] = r
+                cells.append(f"{r[0]:.2f} | {r[1]:.2f}")
+            else:
+                cells.append("- | -")
+        payload["peers_d3"].append(row)
+        md.append(f"| {n} | {rows} | {st['project']['min']:.4f} | {n * (n - 1) / st['project']['min']:.3e} | "
+                  + " | ".join(cells) + f" | {diff:.1e} |")
+
+
+def torch_rows(torch, x_np, rows, block):
+    """Row sums of the first ``rows`` particles by :func:`torch_blocked`'s formula (for timing at large N).
+
+    Returns the unnormalised energy row sum and the gradient rows, normalised as
+    :func:`torch_blocked` (``1/(2N(N-1))`` and ``1/(N(N-1))``).
+    """
+    if rows == x_np.shape[0]:
+        return torch_blocked(torch, x_np, 1.0, block)
+    x = torch.from_numpy(x_np)
+    n = x.shape[0]
+    sq = (x * x).sum(1)
+    energy = 0.0
+    grads = torch.empty((rows, x.shape[1]), dtype=x.dtype)
+    for i0 in range(0, rows, block):
+        i1 = min(rows, i0 + block)
+        xi = x[i0:i1]
+        r2 = sq[i0:i1, None] + sq[None, :] - 2.0 * (xi @ x.T)
+        idx = torch.arange(i1 - i0)
+        r2[idx, idx + i0] = 1.0
+        g = torch.rsqrt(r2)
+        w = g * g * g
+        g[idx, idx + i0] = 0.0
+        w[idx, idx + i0] = 0.0
+        energy += float(g.sum())
+        grads[i0:i1] = -(w.sum(1)[:, None] * xi - w @ x)
+    return energy / (2.0 * n * (n - 1)), (grads / (n * (n - 1.0))).numpy()
 
 
 def main(argv=None) -> int:
@@ -268,81 +406,87 @@ def main(argv=None) -> int:
         (ea, ga), (eb, gb) = a, b
         return max(abs(float(ea) - float(eb)) / abs(float(eb)), float(np.abs(ga - gb).max() / np.abs(gb).max()))
 
-    md, payload = [], {"gemm": [], "crossover": [], "numba_vs_numpy": [], "torch": torch is not None}
+    md, payload = [], {"gemm": [], "crossover": [], "numba_vs_numpy": [], "peers_d3": [], "torch": torch is not None}
     # ---- table 1
-    d = args.gemm_d
-    md.append(f"## 1. GEMM path against Numba, NumPy{' and torch' if dense else ''} at d = {d}\n")
-    md.append("Time ratios t_other / t_gemm (> 1: GEMM faster), of the minima and of the medians of "
-              f"{args.k} interleaved rounds; float64, {args.threads} thread(s)."
-              + ("" if dense else " torch is not importable in this environment (optional extra): no torch "
-                                  "column.") + "\n")
-    cols = ["numba", "numpy"] + (["torch"] if dense else [])
-    md.append("| N | s | gemm min [s] | gemm median [s] | " + " | ".join(f"{c}/gemm min | {c}/gemm median"
-                                                                     for c in cols) + " | max rel diff |")
-    md.append("|" + "---|" * (5 + 2 * len(cols)))
-    for n in args.gemm_sizes:
-        x = rng.normal(size=(n, d))
-        for s in args.gemm_s:
-            fns = {"gemm": call("gemm", x, s), "numba": call("numba", x, s)}
-            if n <= args.numpy_max_n:
-                fns["numpy"] = call("numpy", x, s)
-            if dense:
-                fns["torch"] = (lambda x=x, s=s: dense(x, s))
-            st = interleaved(fns, args.k)
-            ref = fns["numpy"]() if "numpy" in fns else fns["numba"]()
-            diff = max(rel_diff(fns[m](), ref) for m in fns)
-            row = {"N": n, "d": d, "s": s, "max_rel_diff": diff, "reference": "numpy" if "numpy" in fns else "numba",
-                   **{f"{m}_{q}": st[m][q] for m in fns for q in ("min", "median")}}
-            cells = []
-            for c in cols:
-                if c in fns:
-                    r = ratio(st, c, "gemm")
-                    row[f"{c}_over_gemm"] = r
-                    cells.append(f"{r[0]:.2f} | {r[1]:.2f}")
-                else:
-                    cells.append("- | -")
-            payload["gemm"].append(row)
-            md.append(f"| {n} | {s:g} | {st['gemm']['min']:.4f} | {st['gemm']['median']:.4f} | "
-                      + " | ".join(cells) + f" | {diff:.1e} |")
-    # ---- table 2
-    md.append("\n## 2. Crossover in d: t_numba / t_gemm\n")
-    md.append(f"`method=\"auto\"` uses GEMM for d >= GEMM_MIN_D = {GEMM_MIN_D} (> 1: GEMM faster).\n")
-    md.append("| N | d | " + " | ".join(f"s = {s:g} min | s = {s:g} median" for s in args.gemm_s) + " | auto |")
-    md.append("|" + "---|" * (3 + 2 * len(args.gemm_s)))
-    for n in args.crossover_n:
-        for dd in args.crossover_d:
-            x = rng.normal(size=(n, dd))
-            cells = []
+    if 1 in args.tables:
+        d = args.gemm_d
+        md.append(f"## 1. GEMM path against Numba, NumPy{' and torch' if dense else ''} at d = {d}\n")
+        md.append("Time ratios t_other / t_gemm (> 1: GEMM faster), of the minima and of the medians of "
+                  f"{args.k} interleaved rounds; float64, {args.threads} thread(s)."
+                  + ("" if dense else " torch is not importable in this environment (optional extra): no torch "
+                                      "column.") + "\n")
+        cols = ["numba", "numpy"] + (["torch"] if dense else [])
+        md.append("| N | s | gemm min [s] | gemm median [s] | " + " | ".join(f"{c}/gemm min | {c}/gemm median"
+                                                                         for c in cols) + " | max rel diff |")
+        md.append("|" + "---|" * (5 + 2 * len(cols)))
+        for n in args.gemm_sizes:
+            x = rng.normal(size=(n, d))
             for s in args.gemm_s:
-                st = interleaved({"gemm": call("gemm", x, s), "numba": call("numba", x, s)},
-                                 args.k * max(1, (2000 // n) ** 2 // 4))   # more rounds for small N
-                r = ratio(st, "numba", "gemm")
-                payload["crossover"].append({"N": n, "d": dd, "s": s, "numba_over_gemm": r,
-                                             **{f"{m}_{q}": st[m][q] for m in st for q in ("min", "median")}})
-                cells.append(f"{r[0]:.2f} | {r[1]:.2f}")
-            md.append(f"| {n} | {dd} | " + " | ".join(cells) + f" | {'gemm' if dd >= GEMM_MIN_D else 'numba'} |")
+                fns = {"gemm": call("gemm", x, s), "numba": call("numba", x, s)}
+                if n <= args.numpy_max_n:
+                    fns["numpy"] = call("numpy", x, s)
+                if dense:
+                    fns["torch"] = (lambda x=x, s=s: dense(x, s))
+                st = interleaved(fns, args.k)
+                ref = fns["numpy"]() if "numpy" in fns else fns["numba"]()
+                diff = max(rel_diff(fns[m](), ref) for m in fns)
+                row = {"N": n, "d": d, "s": s, "max_rel_diff": diff, "reference": "numpy" if "numpy" in fns else "numba",
+                       **{f"{m}_{q}": st[m][q] for m in fns for q in ("min", "median")}}
+                cells = []
+                for c in cols:
+                    if c in fns:
+                        r = ratio(st, c, "gemm")
+                        row[f"{c}_over_gemm"] = r
+                        cells.append(f"{r[0]:.2f} | {r[1]:.2f}")
+                    else:
+                        cells.append("- | -")
+                payload["gemm"].append(row)
+                md.append(f"| {n} | {s:g} | {st['gemm']['min']:.4f} | {st['gemm']['median']:.4f} | "
+                          + " | ".join(cells) + f" | {diff:.1e} |")
+    # ---- table 2
+    if 2 in args.tables:
+        md.append("\n## 2. Crossover in d: t_numba / t_gemm\n")
+        md.append(f"`method=\"auto\"` uses GEMM for d >= GEMM_MIN_D = {GEMM_MIN_D} (> 1: GEMM faster).\n")
+        md.append("| N | d | " + " | ".join(f"s = {s:g} min | s = {s:g} median" for s in args.gemm_s) + " | auto |")
+        md.append("|" + "---|" * (3 + 2 * len(args.gemm_s)))
+        for n in args.crossover_n:
+            for dd in args.crossover_d:
+                x = rng.normal(size=(n, dd))
+                cells = []
+                for s in args.gemm_s:
+                    st = interleaved({"gemm": call("gemm", x, s), "numba": call("numba", x, s)},
+                                     args.k * max(1, (2000 // n) ** 2 // 4))   # more rounds for small N
+                    r = ratio(st, "numba", "gemm")
+                    payload["crossover"].append({"N": n, "d": dd, "s": s, "numba_over_gemm": r,
+                                                 **{f"{m}_{q}": st[m][q] for m in st for q in ("min", "median")}})
+                    cells.append(f"{r[0]:.2f} | {r[1]:.2f}")
+                md.append(f"| {n} | {dd} | " + " | ".join(cells) + f" | {'gemm' if dd >= GEMM_MIN_D else 'numba'} |")
     # ---- table 3
-    md.append(f"\n## 3. Numba kernel against the NumPy reference at d = {args.d}\n")
-    md.append("Throughput in ordered pairs per second N(N-1)/t (from the minimum); ratio t_numpy / t_numba.\n")
-    md.append("| N | s | numpy min [s] | numba min [s] | numpy pairs/s | numba pairs/s | numpy/numba min "
-              "| numpy/numba median | max rel diff |")
-    md.append("|" + "---|" * 9)
-    for n in args.sizes:
-        x = rng.normal(size=(n, args.d))
-        pairs = n * (n - 1)
-        for s in args.s:
-            fns = {"numpy": call("numpy", x, s), "numba": call("numba", x, s)}
-            st = interleaved(fns, args.k)
-            r = ratio(st, "numpy", "numba")
-            diff = rel_diff(fns["numba"](), fns["numpy"]())
-            payload["numba_vs_numpy"].append({"N": n, "d": args.d, "s": s, "numpy_over_numba": r, "max_rel_diff": diff,
-                                              **{f"{m}_{q}": st[m][q] for m in st for q in ("min", "median")}})
-            md.append(f"| {n} | {s:g} | {st['numpy']['min']:.4f} | {st['numba']['min']:.4f} | "
-                      f"{pairs / st['numpy']['min']:.3e} | {pairs / st['numba']['min']:.3e} | {r[0]:.1f} | "
-                      f"{r[1]:.1f} | {diff:.1e} |")
+    if 3 in args.tables:
+        md.append(f"\n## 3. Numba kernel against the NumPy reference at d = {args.d}\n")
+        md.append("Throughput in ordered pairs per second N(N-1)/t (from the minimum); ratio t_numpy / t_numba.\n")
+        md.append("| N | s | numpy min [s] | numba min [s] | numpy pairs/s | numba pairs/s | numpy/numba min "
+                  "| numpy/numba median | max rel diff |")
+        md.append("|" + "---|" * 9)
+        for n in args.sizes:
+            x = rng.normal(size=(n, args.d))
+            pairs = n * (n - 1)
+            for s in args.s:
+                fns = {"numpy": call("numpy", x, s), "numba": call("numba", x, s)}
+                st = interleaved(fns, args.k)
+                r = ratio(st, "numpy", "numba")
+                diff = rel_diff(fns["numba"](), fns["numpy"]())
+                payload["numba_vs_numpy"].append({"N": n, "d": args.d, "s": s, "numpy_over_numba": r, "max_rel_diff": diff,
+                                                  **{f"{m}_{q}": st[m][q] for m in st for q in ("min", "median")}})
+                md.append(f"| {n} | {s:g} | {st['numpy']['min']:.4f} | {st['numba']['min']:.4f} | "
+                          f"{pairs / st['numpy']['min']:.3e} | {pairs / st['numba']['min']:.3e} | {r[0]:.1f} | "
+                          f"{r[1]:.1f} | {diff:.1e} |")
+    # ---- table 4
+    if 4 in args.tables:
+        table_peers_d3(args, md, payload, rng, torch)
     wall = time.perf_counter() - t_start
-    write_outputs(args, "Results: benchmarks/bench_riesz.py", "python benchmarks/bench_riesz.py --md "
-                  "docs/results/bench_riesz.md --json docs/results/bench_riesz.json", prov, wall,
+    command = "python benchmarks/bench_riesz.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    write_outputs(args, "Results: benchmarks/bench_riesz.py", command.strip(), prov, wall,
                   "\n".join(md) + "\n", payload)
     return 0
 

@@ -21,6 +21,13 @@ __all__ = [
     "KernelizedLinearAttention",
 ]
 
+#: Largest feature array (bytes) of one feature-map call: a fixed map acting token by token is
+#: applied to chunks of whole sequences of about this size, so that its temporaries (a dozen
+#: arrays of the size of the features) stay below glibc's mmap threshold and are reused from
+#: the heap instead of being mapped, page-faulted and unmapped on every call (issue 24, item 5;
+#: ``benchmarks/bench_attention.py`` measures page faults per call).
+FEATURE_CHUNK_BYTES = 4 << 20
+
 
 class KernelizedLinearAttention(_MultiHead):
     """Normalised (non-causal) linear attention with learnable feature particles per head.
@@ -143,6 +150,25 @@ class KernelizedLinearAttention(_MultiHead):
         self.dwc = self._check_dwc(dwc)
         self.last_clamped = None
         self.last_negative = None
+        self._scratch = {}                       # work buffers of backward (_scratch_buffer)
+
+    def __getstate__(self):
+        """Pickled without the work buffers (they are scratch, rebuilt on the next backward)."""
+        state = self.__dict__.copy()
+        state["_scratch"] = {}
+        return state
+
+    def _scratch_buffer(self, xp, name, shape, dtype):
+        """A work array of the backward pass, kept on the layer and reused by the next call.
+
+        Only for arrays that die with the call (no cache or result refers to them), so reuse
+        cannot change a result; a new array when the shape, dtype or backend changes.
+        """
+        buf = self._scratch.get(name)
+        if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype or namespace(buf) is not xp:
+            buf = xp.empty(shape, dtype=dtype)
+            self._scratch[name] = buf
+        return buf
 
     def _check_dwc(self, dwc):
         if dwc is None:
@@ -394,14 +420,46 @@ class KernelizedLinearAttention(_MultiHead):
             return den + self.eps
         return den
 
+    def _chunk_sequences(self, x):
+        """Sequences per feature-map call, or None for one call per head (see :data:`FEATURE_CHUNK_BYTES`).
+
+        Only maps that act token by token (the fixed l1-renormalised maps) are chunked, over
+        whole sequences; the chunked features are bit-for-bit the unchunked ones up to the
+        GEMM's blocking (each token's row is computed alone).
+        """
+        fm = self.feature_map
+        if self.learned or not getattr(fm, "l1_normalised", False) or getattr(fm, "stabilise", "none") != "none":
+            return None
+        b, l = x.shape[1], x.shape[2]
+        per_seq = max(1, l * self.n_features * x.dtype.itemsize)
+        c = max(1, FEATURE_CHUNK_BYTES // per_seq)
+        return None if c >= b else c
+
     def _features(self, x, omega, params=None):
-        """phi over heads: x (H, B, L, d_k), omega (S, m, d_k) -> phi (H, B, L, D), caches."""
+        """phi over heads: x (H, B, L, d_k), omega (S, m, d_k) -> phi (H, B, L, D), caches.
+
+        ``caches[i]`` is the map's cache of head i, or, when the batch is evaluated in chunks of
+        whole sequences (:meth:`_chunk_sequences`), a list of ``(b0, b1, cache)``.
+        """
         xp = namespace(x, omega)
         if self.learned and self.n_sets == 1:
             phi, c = self.feature_map.forward(x, omega[0], self._theta(params, 0))
             return phi, [c]
+        chunk = self._chunk_sequences(x)
         phi, caches = None, []
         for i in range(x.shape[0]):
+            if chunk is not None:
+                parts = []
+                for b0 in range(0, x.shape[1], chunk):
+                    b1 = min(b0 + chunk, x.shape[1])
+                    p_i, c = self.feature_map.forward(x[i, b0:b1], omega[i])
+                    if phi is None:
+                        phi = xp.empty((x.shape[0], x.shape[1], *p_i.shape[1:]), dtype=x.dtype)
+                    phi[i, b0:b1] = p_i
+                    del p_i
+                    parts.append((b0, b1, c))
+                caches.append(parts)
+                continue
             if self.learned:
                 p_i, c = self.feature_map.forward(x[i], omega[i], self._theta(params, i))
             else:
@@ -422,6 +480,17 @@ class KernelizedLinearAttention(_MultiHead):
         dx = None
         domega = xp.empty_like(omega)
         for i, c in enumerate(caches):
+            if isinstance(c, list):                  # chunks of whole sequences (fixed maps only)
+                for j, (b0, b1, cj) in enumerate(c):
+                    dxj, domj = self.feature_map.backward(dphi[i, b0:b1], cj)
+                    if dx is None:
+                        dx = xp.empty(dphi.shape[:3] + (dxj.shape[-1],), dtype=dxj.dtype)
+                    dx[i, b0:b1] = dxj
+                    if j == 0:
+                        domega[i] = domj
+                    else:
+                        domega[i] += domj
+                continue
             if self.learned:
                 dxi, domega[i], dth = self.feature_map.backward(dphi[i], c)
                 for k, v in dth.items():
@@ -508,15 +577,19 @@ class KernelizedLinearAttention(_MultiHead):
             dphi_q, dphi_k, dv = causal_linear_attention_backward(da, ccausal)
             dphi_k *= keym
         else:
-            dnum = da / den[..., None]
+            # dnum, dphi_q, dphi_k die with this call: reused work buffers (self._scratch)
+            dnum = xp.divide(da, den[..., None], out=self._scratch_buffer(xp, "dnum", da.shape, da.dtype))
             dden = -(da * a).sum(axis=-1) / den                           # (H, B, L)
             if self.signed:
                 dden = dden * (xp.abs(den) > self.eps)                    # clamped rows: constant
-            dphi_q = xp.matmul(dnum, g.transpose(0, 1, 3, 2))             # (H, B, L, m)
+            shape_m = phi_q.shape[:3] + (g.shape[2],)
+            dphi_q = xp.matmul(dnum, g.transpose(0, 1, 3, 2),             # (H, B, L, m)
+                               out=self._scratch_buffer(xp, "dphi_q", shape_m, phi_q.dtype))
             dphi_q += dden[..., None] * z[:, :, None, :]
             dg = xp.matmul(phi_q.transpose(0, 1, 3, 2), dnum)             # (H, B, m, d_k)
             dz = xp.matmul(dden[:, :, None, :], phi_q)[:, :, 0, :]        # (H, B, m)
-            dphi_k = xp.matmul(v, dg.transpose(0, 1, 3, 2))               # (H, B, L, m)
+            dphi_k = xp.matmul(v, dg.transpose(0, 1, 3, 2),               # (H, B, L, m)
+                               out=self._scratch_buffer(xp, "dphi_k", shape_m, phi_q.dtype))
             dphi_k += dz[:, :, None, :]
             dphi_k *= keym
             dv = xp.matmul(phi_km, dg)                                    # (H, B, L, d_k)
