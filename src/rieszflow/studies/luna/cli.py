@@ -14,7 +14,7 @@ from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_s
 __all__ = ["register", "run_from_args", "SWEEPS", "QUICK_SWEEPS", "format_report", "make_plots"]
 
 #: The sweeps, in the order they run; ``--quick`` runs P1, P2 and a reduced P3.
-SWEEPS = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "kernels")
+SWEEPS = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "kernels", "dead_init")
 QUICK_SWEEPS = ("p1", "p2", "p3")
 
 
@@ -215,6 +215,22 @@ def format_report(merged: dict) -> str:
                 out.append(f"| {t} | {m} | {_mean_sd(sel['test_accuracy'].values)} | {fcell} | "
                            f"{np.nanmean(lv):.4f} +- {np.nanmean(lse):.4f} |")
         out.append("")
+    if "dead_init" in merged:
+        dead = merged["dead_init"].sel({"method": "luna"})["dead"].transpose("trial", ...).values.astype(float)
+        per_draw = dead.reshape(dead.shape[0], -1).sum(axis=1)             # dead channels per draw
+        C, T = dead[0].size, per_draw.size
+        mean, sd = per_draw.mean(), per_draw.std(ddof=1) if T > 1 else float("nan")
+        se = sd / np.sqrt(T)
+        frac7 = float(np.mean(per_draw >= 7))
+        out.append(f"## Dead psi channels at initialisation (Monte Carlo over {T} draws of the listing's "
+                   f"initialisation, Digits-seq model, {C} channels per draw)
+
+"
+                   f"Each draw judged on its own initial network's u range (1st-99th percentile). Dead channels "
+                   f"per draw: mean {mean:.2f} +- {se:.2f} (SE), sd {sd:.2f}; rate {mean / C:.3f} +- {se / C:.3f} "
+                   f"(SE) per channel; per layer {np.round(dead.mean(axis=(0, 2)), 3).tolist()}; P(>= 7 of {C} "
+                   f"dead) = {frac7:.3f}. Observed in P7's single draw: 7 of 16, judged on the trained model's "
+                   f"u range.\n")
     if "p7" in merged:
         ds = merged["p7"].sel({"method": "luna"}).isel(trial=0)
         out.append(f"## P7: learned psi (Digits-seq, test acc {100 * float(ds['test_accuracy']):.1f}%)\n\n"
