@@ -223,9 +223,7 @@ def format_report(merged: dict) -> str:
         se = sd / np.sqrt(T)
         frac7 = float(np.mean(per_draw >= 7))
         out.append(f"## Dead psi channels at initialisation (Monte Carlo over {T} draws of the listing's "
-                   f"initialisation, Digits-seq model, {C} channels per draw)
-
-"
+                   f"initialisation, Digits-seq model, {C} channels per draw)\n\n"
                    f"Each draw judged on its own initial network's u range (1st-99th percentile). Dead channels "
                    f"per draw: mean {mean:.2f} +- {se:.2f} (SE), sd {sd:.2f}; rate {mean / C:.3f} +- {se / C:.3f} "
                    f"(SE) per channel; per layer {np.round(dead.mean(axis=(0, 2)), 3).tolist()}; P(>= 7 of {C} "
