@@ -82,3 +82,20 @@ def test_gated_luna_is_exactly_half_the_ungated_map_at_initialisation():
     den = np.einsum("bnd,bmd->bn", phi["none"], phi["none"])
     bound = 4 * eps / den.min() * np.abs(a0).max()
     assert 0 < np.abs(a1 - a0).max() <= bound
+
+
+def test_dead_channel_rate_at_a_point_is_one_half_and_falls_with_the_range():
+    """psi_l(0) = relu(a2_l . relu(c1) + c2_l) with a2, c2 ~ U(-1/8, 1/8) symmetric: P(dead at a point)
+    = 1/2 exactly. On a wider range a channel must vanish everywhere, so the rate is lower."""
+    from rieszflow.studies.luna.study import dead_on_range
+
+    fm = make_feature_map("luna", 16, 8, channels=8, hidden=64)
+    rng = np.random.default_rng(9)
+    thetas = [fm.init_theta(rng) for _ in range(120)]
+    point = np.concatenate([dead_on_range(fm, th, 0.0, 0.0) for th in thetas]).astype(float)
+    se = math.sqrt(0.25 / point.size)
+    assert abs(point.mean() - 0.5) < 4 * se
+    wide = np.concatenate([dead_on_range(fm, th, -2.5, 2.5, 50) for th in thetas]).astype(float)
+    assert wide.mean() < point.mean() - 4 * math.sqrt(2 * 0.25 / point.size)
+    with pytest.raises(ValueError, match="lo"):
+        dead_on_range(fm, thetas[0], 1.0, -1.0)

@@ -42,7 +42,7 @@ from rieszflow.studies.luna.lra import METHODS, TASKS, load_task, train_run
 from rieszflow.theory import luna as T
 
 __all__ = ["LunaConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "SWEEP_NAMES", "specs", "task_config",
-           "luna_task", "dead_channels_at_init", "P1_CHECKS", "P2_METHODS", "P5_VARIANTS"]
+           "luna_task", "dead_on_range", "dead_channels_at_init", "P1_CHECKS", "P2_METHODS", "P5_VARIANTS"]
 
 SWEEP_NAMES = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "kernels", "dead_init")
 #: Methods of the learned-maps-vs-learned-particles comparison (item 5 of the issue).
@@ -374,6 +374,37 @@ def _p7(cfg, rng):
     return ds
 
 
+def dead_on_range(fm, theta, lo, hi, grid_points=200):
+    """Channels of a LUNA map whose psi_l is identically 0 on ``[lo, hi]`` (``grid_points`` points).
+
+    Parameters
+    ----------
+    fm : rieszflow.engine.features.LunaFeatureMap
+    theta : dict
+        Its learned parameters (:meth:`~rieszflow.engine.features.LunaFeatureMap.init_theta`).
+    lo, hi : float
+        The input range, ``lo <= hi`` (``lo == hi``: one point).
+    grid_points : int, default 200
+
+    Returns
+    -------
+    numpy.ndarray, shape (channels,), bool
+
+    Raises
+    ------
+    ValueError
+        If ``lo > hi``.
+
+    References
+    ----------
+    paper 001 (LUNA), eq. (11) with the output ReLU of its Listing 1.
+    """
+    if not lo <= hi:
+        raise ValueError(f"lo={lo!r}, hi={hi!r}: need lo <= hi")
+    psi = fm.psi(np.linspace(lo, hi, int(grid_points)), theta)          # (grid, channels)
+    return np.all(psi == 0.0, axis=0)
+
+
 def dead_channels_at_init(rng, *, task="digits", sequences=16, grid_points=200):
     """Which psi channels are identically 0 at initialisation, on the initialisation's own input range.
 
@@ -419,8 +450,7 @@ def dead_channels_at_init(rng, *, task="digits", sequences=16, grid_points=200):
         terms = model.layers[i].attn.kernel_terms(model.attention_params(i), xs[i], mask)
         u = np.asarray(terms["caches_q"][0]["psi"]["u"], dtype=np.float64)
         lo, hi = np.percentile(u, [1, 99])
-        psi = fm.psi(np.linspace(lo, hi, grid_points), th)               # (grid, channels)
-        dead.append(np.all(psi == 0.0, axis=0))
+        dead.append(dead_on_range(fm, th, lo, hi, grid_points))
         rng_u.append((lo, hi))
     return np.array(dead), np.array(rng_u)
 
