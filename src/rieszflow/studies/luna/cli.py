@@ -216,7 +216,8 @@ def format_report(merged: dict) -> str:
                            f"{np.nanmean(lv):.4f} +- {np.nanmean(lse):.4f} |")
         out.append("")
     if "dead_init" in merged:
-        dead = merged["dead_init"].sel({"method": "luna"})["dead"].transpose("trial", ...).values.astype(float)
+        dead = merged["dead_init"]["dead"].transpose("trial", "layer", "channel", ...).values.astype(float)
+        dead = dead.reshape(dead.shape[:3])                                # the one method ("luna")
         per_draw = dead.reshape(dead.shape[0], -1).sum(axis=1)             # dead channels per draw
         C, T = dead[0].size, per_draw.size
         mean, sd = per_draw.mean(), per_draw.std(ddof=1) if T > 1 else float("nan")
