@@ -835,8 +835,8 @@ def format_report(merged: dict, tables: dict) -> tuple[str, dict]:
         lines.append("\nE1 (H = 2): theory law against the infinite-head Gaussian N(0, kappa'^2), KL_RB, mean over trials")
         lines.append(f"  kappa'^2 = {float(d['kappa2'].values.flat[0]):.5f}")
         for n, a, b, r, e in zip(curve["n"], curve["theory"], curve["gauss"], curve["ratio"], curve["ratio_se"]):
-            lines.append(f"  n = {n:>5}: KL(emp || Z^y) = {a:.3g}   KL(emp || Gaussian) = {b:.3g}   ratio {r:.1f} "
-                         f"+- {e:.1f} (SE)")
+            lines.append(f"  n = {n:>5}: KL(emp || Z^y) = {a:.3g}   KL(emp || Gaussian) = {b:.3g}   ratio {r:.3g} "
+                         f"+- {e:.2g} (SE)")
         lines.append(f"  KL(Z^y || Gaussian), the limit itself (the same at every n): {curve['kl_limit_gauss']:.3g} "
                      f"+- {curve['kl_limit_gauss_se']:.2g} (SE over trials)")
         th_t = d["kl_rb"].transpose("n", "trial").values
@@ -940,15 +940,15 @@ def format_report(merged: dict, tables: dict) -> tuple[str, dict]:
     if "gauss_ratio_top" in numbers:
         tb = {True: "yes at every n", False: "NOT at every n",
               None: "undetermined (no standard error: too few trials)"}[numbers["theory_beats"]]
-        curve = ", ".join(f"{r:.1f} +- {e:.1f} (n = {n})" for n, r, e in
+        curve = ", ".join(f"{r:.3g} +- {e:.2g} (n = {n})" for n, r, e in
                           zip(numbers["gauss_ratio_n"], numbers["gauss_ratios"], numbers["gauss_ratio_ses"]))
         lines.append(f"  theory law closer to the finite-width law than the infinite-head Gaussian at H = 2 (mean KL "
                      f"difference > z_crit = {Z_CRIT} SE, paired over trials): {tb} (z = "
                      + ", ".join(f"{z:.1f}" for z in numbers["gauss_diff_z"])
                      + f"); KL ratio of means Gaussian / theory (delta-method SE): {curve}: a curve that grows "
                      f"without bound with n (KL(emp || Z^y) -> 0), not one factor; the size of the limit's "
-                     f"non-Gaussianity is KL(Z^y || Gaussian) = {numbers['kl_limit_gauss']:.2g} +- "
-                     f"{numbers['kl_limit_gauss_se']:.1g} (SE), fixed in n")
+                     f"non-Gaussianity is KL(Z^y || Gaussian) = {numbers['kl_limit_gauss']:.3g} +- "
+                     f"{numbers['kl_limit_gauss_se']:.2g} (SE), fixed in n")
     if "speedup" in numbers:
         lines.append("  reduced sampler speed-up over brute force: "
                      + ", ".join(f"{v:.3g}x at n = {k}" for k, v in numbers["speedup"].items()))
