@@ -67,7 +67,7 @@ PAPER_C63 = 0.07
 #: Table 5 (n = 100, d = 32; m -> (Delta, +-)), fitted by the paper as 0.70 / sqrt(m).
 PAPER_TABLE5 = {64: (0.085, 0.012), 128: (0.062, 0.009), 256: (0.045, 0.007), 512: (0.033, 0.005),
                 1024: (0.024, 0.004)}
-#: Decimals to which Table 5's Delta values are printed (see :func:`rounding_sd`).
+#: Decimals to which Table 5's Delta values are printed (see :func:`rieszflow.studies.kgd.verdicts.rounding_sd`).
 PAPER_TABLE5_DECIMALS = 3
 #: Realisations per m behind Table 5's +- (the paper's protocol: 20 feature realisations).
 PAPER_TABLE5_REPS = 20
