@@ -38,7 +38,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "merged into --out/<sweep>/<sweep>.h5: p1 theory numerics, p2 runtime scaling, "
                     "p3 mini-LRA (Digits-seq, ListOps-mini), p4 M/L ablation, p5 kernel-form "
                     "ablation, p6 post-hoc conversion, p7 psi curves and attention maps (PNGs), "
-                    "kernels: learned maps vs learned particles. --quick runs p1, p2 and a "
+                    "kernels: learned maps vs learned particles, dead_init: Monte Carlo of dead psi "
+                    "channels under the listing's initialisation. --quick runs p1, p2 and a "
                     "reduced p3. Prints the tables; rerunning the command runs only missing tasks.")
     add_study_arguments(p, default_out="runs/luna[-quick]-seed<seed>/ (a directory)",
                         quick_help="p1 with fewer trials, p2 up to n = 4096, p3 on Digits-seq with "
