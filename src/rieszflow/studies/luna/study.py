@@ -9,12 +9,16 @@ Sweeps (one task per method, grid point and trial; one HDF5 file per task; merge
 * ``p3`` mini-LRA: one task per (method, task, seed) training run
   (:func:`rieszflow.studies.luna.lra.train_run`); LUNA with and without DWC.
 * ``p4`` M/L ablation of LUNA on Digits-seq (D = M L).
-* ``p5`` kernel-form ablation on Digits-seq: fixed RFF, Bank+Coef, envelope-gated, no gate, with
-  zero- and negative-denominator diagnostics.
+* ``p5`` kernel-form ablation on Digits-seq: fixed RFF (random phase ``rff_fixed`` and the paper's
+  sin/cos pair ``rff_pair_fixed``), Bank+Coef, envelope-gated, no gate, with zero- and
+  negative-denominator diagnostics.
 * ``p6`` post-hoc conversion of the softmax Digits-seq model to LUNA and Hedgehog (two stages,
   :mod:`rieszflow.studies.luna.convert`).
 * ``p7`` psi curves and attention maps of a trained LUNA (Fig. 3 / Fig. 4 analogues); the
   CLI draws the PNGs from the merged file.
+* ``dead_init`` Monte Carlo of the psi channels that are identically 0 at initialisation: one task
+  per draw of the listing's initialisation, judged on that draw's own input range
+  (:func:`dead_channels_at_init`).
 
 References
 ----------
