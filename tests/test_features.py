@@ -113,6 +113,9 @@ def _oracle(fm, xv, omega):
         return [math.exp(t / math.sqrt(tau) - sq / 2) / math.sqrt(m) for t in dots]
     if fm.name == "rff":
         return [math.sqrt(2) * math.cos(t / tau + b) for t, b in zip(dots, fm.b)]
+    if fm.name == "rff_pair":                                 # paper 001, Table 5: [sin, cos] / sqrt(m)
+        return ([math.sin(t / tau) / math.sqrt(m) for t in dots]
+                + [math.cos(t / tau) / math.sqrt(m) for t in dots])
     if fm.name == "softmaxfeat":
         e = [math.exp(t / tau) for t in dots]
         return [math.sqrt(m) * v / sum(e) for v in e]
@@ -134,7 +137,7 @@ def test_forward_matches_paper_formula(name):
     fm = _map(name, tau=0.8, floor=1e-3)
     x, omega = _inputs(fm)
     phi = fm(x, omega)
-    assert phi.shape == SHAPE[:-1] + (M,)
+    assert phi.shape == SHAPE[:-1] + (fm.n_features,)
     for idx in np.ndindex(*SHAPE[:-1]):
         np.testing.assert_allclose(phi[idx], _oracle(fm, x[idx], omega), rtol=1e-12, atol=1e-14)
 
@@ -565,7 +568,7 @@ def test_rows_for_inverts_n_features(name, m):
     assert fm.n_features == m * FEATURE_MAPS[name].features_per_row(**opts)
     # options that do not change the count are ignored; LUNA's default has 8 channels
     assert FEATURE_MAPS[name].rows_for(fm.n_features, tau=2.0, **opts) == m
-    expected = {"luna": 8, "hedgehog": 2, "cosformer": 2}.get(name, 1)
+    expected = {"luna": 8, "hedgehog": 2, "cosformer": 2, "rff_pair": 2}.get(name, 1)
     assert FEATURE_MAPS[name].rows_for(16 * expected) == 16
     for bad in (0, -2):
         with pytest.raises(ValueError, match="n_features"):

@@ -506,9 +506,12 @@ def test_study_end_to_end_tiny(tmp_path, capsys):
     # the verdict texts follow the widths given (16, 32, 64: all three fitted, ratios per x2)
     assert "over n = 16, 32, 64, 6 trial points" in out and "per x2 in n" in out and "per x4" not in out
     assert "z_crit = 1.96" in out and "(delta-method SE)" in out
+    assert "a curve that grows without bound with n" in out and "KL(Z^y || Gaussian) = " in out
     assert "T7: reduced sampler" in out and "T18: linear attention" in out
     numbers = json.loads((tmp_path / "iw" / "numbers.json").read_text())
-    assert {"slope_rb", "kde_resolves", "gauss_ratio_top", "speedup", "bundled_kurtosis"} <= set(numbers)
+    assert {"slope_rb", "kde_resolves", "gauss_ratio_top", "speedup", "bundled_kurtosis",
+            "gauss_ratios", "kl_limit_gauss"} <= set(numbers)
+    assert len(numbers["gauss_ratios"]) == 3
     with xr.open_dataset(tmp_path / "iw" / "e1_width" / "kl.h5", engine="h5netcdf") as ds:
         assert ds["kl_kde"].dims == ("n", "trial") and np.all(np.isfinite(ds["kl_kde"].values))
         assert np.all(ds["kl_kde_floor"].values > 0) and ds["kl_kde_floor"].dims == ("pair",)
@@ -554,3 +557,27 @@ def test_report_helpers():
     r, se = np.array(reps).T
     assert abs(r.mean() - 2.0) < 4 * r.std() / np.sqrt(r.size)
     assert se.mean() == pytest.approx(r.std(), rel=0.2)   # sd of the ratio estimate: 0.04; 400 reps: 4 % SE
+
+
+def test_gauss_ratio_curve_grows_while_the_limit_kl_is_fixed():
+    """Fabricated KLs with known means: theory KL c n^-2, Gaussian KL = K + theory KL, limit KL = K.
+    The ratio (K + c n^-2) / (c n^-2) grows without bound; KL(Z^y || Gaussian) is K at every n."""
+    import xarray as xr
+
+    from rieszflow.studies.infinite_width.study import gauss_ratio_curve
+
+    rng = np.random.default_rng(11)
+    ns, T, K, c = np.array([16, 64, 256, 1024]), 40, 2.7e-4, 5.0
+    th = (c / ns[:, None] ** 2) * (1 + 0.05 * rng.standard_normal((ns.size, T)))
+    ga = K + th + 1e-6 * rng.standard_normal((ns.size, T))
+    lim = np.broadcast_to(K + 1e-6 * rng.standard_normal(T), (ns.size, T))
+    ds = xr.Dataset({"kl_rb": (("trial", "n"), th.T), "kl_rb_gauss": (("n", "trial"), ga),
+                     "kl_rb_theo_gauss": (("n", "trial"), lim)}, coords={"n": ns})
+    cur = gauss_ratio_curve(ds)
+    assert cur["n"] == list(ns)
+    exact = (K + c / ns ** 2) / (c / ns ** 2)
+    for r, e, x in zip(cur["ratio"], cur["ratio_se"], exact):
+        assert e > 0 and abs(r - x) < 5 * e                  # the delta-method SE covers the truth
+    assert all(b > a for a, b in zip(cur["ratio"], cur["ratio"][1:]))
+    assert abs(cur["kl_limit_gauss"] - K) < 5 * cur["kl_limit_gauss_se"]
+    assert cur["kl_limit_gauss_se"] == pytest.approx(lim[0].std(ddof=1) / np.sqrt(T))

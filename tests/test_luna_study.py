@@ -208,3 +208,27 @@ def test_cli_tiny_p3_sweep_end_to_end(tmp_path, capsys):
     ds.close()
     assert cli_main(args) == 0
     assert (out / "report.md").is_file()
+
+
+def test_cli_dead_init_sweep_reports_the_rate_with_its_se(tmp_path, capsys):
+    """``rieszflow luna --sweep dead_init`` at 3 draws: one task per draw of the initialisation, the
+    merged flags (layer, channel) and the printed rate; the per-draw counts are recomputed here."""
+    import xarray as xr
+
+    from rieszflow.studies.cli import main as cli_main
+
+    out = tmp_path / "dead"
+    args = ["luna", "--sweep", "dead_init", "--workers", "0", "--quiet", "--no-plots", "--out", str(out),
+            "--set", "dead_draws=3"]
+    assert cli_main(args) == 0
+    printed = capsys.readouterr().out
+    with xr.open_dataset(out / "dead_init" / "dead_init.h5", engine="h5netcdf") as ds:
+        assert list(ds["method"].values) == ["luna"]
+        dead = ds["dead"].transpose("trial", "layer", "channel", ...).values.reshape(3, 2, 8)
+        assert {"long_name", "units"} <= set(ds["dead"].attrs)
+        ur = ds["u_range"].transpose("trial", "layer", "end", ...).values.reshape(3, 2, 2)
+        lo, hi = ur[..., 0], ur[..., 1]
+        assert np.all(lo < 0) and np.all(hi > 0)
+    per_draw = dead.reshape(3, -1).sum(axis=1)
+    assert f"mean {per_draw.mean():.2f} +- {per_draw.std(ddof=1) / np.sqrt(3):.2f} (SE)" in printed
+    assert "Observed in P7's single draw: 7 of 16" in printed

@@ -15,7 +15,7 @@ base
     forward/backward machinery) and helpers shared by the map families.
 fixed
     The fixed random-feature maps of paper 000: favor, elu, softplus, porf_softplus,
-    sigmoid2, cos2, softmaxfeat, rff.
+    sigmoid2, cos2, softmaxfeat, rff, and rff_pair (paper 001's fixed sin/cos RFF).
 luna
     :class:`LunaFeatureMap` (paper 001, eq. (11)).
 hedgehog
@@ -43,6 +43,7 @@ from rieszflow.engine.features.fixed import (
     FavorFeatureMap,
     PorfSoftplusFeatureMap,
     RffFeatureMap,
+    RffPairFeatureMap,
     Sigmoid2FeatureMap,
     SoftmaxFeatFeatureMap,
     SoftplusFeatureMap,
@@ -73,6 +74,7 @@ __all__ = [
     "SoftmaxFeatFeatureMap",
     "Cos2FeatureMap",
     "RffFeatureMap",
+    "RffPairFeatureMap",
     "FEATURE_MAPS",
     "make_feature_map",
 ]

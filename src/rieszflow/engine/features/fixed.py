@@ -2,7 +2,7 @@
 
 FAVOR (positive exponential features), the l1-renormalised maps (elu, softplus,
 porf_softplus, sigmoid2, cos2), softmaxfeat and the (signed) random Fourier
-features rff. Conventions: :mod:`rieszflow.engine.features.base`.
+features rff and rff_pair (paper 001's sin/cos pair). Conventions: :mod:`rieszflow.engine.features.base`.
 
 References
 ----------
@@ -32,6 +32,7 @@ __all__ = [
     "Cos2FeatureMap",
     "SoftmaxFeatFeatureMap",
     "RffFeatureMap",
+    "RffPairFeatureMap",
 ]
 
 
@@ -554,4 +555,75 @@ class RffFeatureMap(FeatureMap):
 
     def _backward(self, xp, dphi, cache):
         dz = -math.sqrt(2.0) * xp.sin(cache["u"]) * dphi / self.tau
+        return self._project_back(xp, dz, cache["x"], cache["omega"])
+
+
+class RffPairFeatureMap(FeatureMap):
+    """Random Fourier features as sin/cos pairs: ``phi(x) = [sin(u), cos(u)] / sqrt(m)``, ``u = omega x / tau``.
+
+    The fixed RFF baseline of paper 001's Table 5 (its eqs. (4)-(6)): ``m`` frequencies give
+    ``n_features = 2 m`` features, and ``phi(x) . phi(y) = (1/m) sum_k cos(omega_k . (x - y) / tau)``,
+    whose expectation for ``omega_k ~ N(0, s^2 I_d)`` is the Gaussian kernel
+    ``exp(-s^2 |x - y|^2 / (2 tau^2))`` (``omega_scale = s sqrt(d)``; the paper's law
+    ``N(0, d^-1/2 I)`` is ``omega_scale = d^(1/4)``). No random phase: the kernel estimate is exactly
+    shift-invariant for every draw, unlike ``rff`` (``sqrt(2) cos(u + b)``), whose estimate is only
+    shift-invariant in expectation. Not positive (``positive = False``): in linear attention its
+    denominators are signed. ``floor`` is not used.
+
+    Parameters
+    ----------
+    d : int
+        Input dimension, ``d >= 1`` (see :class:`FeatureMap`).
+    m : int
+        Number of frequencies (rows of ``omega``), ``m >= 1``; ``n_features = 2 m``.
+    tau : float, default 1.0
+        Temperature, ``tau > 0`` (see :class:`FeatureMap`).
+    floor : float, default 1e-6
+        Validated but not used by this map (see :class:`FeatureMap`).
+    rng : numpy.random.Generator or None, default None
+        Not used (the map draws no fixed constants); accepted for the common signature.
+    **fixed
+        Map options by name: ``omega_scale`` and ``check_finite`` (see :class:`FeatureMap`).
+
+    References
+    ----------
+    paper 001 (LUNA), Table 5 "RFF-sin,cos (fixed)" and eqs. (4)-(6); Rahimi and Recht (2007),
+    "Random features for large-scale kernel machines", NeurIPS, eq. (2) with the [cos, sin] pair.
+    """
+
+    name = "rff_pair"
+    positive = False
+
+    @property
+    def n_features(self):
+        """Feature dimension D = 2 m (a sin and a cos per frequency)."""
+        return 2 * self.m
+
+    @classmethod
+    def features_per_row(cls, **options):
+        """Features per row of ``omega``: 2 (``sin(u)`` and ``cos(u)``).
+
+        Parameters
+        ----------
+        **options
+            Ignored (no option changes the count).
+
+        Returns
+        -------
+        int
+            2.
+        """
+        return 2
+
+    def _forward(self, xp, x, omega):
+        u = xp.matmul(x, omega.T) / self.tau
+        s, c = xp.sin(u), xp.cos(u)
+        scale = 1.0 / math.sqrt(self.m)
+        phi = xp.concatenate([s, c], axis=-1) * scale
+        return phi, {"xp": xp, "phi_shape": phi.shape, "x": x, "omega": omega, "s": s, "c": c}
+
+    def _backward(self, xp, dphi, cache):
+        m = self.m
+        scale = 1.0 / math.sqrt(m)
+        dz = (dphi[..., :m] * cache["c"] - dphi[..., m:] * cache["s"]) * (scale / self.tau)
         return self._project_back(xp, dz, cache["x"], cache["omega"])

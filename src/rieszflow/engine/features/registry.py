@@ -13,6 +13,7 @@ from rieszflow.engine.features.fixed import (
     FavorFeatureMap,
     PorfSoftplusFeatureMap,
     RffFeatureMap,
+    RffPairFeatureMap,
     Sigmoid2FeatureMap,
     SoftmaxFeatFeatureMap,
     SoftplusFeatureMap,
@@ -32,7 +33,7 @@ FEATURE_MAPS = {
     cls.name: cls
     for cls in (FavorFeatureMap, EluFeatureMap, SoftplusFeatureMap, Sigmoid2FeatureMap,
                 SoftmaxFeatFeatureMap, Cos2FeatureMap, PorfSoftplusFeatureMap, RffFeatureMap,
-                LunaFeatureMap, HedgehogFeatureMap, CosformerFeatureMap)
+                RffPairFeatureMap, LunaFeatureMap, HedgehogFeatureMap, CosformerFeatureMap)
 }
 
 #: Names of the positive random-feature (particle) maps of paper 000, usable in normalised
@@ -58,7 +59,7 @@ def make_feature_map(name, d, m, *, rng=None, **options):
     ----------
     name : str
         One of ``FEATURE_MAPS``: "favor", "elu", "softplus", "sigmoid2",
-        "softmaxfeat", "cos2", "porf_softplus", "rff" (paper 000), "luna",
+        "softmaxfeat", "cos2", "porf_softplus", "rff" (paper 000), "rff_pair", "luna",
         "hedgehog", "cosformer" (paper 001 and its baselines).
     d : int
         Input dimension, ``>= 1``.

@@ -178,8 +178,8 @@ def run_from_args(args) -> int:
     int
         0 on success; 1 if a sweep task failed; 2 on bad input.
     """
-    from rieszflow.studies.kgd.study import (QUICK_OVERRIDES, KgdConfig, format_tables, format_verdicts,
-                                             specs, task_config, verdicts)
+    from rieszflow.studies.kgd.study import QUICK_OVERRIDES, KgdConfig, format_tables, specs, task_config
+    from rieszflow.studies.kgd.verdicts import format_thm63, format_verdicts, verdicts
     from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_study
 
     prog = "rieszflow kgd"
@@ -219,6 +219,8 @@ def run_from_args(args) -> int:
     merged, failed = run_sweeps(prog, out, chosen, args, log)
     with contextlib.redirect_stdout(_Tee(sys.stdout, report)):
         print(format_tables(merged, cfg))
+        if "krr_dipole" in merged:
+            print(format_thm63(merged, cfg))
         print("Verdicts (claim | measured | verdict):")
         print(format_verdicts(closed + verdicts(merged, cfg)))
         print(format_merged(out, merged, time.perf_counter() - t0))

@@ -42,8 +42,9 @@ from rieszflow.studies.sweep import SweepSpec, Task
 __all__ = ["KgdConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "task_config", "specs", "krr_risks",
            "population_gap", "krr_task", "attention_discrepancy", "attention_task", "sequence_run",
            "sequence_task", "PAPER_TABLE3", "PAPER_TABLE4", "PAPER_DIPOLE", "PAPER_TABLE5",
-           "PAPER_TABLE6", "Z_CRIT", "judge", "paper_table3_ratios", "paper_table4_ratio_check", "krr_summary",
-           "attention_summary", "sequence_summary", "format_tables", "verdicts", "format_verdicts"]
+           "PAPER_TABLE6", "PAPER_C63", "PAPER_TABLE5_DECIMALS", "PAPER_TABLE5_REPS",
+           "best_target_gap", "paper_table3_ratios", "paper_table4_ratio_check", "krr_summary",
+           "attention_summary", "sequence_summary", "format_tables"]
 
 _CONVENTIONS = ("A", "B")
 _TARGET_NORMS = ("train_rms", "population")
@@ -61,9 +62,15 @@ PAPER_TABLE4 = {8: (0.0815, 0.0085, 0.0012, 0.042), 16: (0.0470, 0.0052, 0.0009,
                 32: (0.0257, 0.0031, 0.0006, 0.068), 64: (0.0137, 0.0019, 0.0005, 0.082)}
 #: Section 8.2 adversarial dipole row (d = 32, lam = 0.1 assumed): gap, +-, ratio.
 PAPER_DIPOLE = (0.028, 0.003, 0.068)
+#: Table 7's constant of Thm 6.3 ("Confirmed (c ~ 0.07)"), from the section 8.2 ratio 0.068.
+PAPER_C63 = 0.07
 #: Table 5 (n = 100, d = 32; m -> (Delta, +-)), fitted by the paper as 0.70 / sqrt(m).
 PAPER_TABLE5 = {64: (0.085, 0.012), 128: (0.062, 0.009), 256: (0.045, 0.007), 512: (0.033, 0.005),
                 1024: (0.024, 0.004)}
+#: Decimals to which Table 5's Delta values are printed (see :func:`rieszflow.studies.kgd.verdicts.rounding_sd`).
+PAPER_TABLE5_DECIMALS = 3
+#: Realisations per m behind Table 5's +- (the paper's protocol: 20 feature realisations).
+PAPER_TABLE5_REPS = 20
 #: Table 6: kernel -> (MSE, +-); gap Ind - GS = 0.0042 +- 0.0006.
 PAPER_TABLE6 = {"ind": (0.0423, 0.0031), "gs": (0.0381, 0.0028), "gap": (0.0042, 0.0006)}
 
@@ -89,6 +96,9 @@ class KgdConfig(StudyConfig):
         Dimensions of the quadratic-target sweep (Table 4: 8, 16, 32, 64; Table 3 is d = 32).
     dipole_ds : tuple of int
         Dimensions of the dipole-target sweep (32).
+    dipole_lams : tuple of float
+        Ridge parameters of the dipole-target sweep: the paper's 0.01, 0.1, 1 and the small-lam
+        sequence down to 1e-4 that tests Thm 6.3 as lam -> 0 (``lams`` is for the quadratic target).
     krr_reps : int
         Repetitions per (target, d) (100).
     target_norm : {"train_rms", "population"}
@@ -128,6 +138,7 @@ class KgdConfig(StudyConfig):
     lams: tuple = (0.01, 0.1, 1.0)
     krr_ds: tuple = (8, 16, 32, 64)
     dipole_ds: tuple = (32,)
+    dipole_lams: tuple = (1.0, 0.1, 0.01, 3e-3, 1e-3, 3e-4, 1e-4)
     krr_reps: int = 100
     target_norm: str = "train_rms"
     attn_n: int = 100
@@ -174,17 +185,18 @@ class KgdConfig(StudyConfig):
             if not vals or len(set(vals)) != len(vals):
                 raise ValueError(f"{name}={vals!r}: need distinct values")
             object.__setattr__(self, name, tuple(config_int(name, v, minimum=lo) for v in vals))
-        lams = tuple(self.lams)
-        if not lams or len(set(lams)) != len(lams):
-            raise ValueError(f"lams={lams!r}: need distinct values")
-        object.__setattr__(self, "lams", tuple(config_real("lams", v, positive=True) for v in lams))
+        for name in ("lams", "dipole_lams"):
+            lams = tuple(getattr(self, name))
+            if not lams or len(set(lams)) != len(lams):
+                raise ValueError(f"{name}={lams!r}: need distinct values")
+            object.__setattr__(self, name, tuple(config_real(name, v, positive=True) for v in lams))
 
 
 #: ``--quick``: the spec's reduced repetitions (30 KRR repetitions; Tables 5, 6 at full size).
 QUICK_OVERRIDES = {"krr_reps": 30}
 
 #: Fields that only define which tasks exist: left out of the stored task configuration.
-GRID_FIELDS = ("krr_ds", "dipole_ds", "krr_reps", "attn_ms", "attn_reps", "seq_runs", "krr_convention")
+GRID_FIELDS = ("krr_ds", "dipole_ds", "dipole_lams", "krr_reps", "attn_ms", "attn_reps", "seq_runs", "krr_convention")
 
 
 def task_config(cfg: KgdConfig) -> dict:
@@ -217,7 +229,7 @@ def specs(cfg: KgdConfig) -> list:
     return [SweepSpec("krr_quadratic", f"{mod}:krr_task", ("quadratic",), {"d": cfg.krr_ds},
                       cfg.krr_reps, tc, cfg.seed),
             SweepSpec("krr_dipole", f"{mod}:krr_task", ("dipole",), {"d": cfg.dipole_ds},
-                      cfg.krr_reps, tc, cfg.seed),
+                      cfg.krr_reps, dict(tc, lams=tuple(cfg.dipole_lams)), cfg.seed),
             SweepSpec("attention", f"{mod}:attention_task", ("attention",), {"m": cfg.attn_ms},
                       cfg.attn_reps, tc, cfg.seed),
             SweepSpec("sequence", f"{mod}:sequence_task", ("sequence",), {"d": (cfg.seq_d,)},
@@ -342,6 +354,53 @@ def population_gap(d, ell, lam, variant="P"):
     l1, l2 = sp.VARIANTS[variant][2:]
     a, b = float(l1(ell, d)[0]), float(l2(ell, d)[0])
     return (lam / (a + lam)) ** 2 - (lam / (b + lam)) ** 2
+
+
+def best_target_gap(d, lam, variant="P", L=60):
+    """Largest population |gap| over unit-norm targets, and the degree that attains it.
+
+    In the population limit the risk of KRR for a target ``f = sum_l f_l`` is
+    ``sum_l ||f_l||^2 (lam / (lam_l + lam))^2 + sigma^2``, so the gap of a unit target is a convex
+    combination of the per-degree gaps of :func:`population_gap`, and its supremum over unit targets
+    is ``max_l |population_gap(d, l, lam)|``. Every term lies in [-1, 1], so this never exceeds 1.
+
+    Parameters
+    ----------
+    d : int
+        Dimension ``>= 3``.
+    lam : float
+        Ridge parameter ``> 0``.
+    variant : str, default "P"
+        Key of :data:`rieszflow.theory.kgd.spectral.VARIANTS`.
+    L : int, default 60
+        Largest degree searched (the eigenvalues decay factorially: beyond it both kernels'
+        eigenvalues are far below any ``lam`` of interest and the gap is near 0).
+
+    Returns
+    -------
+    gap : float
+        ``max_l |population_gap(d, l, lam)|``, in [0, 1].
+    ell : int
+        The maximising degree.
+
+    Raises
+    ------
+    ValueError
+        If ``lam`` is not a positive number or ``variant`` is unknown.
+
+    References
+    ----------
+    Peng & Yi, "Kernel Geometry Divergence", Thm 6.3 (the supremum over targets its proof takes).
+    """
+    lam = config_real("lam", lam, positive=True)
+    if variant not in sp.VARIANTS:
+        raise ValueError(f"variant={variant!r} is not allowed; allowed: {sorted(sp.VARIANTS)}")
+    l1, l2 = sp.VARIANTS[variant][2:]
+    ells = np.arange(int(L) + 1)
+    a, b = np.asarray(l1(ells, d), float), np.asarray(l2(ells, d), float)
+    g = np.abs((lam / (a + lam)) ** 2 - (lam / (b + lam)) ** 2)
+    k = int(np.argmax(g))
+    return float(g[k]), int(ells[k])
 
 
 def krr_task(task: Task, config: dict, rng: np.random.Generator):
@@ -734,197 +793,3 @@ def format_tables(merged, cfg: KgdConfig) -> str:
                    f"oracle {s['oracle'][0]:.4f}; paper Ind {PAPER_TABLE6['ind'][0]} GS "
                    f"{PAPER_TABLE6['gs'][0]} gap +{PAPER_TABLE6['gap'][0]}")
     return "\n".join(out)
-
-
-#: Critical |z| of every verdict: a measured value is "reproduced" when it lies within Z_CRIT
-#: standard errors of the printed value and more than Z_CRIT standard errors from 0 (the claimed sign is
-#: resolved); "not reproduced" when it lies more than Z_CRIT SE from the printed value; otherwise
-#: "inconclusive".
-Z_CRIT = 3.0
-
-
-def _paper_se(se, paper_pm=None, n_paper=100):
-    """SE of ``measured - printed``: the measured SE combined with the printed +- read as a std of
-    ``n_paper`` repetitions (``paper_pm=None``: the printed value taken as exact)."""
-    return se if paper_pm is None else math.hypot(se, paper_pm / math.sqrt(n_paper))
-
-
-def judge(measured, se, printed=None, *, z_crit=Z_CRIT):
-    """Label one measured value against a printed one (or its claimed sign) by standard errors.
-
-    Parameters
-    ----------
-    measured : float
-        The measured mean.
-    se : float
-        Its standard error (> 0); combine it with the printed value's own uncertainty first
-        (``_paper_se``) when there is one.
-    printed : float, optional
-        The paper's value. None: the claim is only the sign ``measured > 0``.
-    z_crit : float
-        Critical |z|.
-
-    Returns
-    -------
-    label : {"reproduced", "not reproduced", "inconclusive"}
-    kind : {"", "reversed", "different"}
-        For "not reproduced": "reversed" when the measured value is resolved (|measured/se| > z_crit)
-        with the sign opposite to the claim, else "different".
-    z : float
-        ``(measured - printed) / se`` (``measured / se`` for a sign claim).
-    z0 : float
-        ``measured / se``.
-
-    Raises
-    ------
-    ValueError
-        If ``se`` is not a positive finite number.
-
-    References
-    ----------
-    Kernel Geometry Divergence (paper 003 of this project, docs/kgd.md): Tables 3-6.
-    """
-    if not (np.isfinite(se) and se > 0):
-        raise ValueError(f"se={se!r}: a standard error must be a positive finite number")
-    z0 = measured / se
-    sign = 1.0 if printed is None else float(np.sign(printed))
-    reversed_ = sign * z0 < -z_crit
-    if printed is None:
-        if z0 > z_crit:
-            return "reproduced", "", z0, z0
-        return ("not reproduced", "reversed", z0, z0) if reversed_ else ("inconclusive", "", z0, z0)
-    z = (measured - printed) / se
-    if abs(z) > z_crit:
-        return "not reproduced", "reversed" if reversed_ else "different", z, z0
-    return ("reproduced" if sign * z0 > z_crit else "inconclusive"), "", z, z0
-
-
-def _label(results, what):
-    """Combine several ``(name, judge(...))`` into one verdict text built from the measured signs."""
-    zc = f"z_crit = {Z_CRIT:g}"
-    bad = [(n, j) for n, j in results if j[0] == "not reproduced"]
-    unres = [(n, j) for n, j in results if j[0] == "inconclusive"]
-    zs = ", ".join(f"{n}: z = {j[2]:+.1f}" for n, j in results)
-    if bad:
-        rev = [n for n, j in bad if j[1] == "reversed"]
-        diff = [n for n, j in bad if j[1] == "different"]
-        parts = []
-        if rev:
-            parts.append(f"reversed at {', '.join(rev)} (sign opposite to the claim, |z0| > {Z_CRIT:g})")
-        if diff:
-            parts.append(f"different at {', '.join(diff)}")
-        parts[-1] += f" (|z| > {Z_CRIT:g})"
-        ok = [n for n, j in results if j[0] == "reproduced"]
-        if ok:
-            parts.append(f"within {Z_CRIT:g} SE of the printed value and resolved from 0 only at {', '.join(ok)}")
-        return f"not reproduced ({'; '.join(parts)}; {what}; {zs})"
-    if unres:
-        return (f"inconclusive (|z| <= {Z_CRIT:g} from the printed value but not resolved from 0 at "
-                f"{', '.join(n for n, _ in unres)}; {zs})")
-    return f"reproduced ({zs}; {zc})"
-
-
-def verdicts(merged, cfg: KgdConfig) -> list:
-    """Verdicts on the paper's claims of Tables 3-6 from the measured sweeps (labels computed).
-
-    Every claim is judged by :func:`judge`: ``z = (measured - printed) / SE`` (``measured / SE`` for a
-    sign claim) against ``Z_CRIT``; the label states the z values and the reason is built from the
-    measured signs.
-
-    Parameters
-    ----------
-    merged : dict
-        Sweep name -> merged dataset.
-    cfg : KgdConfig
-
-    Returns
-    -------
-    list of tuple
-        ``(claim, measured, label)`` with label starting with "reproduced", "not reproduced" or
-        "inconclusive".
-    """
-    out = []
-    conv = cfg.krr_convention
-    what = "z = (measured - printed)/SE, SE combining the measured SE and the printed +- / sqrt(100)"
-    if "krr_quadratic" in merged:
-        rows = krr_summary(merged["krr_quadratic"], "quadratic", conv, cfg.variant, cfg.noise)
-        t3 = [r for r in rows if r["d"] == 32 and r["lam"] in PAPER_TABLE3]
-        if t3:
-            res = [(f"lam={r['lam']:g}", judge(r["mean"], _paper_se(r["se"], PAPER_TABLE3[r["lam"]][1]),
-                                                PAPER_TABLE3[r["lam"]][0])) for r in t3]
-            meas = ", ".join(f"lam={r['lam']:g}: {r['mean']:+.5f}+-{r['se']:.5f} (paper "
-                             f"+{PAPER_TABLE3[r['lam']][0]}; population {r['population']:+.2e})" for r in t3)
-            out.append(("Table 3 KRR gap (d=32)", meas, _label(res, what)))
-        t4 = [r for r in rows if r["lam"] == 0.1 and r["d"] in PAPER_TABLE4]
-        if t4:
-            res = [(f"d={r['d']}", judge(r["mean"], _paper_se(r["se"], PAPER_TABLE4[r["d"]][2]),
-                                          PAPER_TABLE4[r["d"]][1])) for r in t4]
-            meas = ", ".join(f"d={r['d']}: {r['mean']:+.5f}+-{r['se']:.5f}" for r in t4)
-            bad = [d for d, v in paper_table4_ratio_check().items()
-                   if all(abs(x / v[0] - 1) > 0.1 for x in v[1:])]
-            lab = _label(res, what)
-            if bad:
-                lab += f"; the printed ratio column matches no reading of its own columns at d={bad}"
-            out.append(("Table 4 gap across d (lam=0.1)", meas, lab))
-        held = all(abs(r["mean"]) <= r["bound"] for r in rows)
-        other = "B" if conv == "A" else "A"
-        rows_o = krr_summary(merged["krr_quadratic"], "quadratic", other, cfg.variant, cfg.noise)
-        bad_o = sum(abs(r["mean"]) > r["bound"] for r in rows_o)
-        worst = max(abs(r["mean"]) / r["bound"] for r in rows)
-        out.append((f"Thm 6.1 bound |gap| <= 2(|f|+s) KGD/lam (conv {conv})",
-                    f"{len(rows)} configurations, largest |gap|/bound {worst:.3f}; conv {other}: "
-                    f"violated in {bad_o} of {len(rows_o)}",
-                    "holds (loose)" if held else "violated"))
-    if "krr_dipole" in merged:
-        rows = [r for r in krr_summary(merged["krr_dipole"], "dipole", conv, cfg.variant, cfg.noise)
-                if r["d"] == 32 and r["lam"] == 0.1]
-        if rows:
-            r = rows[0]
-            res = [("d=32", judge(r["mean"], _paper_se(r["se"], PAPER_DIPOLE[1]), PAPER_DIPOLE[0]))]
-            out.append(("Thm 6.3 adversarial dipole (d=32, lam=0.1)",
-                        f"{r['mean']:+.4f}+-{r['se']:.4f} (population {r['population']:+.4f}; "
-                        f"paper +{PAPER_DIPOLE[0]})", _label(res, what)))
-    if "attention" in merged:
-        rows, slope = attention_summary(merged["attention"])
-        res = [(f"m={r['m']}", judge(r["delta_same"][0], r["delta_same"][2], PAPER_TABLE5[r["m"]][0]))
-               for r in rows if r["m"] in PAPER_TABLE5]
-        last = rows[-1]
-        ratio = last["delta_same"][0] / last["floor"]
-        fall = rows[0]["delta_same"][0] / last["delta_same"][0]
-        pred = math.sqrt(last["m"] / rows[0]["m"])
-        why = (f"Delta(m={rows[0]['m']})/Delta(m={last['m']}) = {fall:.2f} (C/sqrt(m) gives {pred:.2f}); "
-               f"Delta/floor = {ratio:.2f} at m={last['m']}; z = (measured - printed)/SE of the measured "
-               f"mean (the printed value taken as exact)")
-        out.append(("Table 5 attention discrepancy ~ C/sqrt(m)",
-                    f"Delta {rows[0]['delta_same'][0]:.4f} (m={rows[0]['m']}) .. "
-                    f"{last['delta_same'][0]:.4f} (m={last['m']}), floor {last['floor']:.4f}; RF-noise "
-                    f"slope {slope:.3f}", _label(res, why) if res else "no printed m measured"))
-    if "sequence" in merged:
-        s = sequence_summary(merged["sequence"])[conv]
-        lab, kind, z, _ = judge(s["gap"][0], s["gap"][2])
-        better = "Ind" if s["gap"][0] < 0 else "GS"
-        if lab == "reproduced":
-            text = f"reproduced (GS better; z = gap/SE = {z:+.1f} > {Z_CRIT:g})"
-        elif lab == "not reproduced":
-            text = f"not reproduced (reversed: Ind better; z = gap/SE = {z:+.1f} < -{Z_CRIT:g})"
-        else:
-            text = (f"inconclusive ({better} better on average but |z| = |gap/SE| = {abs(z):.1f} "
-                    f"<= {Z_CRIT:g})")
-        out.append(("Table 6 ranking (GS better)", f"gap Ind-GS {s['gap'][0]:+.4f} (SE {s['gap'][2]:.4f}), "
-                    f"paper +{PAPER_TABLE6['gap'][0]}", text))
-    return out
-
-
-def format_verdicts(rows) -> str:
-    """The verdict table as text.
-
-    Parameters
-    ----------
-    rows : list of tuple
-        ``(claim, measured, label)``.
-
-    Returns
-    -------
-    str
-    """
-    return "\n".join(f"  {c:<50s} | {m} | {v}" for c, m, v in rows)

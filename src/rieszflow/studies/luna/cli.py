@@ -14,7 +14,7 @@ from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_s
 __all__ = ["register", "run_from_args", "SWEEPS", "QUICK_SWEEPS", "format_report", "make_plots"]
 
 #: The sweeps, in the order they run; ``--quick`` runs P1, P2 and a reduced P3.
-SWEEPS = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "kernels")
+SWEEPS = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "kernels", "dead_init")
 QUICK_SWEEPS = ("p1", "p2", "p3")
 
 
@@ -38,7 +38,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "merged into --out/<sweep>/<sweep>.h5: p1 theory numerics, p2 runtime scaling, "
                     "p3 mini-LRA (Digits-seq, ListOps-mini), p4 M/L ablation, p5 kernel-form "
                     "ablation, p6 post-hoc conversion, p7 psi curves and attention maps (PNGs), "
-                    "kernels: learned maps vs learned particles. --quick runs p1, p2 and a "
+                    "kernels: learned maps vs learned particles, dead_init: Monte Carlo of dead psi "
+                    "channels under the listing's initialisation. --quick runs p1, p2 and a "
                     "reduced p3. Prints the tables; rerunning the command runs only missing tasks.")
     add_study_arguments(p, default_out="runs/luna[-quick]-seed<seed>/ (a directory)",
                         quick_help="p1 with fewer trials, p2 up to n = 4096, p3 on Digits-seq with "
@@ -215,6 +216,21 @@ def format_report(merged: dict) -> str:
                 out.append(f"| {t} | {m} | {_mean_sd(sel['test_accuracy'].values)} | {fcell} | "
                            f"{np.nanmean(lv):.4f} +- {np.nanmean(lse):.4f} |")
         out.append("")
+    if "dead_init" in merged:
+        dead = merged["dead_init"]["dead"].transpose("trial", "layer", "channel", ...).values.astype(float)
+        dead = dead.reshape(dead.shape[:3])                                # the one method ("luna")
+        per_draw = dead.reshape(dead.shape[0], -1).sum(axis=1)             # dead channels per draw
+        C, T = dead[0].size, per_draw.size
+        mean, sd = per_draw.mean(), per_draw.std(ddof=1) if T > 1 else float("nan")
+        se = sd / np.sqrt(T)
+        frac7 = float(np.mean(per_draw >= 7))
+        out.append(f"## Dead psi channels at initialisation (Monte Carlo over {T} draws of the listing's "
+                   f"initialisation, Digits-seq model, {C} channels per draw)\n\n"
+                   f"Each draw judged on its own initial network's u range (1st-99th percentile). Dead channels "
+                   f"per draw: mean {mean:.2f} +- {se:.2f} (SE), sd {sd:.2f}; rate {mean / C:.3f} +- {se / C:.3f} "
+                   f"(SE) per channel; per layer {np.round(dead.mean(axis=(0, 2)), 3).tolist()}; P(>= 7 of {C} "
+                   f"dead) = {frac7:.3f}. Observed in P7's single draw: 7 of 16, judged on the trained model's "
+                   f"u range.\n")
     if "p7" in merged:
         ds = merged["p7"].sel({"method": "luna"}).isel(trial=0)
         out.append(f"## P7: learned psi (Digits-seq, test acc {100 * float(ds['test_accuracy']):.1f}%)\n\n"

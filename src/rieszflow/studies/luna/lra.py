@@ -63,6 +63,9 @@ METHODS = {
                            feature_options=dict(bias_std=0.0)), train_omega=False),
     "rff": dict(model=dict(attention="linear", feature_map="rff", m=64,
                            feature_options=dict(omega_scale=32 ** 0.25)), train_omega=False),
+    # paper 001's own fixed RFF (Table 5): [sin(omega x), cos(omega x)] / sqrt(m'), m' = D/2 = 32
+    "rff_pair": dict(model=dict(attention="linear", feature_map="rff_pair", m=32,
+                                feature_options=dict(omega_scale=32 ** 0.25)), train_omega=False),
     "hedgehog": dict(model=dict(attention="linear", feature_map="hedgehog", m=32), train_omega=True),
     "cosformer": dict(model=dict(attention="linear", feature_map="cosformer", m=32), train_omega=False),
     # paper 000: softplus particles learned by Phase A (Langevin on alignment + Riesz repulsion),

@@ -9,12 +9,16 @@ Sweeps (one task per method, grid point and trial; one HDF5 file per task; merge
 * ``p3`` mini-LRA: one task per (method, task, seed) training run
   (:func:`rieszflow.studies.luna.lra.train_run`); LUNA with and without DWC.
 * ``p4`` M/L ablation of LUNA on Digits-seq (D = M L).
-* ``p5`` kernel-form ablation on Digits-seq: fixed RFF, Bank+Coef, envelope-gated, no gate, with
-  zero- and negative-denominator diagnostics.
+* ``p5`` kernel-form ablation on Digits-seq: fixed RFF (random phase ``rff_fixed`` and the paper's
+  sin/cos pair ``rff_pair_fixed``), Bank+Coef, envelope-gated, no gate, with zero- and
+  negative-denominator diagnostics.
 * ``p6`` post-hoc conversion of the softmax Digits-seq model to LUNA and Hedgehog (two stages,
   :mod:`rieszflow.studies.luna.convert`).
 * ``p7`` psi curves and attention maps of a trained LUNA (Fig. 3 / Fig. 4 analogues); the
   CLI draws the PNGs from the merged file.
+* ``dead_init`` Monte Carlo of the psi channels that are identically 0 at initialisation: one task
+  per draw of the listing's initialisation, judged on that draw's own input range
+  (:func:`dead_channels_at_init`).
 
 References
 ----------
@@ -42,9 +46,9 @@ from rieszflow.studies.luna.lra import METHODS, TASKS, load_task, train_run
 from rieszflow.theory import luna as T
 
 __all__ = ["LunaConfig", "QUICK_OVERRIDES", "GRID_FIELDS", "SWEEP_NAMES", "specs", "task_config",
-           "luna_task", "P1_CHECKS", "P2_METHODS", "P5_VARIANTS"]
+           "luna_task", "dead_on_range", "dead_channels_at_init", "P1_CHECKS", "P2_METHODS", "P5_VARIANTS"]
 
-SWEEP_NAMES = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "kernels")
+SWEEP_NAMES = ("p1", "p2", "p3", "p4", "p5", "p6", "p7", "kernels", "dead_init")
 #: Methods of the learned-maps-vs-learned-particles comparison (item 5 of the issue).
 KERNEL_METHODS = ("luna", "particles", "fixed", "softmax")
 P1_CHECKS = ("sampling_cos_sin", "sampling_sigmoid", "sampling_relu", "parametrisation_relu",
@@ -53,6 +57,7 @@ P2_METHODS = ("luna_pwl", "luna_dense", "elu", "performer", "rff", "hedgehog", "
 #: P5 variants (paper 001 Table 5) -> (method of lra.METHODS, overrides of its model arguments)
 P5_VARIANTS = {
     "rff_fixed": ("rff", dict(m=64, dwc=True, feature_options=dict(omega_scale=32 ** 0.25))),
+    "rff_pair_fixed": ("rff_pair", dict(m=32, dwc=True, feature_options=dict(omega_scale=32 ** 0.25))),
     "envelope_gated": ("luna", dict(feature_options=dict(channels=8, hidden=64, envelope="gate"))),
     "no_gate": ("luna", {}),
     "bank_coef": ("luna", dict(feature_options=dict(channels=8, hidden=64, psi_kind="bank"))),
@@ -111,6 +116,9 @@ class LunaConfig(StudyConfig):
         Seeds per (method, task) of that comparison.
     kernel_sequences : int
         Held-out test sequences on which the kernels are compared.
+    dead_draws : int
+        Independent draws of the listing's initialisation in the dead-channel Monte Carlo
+        (sweep ``dead_init``; one task per draw).
     """
 
     config_label = "luna config"
@@ -131,7 +139,7 @@ class LunaConfig(StudyConfig):
     listops_train: int = 20000
     p4_steps: int = 400
     p4_ml: tuple = ("8x2", "8x4", "8x8", "8x16", "4x8", "16x8", "32x8")
-    p5_variants: tuple = ("rff_fixed", "bank_coef", "envelope_gated", "no_gate")
+    p5_variants: tuple = ("rff_fixed", "rff_pair_fixed", "bank_coef", "envelope_gated", "no_gate")
     p5_seeds: int = 3
     p6_stage1_epochs: int = 1
     p6_stage2_epochs: int = 10
@@ -140,6 +148,7 @@ class LunaConfig(StudyConfig):
     kernel_tasks: tuple = ("digits", "rt")
     kernel_seeds: int = 2
     kernel_sequences: int = 32
+    dead_draws: int = 100
 
     def __post_init__(self):
         for name in ("seed",):
@@ -147,7 +156,7 @@ class LunaConfig(StudyConfig):
         for name in ("p1_trials", "p1_ref_m", "p1_param_m", "p2_softmax_max", "p2_reps", "p3_seeds",
                      "digits_steps", "listops_steps", "text_steps", "listops_train", "p4_steps",
                      "p5_seeds", "p7_steps", "eval_every", "kernel_seeds", "kernel_sequences",
-                     "p6_stage1_epochs", "p6_stage2_epochs"):
+                     "p6_stage1_epochs", "p6_stage2_epochs", "dead_draws"):
             config_int(name, getattr(self, name), minimum=1)
         for name, allowed in (("p3_tasks", tuple(TASKS)), ("p3_methods", tuple(METHODS)),
                               ("kernel_tasks", tuple(TASKS)), ("p5_variants", tuple(P5_VARIANTS))):
@@ -170,7 +179,7 @@ QUICK_OVERRIDES = {"p1_trials": 400, "p1_ref_m": 400_000, "p1_param_m": 20_000,
 
 #: Fields that only define which tasks exist (kept out of the task files' configuration).
 GRID_FIELDS = ("p2_ns", "p3_tasks", "p3_methods", "p3_seeds", "p4_ml", "p5_variants", "p5_seeds",
-               "kernel_tasks", "kernel_seeds")
+               "kernel_tasks", "kernel_seeds", "dead_draws")
 
 
 def task_config(cfg: LunaConfig) -> dict:
@@ -211,6 +220,7 @@ def specs(cfg: LunaConfig) -> list:
         SweepSpec("p7", fn, ("luna",), {}, 1, conf, cfg.seed),
         SweepSpec("kernels", fn, KERNEL_METHODS, {"task": tuple(cfg.kernel_tasks)}, cfg.kernel_seeds, conf,
                   cfg.seed),
+        SweepSpec("dead_init", fn, ("luna",), {}, cfg.dead_draws, conf, cfg.seed),
     ]
 
 
@@ -368,6 +378,98 @@ def _p7(cfg, rng):
     return ds
 
 
+def dead_on_range(fm, theta, lo, hi, grid_points=200):
+    """Channels of a LUNA map whose psi_l is identically 0 on ``[lo, hi]`` (``grid_points`` points).
+
+    Parameters
+    ----------
+    fm : rieszflow.engine.features.LunaFeatureMap
+    theta : dict
+        Its learned parameters (:meth:`~rieszflow.engine.features.LunaFeatureMap.init_theta`).
+    lo, hi : float
+        The input range, ``lo <= hi`` (``lo == hi``: one point).
+    grid_points : int, default 200
+
+    Returns
+    -------
+    numpy.ndarray, shape (channels,), bool
+
+    Raises
+    ------
+    ValueError
+        If ``lo > hi``.
+
+    References
+    ----------
+    paper 001 (LUNA), eq. (11) with the output ReLU of its Listing 1.
+    """
+    if not lo <= hi:
+        raise ValueError(f"lo={lo!r}, hi={hi!r}: need lo <= hi")
+    psi = fm.psi(np.linspace(lo, hi, int(grid_points)), theta)          # (grid, channels)
+    return np.all(psi == 0.0, axis=0)
+
+
+def dead_channels_at_init(rng, *, task="digits", sequences=16, grid_points=200):
+    """Which psi channels are identically 0 at initialisation, on the initialisation's own input range.
+
+    Builds the mini-LRA LUNA model of ``task`` from ``rng`` (the listing's initialisation: W ~ N(0, 1/d),
+    b = 0, the MLP's ``nn.Linear`` uniform layers, output ReLU), pushes ``sequences`` test sequences
+    through it, and for every layer takes the range of the projections ``u = w.x + b`` this
+    initial network produces (1st-99th percentile of the layer-0 head's queries, as P7 plots it).
+    A channel is dead when ``psi_l(u) = 0`` at every one of ``grid_points`` points of that range
+    (psi is piecewise linear; 200 points resolve its segments at this width).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Initialisation generator (one draw of the initialisation).
+    task : str, default "digits"
+        A key of :data:`rieszflow.studies.luna.lra.TASKS`.
+    sequences : int, default 16
+        Test sequences whose projections define the input range.
+    grid_points : int, default 200
+        Points of the range at which psi is evaluated.
+
+    Returns
+    -------
+    dead : numpy.ndarray, shape (layers, channels), bool
+    u_range : numpy.ndarray, shape (layers, 2), float64
+        The 1st and 99th percentiles of u per layer.
+
+    References
+    ----------
+    paper 001 (LUNA), Listing 1 (initialisation) and eq. (11); P7 of its worked specification.
+    """
+    from rieszflow.studies.luna.lra import build_model
+
+    model, _ = build_model(task, "luna", rng)
+    test = load_task(task, 0)[2]
+    ids = np.stack(test.ids[:sequences]).astype(np.int64)
+    mask = np.ones(ids.shape, bool)
+    xs = model.attention_inputs(ids, mask)
+    dead, rng_u = [], []
+    for i in range(len(model.layers)):
+        fm = model.feature_maps[i]
+        th = {k: np.asarray(model.params[f"layers.{i}.attn.phi_{k}"][0], dtype=np.float64) for k in fm.theta_names}
+        terms = model.layers[i].attn.kernel_terms(model.attention_params(i), xs[i], mask)
+        u = np.asarray(terms["caches_q"][0]["psi"]["u"], dtype=np.float64)
+        lo, hi = np.percentile(u, [1, 99])
+        dead.append(dead_on_range(fm, th, lo, hi, grid_points))
+        rng_u.append((lo, hi))
+    return np.array(dead), np.array(rng_u)
+
+
+def _dead_init(rng):
+    import xarray as xr
+
+    dead, u_range = dead_channels_at_init(rng)
+    return xr.Dataset({
+        "dead": _var(("layer", "channel"), dead.astype(np.int8),
+                     "1 if psi_l is identically 0 on the initial network's own u range (1st-99th pct)", "1"),
+        "u_range": _var(("layer", "end"), u_range, "1st and 99th percentile of u = w.x + b at initialisation", "1"),
+    })
+
+
 def _mmd_rows(rows0, rows1, keys, mask):
     """Mean over sequences of the mean over queries of MMD(row0, row1) on the key vectors."""
     from scipy.spatial.distance import pdist
@@ -481,4 +583,6 @@ def luna_task(task, config, rng):
         return _p7(config, rng)
     if task.sweep == "kernels":
         return _kernels(task.method, p["task"], config, rng)
+    if task.sweep == "dead_init":
+        return _dead_init(rng)
     raise ValueError(f"unknown sweep {task.sweep!r}; allowed: {', '.join(SWEEP_NAMES)}")
