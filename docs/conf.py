@@ -52,7 +52,8 @@ nitpicky = True
 nitpick_ignore: list[tuple[str, str]] = []
 # Private modules (``rieszflow.engine._checks``, ``..._numba_kernels``, ...) are named in docstrings
 # for developers but have no page by design (the reference covers the public API).
-nitpick_ignore_private = ("py:(mod|func|class|data|obj)", r"rieszflow(\.\w+)*\._\w+(\.\w+)*")
+nitpick_ignore_private = ("py:(mod|func|class|data|obj|meth|attr)",
+                          r"(rieszflow(\.\w+)*\.)?_[a-z]\w*(\.\w+)*")
 nitpick_ignore_regex: list[tuple[str, str]] = [
     nitpick_ignore_private,
     # Other libraries' objects (numpy, scipy, xarray, dask, h5py, the standard library, ...): the
@@ -63,7 +64,8 @@ nitpick_ignore_regex: list[tuple[str, str]] = [
      r"cupy|tokenizers|threadpoolctl|tqdm|pandas|dataclasses|concurrent|pathlib|os|signal|"
      r"subprocess|json|typing|collections|argparse|logging|warnings|multiprocessing|functools|"
      r"contextlib|importlib|decimal|fractions|math|random|enum|abc|io|sys|re|time|datetime|"
-     r"hashlib|tempfile|shutil|itertools|builtins|mpmath|statsmodels|torch|pykeops|MKLpy)(\..*)?"),
+     r"hashlib|tempfile|shutil|itertools|builtins|mpmath|statsmodels|torch|pykeops|MKLpy|numbers|"
+     r"asyncio|inspect|types|operator|string|struct|socket|threading|queue|uuid|platform)(\..*)?"),
 ]
 
 # --- MyST: the Markdown pages (docs/*.md, docs/results/*.md, docs/specs/*.md) ---------------------
@@ -164,8 +166,11 @@ def own_names(mod) -> list[str]:
         home = getattr(obj, "__module__", None)
         if inspect.ismodule(obj):
             continue
-        if home == mod.__name__ or (home is None and mod.__name__ != "rieszflow"):
+        if home == mod.__name__ or (home is None and mod.__name__ != "rieszflow"
+                                    and not _defined_elsewhere(mod, name)):
             out.append(name)
+        elif home and any(p.startswith("_") for p in home.split(".")[1:]) and mod.__name__ != "rieszflow":
+            out.append(name)                 # defined in a private module: documented where exported
         elif not (inspect.isclass(obj) or inspect.isfunction(obj) or callable(obj)) and \
                 mod.__name__ != "rieszflow" and not _defined_elsewhere(mod, name):
             out.append(name)                 # a constant (registry, table) first bound here
@@ -311,6 +316,51 @@ def _resolve_reexport(app, env, node, contnode):
                 return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], full, new,
                                            contnode) or domain.resolve_any_xref(
                     env, node["refdoc"], app.builder, full, new, contnode) and None
+    if node.get("reftype") in ("attr", "meth"):
+        owner, _, _ = target.rpartition(".")
+        for cand in ([f"{modname}.{clsname}"] if modname and clsname and not owner else []) + \
+                ([f"{modname}.{owner}", owner] if owner else []):
+            full = cand if cand in domain.objects else None
+            if full is None:
+                obj = _import_dotted(cand)
+                if inspect.isclass(obj) and f"{obj.__module__}.{obj.__qualname__}" in domain.objects:
+                    full = f"{obj.__module__}.{obj.__qualname__}"
+            leaf = target.rpartition(".")[2]
+            cls = _import_dotted(full) if full else None
+            known = cls is not None and (leaf in getattr(cls, "__dataclass_fields__", {}) or hasattr(cls, leaf)
+                                         or leaf in getattr(cls, "__annotations__", {}))
+            if full and known and domain.objects[full].objtype == "class":
+                # a dataclass field (documented in the class's Parameters) or a method inherited from
+                # a private base: the class's page
+                new = node.copy()
+                new["py:module"] = None
+                new["py:class"] = None
+                return domain.resolve_xref(env, node["refdoc"], app.builder, "class", full, new, contnode)
+    return _resolve_by_suffix(app, env, node, contnode, domain)
+
+
+def _resolve_by_suffix(app, env, node, contnode, domain):
+    """A name written relative to its package (``SoftmaxAttention`` in the Linformer module,
+    ``TrajectoryWriter.flush``): the one documented object of rieszflow whose dotted name ends in
+    it, preferring the current package. Two or more candidates stay unresolved (nitpicky reports)."""
+    target = node.get("reftarget", "").lstrip(".~")
+    if not target or target.startswith("rieszflow."):
+        return None
+    suffix = "." + target
+    found = [name for name in domain.objects if name.endswith(suffix) and name.startswith("rieszflow.")]
+    modname = node.get("py:module") or ""
+    for scope in (modname.rpartition(".")[0], "rieszflow"):
+        if not scope:
+            continue
+        inside = [n for n in found if n.startswith(scope + ".")]
+        if len(inside) == 1:
+            new = node.copy()
+            new["py:module"] = None
+            new["py:class"] = None
+            return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], inside[0], new,
+                                       contnode)
+        if len(inside) > 1:
+            return None
     return None
 
 
