@@ -106,23 +106,27 @@ html_theme_options = {
     "footer_end": ["sphinx-version"],
 }
 html_sidebars = {"index": [], "auto_examples/index": []}
+# The theme's light/dark switch starts from "auto" (without it the theme logs a console error on a
+# first visit: "Got invalid theme mode").
+html_context = {"default_mode": "auto"}
 html_show_sourcelink = False
 
 
 def _mathjax_file() -> str:
-    """The offline MathJax bundle (SVG output: one file, its fonts inside)."""
+    """The offline MathJax bundle: SVG output (its fonts inside) with every TeX extension built in,
+    so no page loads a further component."""
     spec = importlib.util.find_spec("mathjax")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("MathJax bundle not found: install the docs extra "
                            "(pip install -e '.[docs]', which brings django-static-mathjax)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax" / "es5" / "tex-svg.js"
+    path = Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax" / "es5" / "tex-svg-full.js"
     if not path.is_file():
         raise RuntimeError(f"MathJax bundle not found at {path}")
     return str(path)
 
 
 html_static_path.append(_mathjax_file())
-mathjax_path = "tex-svg.js"
+mathjax_path = "tex-svg-full.js"
 
 # --- sphinx-gallery: examples/ executed at build time ---------------------------------------------
 sphinx_gallery_conf = {

@@ -32,12 +32,12 @@ ROOT = Path(__file__).resolve().parent.parent
 #: (name, page relative to the site, what must be on it: CSS selector -> minimum count)
 PAGES = [
     ("index", "index.html", {"img, table": 1}),
-    ("api", "api/generated/rieszflow.engine.measures.wasserstein.wasserstein1.html",
+    ("api", "api/generated/rieszflow.engine.simulate.mala.html",
      {"mjx-container": 1, "dl.py.function": 1}),
     ("gallery", "auto_examples/log_gas_mala_semicircle.html",
      {"img.sphx-glr-single-img, img.sphx-glr-multi-img": 1, "div.highlight-Python, div.highlight-python": 1,
       "mjx-container": 1}),
-    ("results", "results/mean_field_quick.html", {"table": 1}),
+    ("results", "results/mean_field_quick.html", {"h1": 1, "div.highlight pre, table": 1}),
 ]
 
 
