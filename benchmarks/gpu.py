@@ -123,7 +123,7 @@ def riesz_rows(k, quick, threads, sizes=None):
         torch_cuda = None
     rows = []
     if sizes is None:
-        sizes = [(64, 2000), (3, 2000)] if quick else [(64, 4000), (64, 20000), (3, 20000)]
+        sizes = [(64, 2000), (3, 2000)] if quick else [(64, 4000), (64, 20000), (16, 20000), (3, 20000)]
     for d, n in sizes:
         for s in (0.0, 1.0):
             x = np.random.default_rng(n + d).normal(size=(n, d))

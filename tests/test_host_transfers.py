@@ -427,6 +427,7 @@ def test_gpu_benchmark_sections_run_with_numpy_standing_in_for_cupy(monkeypatch)
     monkeypatch.setattr(backend, "get_backend", fake)
     monkeypatch.setattr(train, "get_backend", fake)
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.setitem(sys.modules, "torch", None)   # no torch-CUDA peer rows, whatever is installed
     spec = importlib.util.spec_from_file_location("gpu_bench_numpy", ROOT / "benchmarks" / "gpu.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

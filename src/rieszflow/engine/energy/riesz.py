@@ -113,6 +113,7 @@ METHODS = ("auto", "numpy", "numba", "gemm", "fused")
 _CHUNK_ELEMENTS = 2 ** 21  # elements of the (chunk, N, d) difference block (16 MiB in float64)
 _GEMM_TILE_ROWS = 64           # rows of a GEMM-path tile: (64, N) blocks stay in cache (bench: 32-128 best)
 _GEMM_TILE_ELEMENTS = 2 ** 22  # ... and at most this many elements (32 MiB in float64) for huge N
+_GEMM_DEVICE_TILE_ELEMENTS = 2 ** 24  # device tiles: (m, N) with m N <= this (128 MiB in float64)
 
 #: ``method="auto"`` uses the BLAS path for d >= GEMM_MIN_D and the Numba kernel (host) or the
 #: array-API reference (CuPy) below it. Measured with ``benchmarks/bench_riesz.py`` (table 2:
@@ -314,7 +315,12 @@ def _pair_sums_gemm(omega, s, eps, want_energy, tile_rows):
     sq_max = xp.max(sq)
     theta = gemm_close_threshold(s, d)
     eps2 = eps * eps
-    block = tile_rows if tile_rows is not None else max(1, min(_GEMM_TILE_ROWS, _GEMM_TILE_ELEMENTS // n))
+    if tile_rows is not None:
+        block = tile_rows
+    elif _is_cupy(omega):                        # device: few large tiles (launches, not caches, cost)
+        block = max(1, min(n, _GEMM_DEVICE_TILE_ELEMENTS // n))
+    else:
+        block = max(1, min(_GEMM_TILE_ROWS, _GEMM_TILE_ELEMENTS // n))
     rows = xp.zeros(n, dtype=xp.float64) if want_energy else None
     force = xp.zeros((n, d), dtype=xp.float64)      # sum_l w_kl (omega_k - omega_l)
     for a in range(0, n, block):
@@ -403,8 +409,11 @@ def _gemm_tile_masked(xp, x, y, sq, r2, rows, force, a, b, theta, eps2, s, want_
     force[a:b] += xp.sum(w, axis=1)[:, None] * y[a:b] - w @ y[a:]
     w_beyond = w[:, m:]
     force[b:] += xp.sum(w_beyond, axis=0)[:, None] * y[b:] - w_beyond.T @ y[a:b]
-    # exact recomputation of the close pairs (the reference's formula), masked over the tile
-    r2x = xp.zeros(r2.shape, dtype=xp.float64)
+    # exact recomputation of the close pairs (the reference's formula)
+    if _is_cupy(x):                              # one CUDA thread per pair; only close pairs work
+        _close_pairs_device(x, close, rows, force, a, m, s, eps2, want_energy)
+        return
+    r2x = xp.zeros(r2.shape, dtype=xp.float64)   # elsewhere masked over the tile, 2d passes
     for c in range(d):
         dc = x[a:b, c, None] - x[None, a:, c]
         r2x += dc * dc
@@ -419,6 +428,70 @@ def _gemm_tile_masked(xp, x, y, sq, r2, rows, force, a, b, theta, eps2, s, want_
         fc = wx * (x[a:b, c, None] - x[None, a:, c])
         force[a:b, c] += xp.sum(fc, axis=1)
         force[b:, c] -= xp.sum(fc[:, m:], axis=0)
+
+
+def _is_cupy(a):
+    return type(a).__module__.startswith("cupy")
+
+
+_CLOSE_PAIRS_SOURCE = r"""
+extern "C" __global__ void riesz_close_pairs(const double* __restrict__ x, const bool* __restrict__ close,
+                                             const int d, const int a, const int m, const int ncols,
+                                             const double s, const double eps2, const int want_energy,
+                                             double* __restrict__ rows, double* __restrict__ force)
+{
+    // one thread per pair (i, jj) of a GEMM tile: row k = a + i, column l = a + jj; only the
+    // pairs flagged close (rare) do work: exact distance from the difference vector, then the
+    // pair's energy and force added to row k and, for a column beyond the tile, to row l
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)m * ncols || !close[t]) return;
+    const int i = (int)(t / ncols), jj = (int)(t % ncols);
+    const long long k = a + i, l = a + jj;
+    double r2 = 0.0;
+    for (int c = 0; c < d; ++c) {
+        const double dc = x[k * d + c] - x[l * d + c];
+        r2 += dc * dc;
+    }
+    r2 += eps2;
+    double g, w;
+    if (s == 0.0) {
+        g = -0.5 * log(r2);
+        w = 1.0 / r2;
+    } else {
+        g = pow(r2, -0.5 * s);
+        if (s < 0.0) g = -g;
+        w = pow(r2, -0.5 * (s + 2.0));
+    }
+    const bool beyond = jj >= m;
+    if (want_energy) {
+        atomicAdd(&rows[k], g);
+        if (beyond) atomicAdd(&rows[l], g);
+    }
+    for (int c = 0; c < d; ++c) {
+        const double f = w * (x[k * d + c] - x[l * d + c]);
+        atomicAdd(&force[k * d + c], f);
+        if (beyond) atomicAdd(&force[l * d + c], -f);
+    }
+}
+"""
+
+
+def _close_pairs_device(x, close, rows, force, a, m, s, eps2, want_energy):
+    """Add the close pairs of one GEMM tile, recomputed exactly, on the device (no host sync).
+
+    ``close`` is the tile's (m, N - a) mask; the kernel's float64 atomics make the order of
+    these (rare) additions unspecified, so the last bits of a row with several close pairs
+    can differ between runs; everything else in the GEMM path is deterministic.
+    """
+    n, d = x.shape
+    ncols = n - a
+    total = m * ncols
+    threads = 256
+    kern = raw_kernel(_CLOSE_PAIRS_SOURCE, "riesz_close_pairs")
+    dummy = rows if want_energy else force
+    kern(((total + threads - 1) // threads,), (threads,),
+         (x, close, np.int32(d), np.int32(a), np.int32(m), np.int32(ncols), np.float64(s),
+          np.float64(eps2), np.int32(bool(want_energy)), dummy, force))
 
 
 def fused_tile(d):
