@@ -1,17 +1,18 @@
-"""
+r"""
 A learned attention kernel read back with xarray
 ================================================
 
 Paper 000's two phases on a few hundred Rotten Tomatoes sentences (the bundled data, the
 ``--smoke`` sizes): Phase A moves the random-feature particles Omega of every attention head by
-projected Langevin dynamics on the Hamiltonian H = -V_seq + lam W_{N,s}; Phase B freezes them and
+projected Langevin dynamics on the Hamiltonian :math:`H = -V_{seq} + \lambda W_{N,s}`; Phase B freezes them and
 trains the rest of the Transformer. The run file is an HDF5 file with named dimensions; xarray
 reads the particle trajectory and the Hamiltonian, and the learned kernel
-k(x, y) = phi(x) . phi(y) / m is rebuilt from the final particles and compared with the initial one.
+``k(x, y) = phi(x) . phi(y) / m`` is rebuilt from the final particles and compared with the initial one.
 """
 import tempfile
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
@@ -40,4 +41,13 @@ K1 = fmap.forward(x, omega)[0] @ fmap.forward(x, omega)[0].T / omega.shape[0]
 K0 = fmap.forward(x, omega0)[0] @ fmap.forward(x, omega0)[0].T / omega.shape[0]
 print(f"{name} kernel on 64 random tokens: relative change by learning "
       f"{np.linalg.norm(K1 - K0) / np.linalg.norm(K0):.4f}")
+
+fig, (l, r) = plt.subplots(1, 2, figsize=(9, 3.5))
+H.plot(ax=l)
+l.set_title("Phase A: the Hamiltonian")
+im = r.imshow(K1 - K0, cmap="RdBu_r")
+r.set_title("learned minus initial kernel, 64 tokens")
+fig.colorbar(im, ax=r)
+fig.tight_layout()
+plt.show()
 ds.close()

@@ -1,9 +1,10 @@
-"""
+r"""
 Particles against the McKean-Vlasov PDE: W1 against N on a Dask sweep
 =====================================================================
 
-N particles on [-2, 2] feel the field V(x) = x^2 / 2, repel each other by the 1-D Coulomb kernel
-g(r) = -|r| (Riesz s = -1) with strength lam / N, and diffuse at inverse temperature beta
+N particles on [-2, 2] feel the field :math:`V(x) = x^2 / 2`, repel each other by the 1-D Coulomb
+kernel :math:`g(r) = -|r|` (Riesz s = -1) with strength :math:`\lambda / N`, and diffuse at inverse
+temperature :math:`\beta`
 (paper 000, eq. (E.2)); reflected at the walls. As N grows their empirical measure at time T
 approaches the solution rho(T) of the reflected McKean-Vlasov PDE with a no-flux boundary
 (eq. (4.4)-(4.5)). Each (N, trial) is one task of a sweep: a task function written here, run on
@@ -13,6 +14,7 @@ tasks. The merged dataset has dimensions (method, N, trial).
 import sys
 import tempfile
 
+import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
@@ -56,3 +58,15 @@ if __name__ == "__main__":
     print(w1.mean("trial").to_series().to_string())
     fit = rf.stats.power_law_fit(w1["N"].values, w1.mean("trial").values)
     print(f"W1 ~ N^{fit.slope:.2f} +- {fit.slope_se:.2f} (sampling rate N^-0.5 for i.i.d. points)")
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.errorbar(w1["N"], w1.mean("trial"), yerr=w1.std("trial"), marker="o", capsize=3,
+                label="particles against the PDE")
+    ax.plot(w1["N"], w1.mean("trial")[0] * (w1["N"] / w1["N"][0]) ** -0.5, "k--", label="N^-1/2")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("N")
+    ax.set_ylabel("W1 at time T")
+    ax.legend()
+    fig.tight_layout()
+    plt.show()

@@ -760,7 +760,7 @@ def run_langevin(step_fn: Callable, state, n_steps: int, seed, *, delta=None, re
         choose ``delta`` above that, or use it with ``beta = inf``. On host (NumPy)
         arrays the rule is read after every step. On a device it is evaluated at
         every step and read on the host once per block
-        (every ``record_every`` steps, else every :data:`DELTA_BLOCK` steps): steps
+        (every ``record_every`` steps, else every ``DELTA_BLOCK`` steps): steps
         after the stopping step leave the state unchanged and are not recorded, so
         the stopping step, the records and the final state are those of a per-step
         check (a passed-in Generator has then drawn the noise of the rest of the block).

@@ -12,6 +12,7 @@ particles :math:`\\omega_k` live. Each space is a small frozen dataclass with
     :math:`\\bar\\Omega` (the symmetrised Euler step of Bossy, Gobet and Talay 2004,
     weak order 1, against order 1/2 for projection; particles_pde_reference.md
     sec. 2.3).
+
 ``contains(x)``, ``sample_uniform(rng, n, d)``, ``volume(d)``.
 
 Spaces: :class:`Free` (:math:`\\mathbb{R}^d`), :class:`Ball` (per-particle

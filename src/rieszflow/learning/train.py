@@ -204,7 +204,7 @@ class MainJob:
     resume : bool
         Continue an interrupted run from its checkpoint ``<out>.ckpt.npz``, or extend a
         finished one whose final checkpoint was kept (``cfg`` may raise ``epochs``; see
-        :data:`GROWTH_FIELDS`).
+        ``GROWTH_FIELDS``).
     quiet : bool
         No progress bars.
     keep_checkpoint : bool

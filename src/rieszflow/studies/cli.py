@@ -8,7 +8,7 @@ Each subcommand lives in a module ``studies.<name>.cli`` that defines
     ``parser.set_defaults(func=...)``.
 
 Heavy imports belong inside ``func`` so that ``rieszflow --help`` stays fast.
-Adding a study is one more entry in :data:`SUBCOMMANDS`.
+Adding a study is one more entry in ``SUBCOMMANDS``.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        With ``--version`` and one subparser per entry of :data:`SUBCOMMANDS`, each with
+        With ``--version`` and one subparser per entry of ``SUBCOMMANDS``, each with
         ``--log-level``; the subparsers are kept in ``parser.subcommand_parsers`` (name -> parser).
     """
     from rieszflow import __version__

@@ -2,8 +2,8 @@
 
 :class:`Console` is installed by :func:`rieszflow.studies.cli.main` around one command. It replaces
 ``sys.stdout`` and ``sys.stderr`` by :class:`Tee` streams that pass everything to the console and
-send each complete line, with a timestamp and a level, to the command's log file (:meth:`Console.
-log_to`; ``<out>.log`` beside a file, ``<dir>/rieszflow.log`` in a sweep directory). Nothing a study
+send each complete line, with a timestamp and a level, to the command's log file
+(:meth:`Console.log_to`; ``<out>.log`` beside a file, ``<dir>/rieszflow.log`` in a sweep directory). Nothing a study
 prints needs to change: ``print``, ``tqdm`` bars (their final state is logged once), the CLI's error
 line and, at ``--log-level debug``, the traceback all reach the file.
 
@@ -225,7 +225,7 @@ class Console:
     Parameters
     ----------
     prog : str
-        The program name of the warning lines (``"rieszflow"``; :attr:`command` is added).
+        The program name of the warning lines (``"rieszflow"``; ``command`` is added).
 
     Attributes
     ----------

@@ -6,7 +6,7 @@ module), by file kind (:func:`register_reporter`) or, for a sweep file, by the s
 function (:func:`register_sweep_reporter`); targets are ``"module:function"`` strings, so that
 registering imports nothing heavy. ``rieszflow report`` (:mod:`rieszflow.studies.runs.report`)
 looks reporters up here and never imports a study; :func:`reporter` loads every study's CLI
-module (:data:`rieszflow.studies.cli.SUBCOMMANDS`) the first time a kind is not yet known, so the
+module (``rieszflow.studies.cli.SUBCOMMANDS``) the first time a kind is not yet known, so the
 registry is complete whether the command line or a Python script asks.
 
 Shared infrastructure of the studies, like :mod:`rieszflow.studies.base` and the sweep layer.

@@ -246,7 +246,7 @@ class KernelizedLinearAttention(_MultiHead):
             The layer's parameters (local names): ``"omega"`` (S, m, d_k) and, for a
             learned map, every ``"phi_<name>"`` (S, ...). Arrays of ``x``'s backend.
         x : float array, shape (H, B, L, d_k)
-            Queries or keys of every head, e.g. from :meth:`project`.
+            Queries or keys of every head, e.g. from ``project``.
 
         Returns
         -------
@@ -318,7 +318,7 @@ class KernelizedLinearAttention(_MultiHead):
         Returns
         -------
         dict
-            ``"q"``, ``"k"``, ``"v"`` (H, B, L, d_k) from :meth:`project`; ``"phi_q"``
+            ``"q"``, ``"k"``, ``"v"`` (H, B, L, d_k) from ``project``; ``"phi_q"``
             (H, B, L, D); ``"phi_k"`` (H, B, L, D) with padded keys' rows zero;
             ``"caches_q"``, ``"caches_k"``: the feature caches (``caches_k`` is None in
             the shared form, where ``phi_k`` is ``phi_q`` masked); ``"den"`` (H, B, L):

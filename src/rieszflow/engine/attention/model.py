@@ -335,7 +335,7 @@ class TransformerClassifier:
         -------
         dict
             ``name -> array`` with the prefix ``"layers.<i>."`` removed (e.g.
-            ``"attn.omega"``, ``"ffn.w1"``): the arrays of :attr:`params` themselves, not
+            ``"attn.omega"``, ``"ffn.w1"``): the arrays of ``params`` themselves, not
             copies, as :meth:`pooled` passes them to the block.
 
         Raises

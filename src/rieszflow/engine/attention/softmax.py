@@ -40,7 +40,7 @@ class SoftmaxAttention(_MultiHead):
         Model width D and heads H; ``d_k = D / H``.
     qk : {"learned", "shared"}, default "learned"
         ``"learned"`` is the standard baseline (``W_Q``, ``W_K``); ``"shared"``
-        uses ``q = k = `` the head slice of the input.
+        uses ``q = k =`` the head slice of the input.
 
     Notes
     -----

@@ -50,7 +50,7 @@ whenever
     r_{kl}^2 + \\varepsilon^2 \\le \\theta\\, (|y_k|^2 + |y_l|^2),
     \\qquad \\theta = \\max\\Big(1, \\frac{s + 2}{2}\\Big) \\frac{2\\gamma_d + u}{\\tau},
 
-with :math:`\\tau` = :data:`GEMM_R2_RTOL` (:math:`2^{-36} \\approx 1.5\\times10^{-11}`):
+with :math:`\\tau` = ``GEMM_R2_RTOL`` (:math:`2^{-36} \\approx 1.5\\times10^{-11}`):
 every pair kept in the BLAS path then has a force weight
 :math:`r^{-(s+2)}` (and energy) within about :math:`\\tau` relative of the exactly
 computed one. The recomputed pairs are also taken out of the force product, so
@@ -255,7 +255,7 @@ def gemm_close_threshold(s, d):
     float
         :math:`\\theta = \\max(1, (s+2)/2)\\,(2\\gamma_d + u)/\\tau` with
         :math:`u = 2^{-53}`, :math:`\\gamma_d = du/(1-du)` and :math:`\\tau` =
-        :data:`GEMM_R2_RTOL`; a pair with
+        ``GEMM_R2_RTOL``; a pair with
         :math:`r^2 + \\varepsilon^2 \\le \\theta (|y_k|^2 + |y_l|^2)` is recomputed from its
         difference vector (see the module docstring).
 

@@ -460,7 +460,7 @@ class Cos2FeatureMap(_L1FeatureMap):
 
 # --------------------------------------------------------------------------- softmax over features
 class SoftmaxFeatFeatureMap(FeatureMap):
-    """Softmax over features: ``phi(x) = sqrt(M) softmax(u)``, ``u_k = (omega_k . x) / tau``.
+    """Softmax over features: ``phi(x) = sqrt(M) softmax(u)``, ``u_k = <omega_k, x> / tau``.
 
     Computed stably as ``exp(u - max u) / sum exp(u - max u)`` (the shift cancels
     exactly, so the backward is the exact gradient). Strictly positive up to
@@ -505,7 +505,7 @@ class SoftmaxFeatFeatureMap(FeatureMap):
 
 # --------------------------------------------------------------------------- RFF (signed)
 class RffFeatureMap(FeatureMap):
-    """Random Fourier features ``phi_k(x) = sqrt(2) cos(u_k)``, ``u_k = (omega_k . x)/tau + b_k``.
+    """Random Fourier features ``phi_k(x) = sqrt(2) cos(u_k)``, ``u_k = <omega_k, x>/tau + b_k``.
 
     Not positive (``positive = False``): not usable in normalised linear
     attention. Following Lemma 3 there is no ``M^{-1/2}`` inside phi; the kernel

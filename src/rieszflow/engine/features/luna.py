@@ -74,6 +74,7 @@ class LunaFeatureMap(FeatureMap):
             causality and batch independence (paper 001 spec, section 1.5).
             "frozen" multiplies by the fixed ``ch_rms_scale``.
         ch_rms_target : float, default 0.1
+            The ``target`` of ``s_l`` above.
         ch_rms_scale : array_like (L,), optional
             The fixed scales of ``ch_rms="frozen"`` (e.g. from :meth:`ch_rms_scales`),
             each in (0, 1].

@@ -25,7 +25,7 @@ and the velocity is
   is paper 004's residual-free layer).
 
 Discrete time (paper 004, section 3.1 and App. A)
-------------------------------------------------
+-------------------------------------------------
 :class:`MultiHeadAttentionLayer` maps a token cloud through one multi-head
 softmax attention layer, ``x_i -> f(sum_h W_h^O{}^T y_i^h)`` with
 ``y_i^h = sum_j softmax_j(beta <W_h^Q x_i, W_h^K x_j>) W_h^V x_j``, optionally with

@@ -9,17 +9,17 @@ returns a pair of pure functions over the immutable :class:`FlowState`::
     for _ in range(n_steps):
         state = step_fn(state, None)
 
-Schemes
--------
-``euler``        ``x <- x + dt v(x)``                                 (order 1)
-``rk4``          classical Runge-Kutta                                (order 4)
-``*_retract``    the same followed by the retraction ``x <- x / |x|`` onto the
-                 sphere. Tokens then lie on S^{d-1} to round-off after every step.
-``projected_euler``  ``x <- normalise(x + dt a(x))`` with the *unprojected*
-                 attention drift ``a`` (GLPR's code, ``sphere.py`` and
-                 ``phase-diagrams.py``; the residual layer with LayerNorm idealised
-                 as the projection onto the sphere). It agrees with
-                 ``euler_retract`` to O(dt^2) per step (order 1).
+Schemes::
+
+    ``euler``        ``x <- x + dt v(x)``                                 (order 1)
+    ``rk4``          classical Runge-Kutta                                (order 4)
+    ``*_retract``    the same followed by the retraction ``x <- x / |x|`` onto the
+                     sphere. Tokens then lie on S^{d-1} to round-off after every step.
+    ``projected_euler``  ``x <- normalise(x + dt a(x))`` with the *unprojected*
+                     attention drift ``a`` (GLPR's code, ``sphere.py`` and
+                     ``phase-diagrams.py``; the residual layer with LayerNorm idealised
+                     as the projection onto the sphere). It agrees with
+                     ``euler_retract`` to O(dt^2) per step (order 1).
 
 No step synchronises with the device: times are Python floats, the Sinkhorn
 residual stays a 0-d device array; host transfers happen only in

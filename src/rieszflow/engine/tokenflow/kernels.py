@@ -488,7 +488,7 @@ class GaussianKernel(_ExpDotKernel):
 
 
 class LinearKernel:
-    """Linear-attention kernel ``G(q, k) = phi(s q) . phi(s k)`` from a feature map and frozen omega.
+    """Linear-attention kernel ``G(q, k) = <phi(s q), phi(s k)>`` from a feature map and frozen omega.
 
     Parameters
     ----------

@@ -87,7 +87,7 @@ def make_plots(path: Path, rows, fam, fp) -> list:
     fam : dict
         The Cor. 30 family (:func:`rieszflow.studies.attention_theory.experiments.cor30_family`).
     fp : dict
-        The Prop. 26 fixed-point runs (:func:`...experiments.fixed_point_collapse`).
+        The Prop. 26 fixed-point runs (:func:`~rieszflow.studies.attention_theory.prop26.fixed_point_collapse`).
 
     Returns
     -------

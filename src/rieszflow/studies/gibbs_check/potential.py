@@ -13,7 +13,7 @@ g(w . x / tau)`` the map's unnormalised feature and ``x_t`` the representation t
 the head (``q = k = x``). This is exactly ``phi(x_t) . phi(x_s)`` of the l1-renormalised
 maps (``phi_k = sqrt(m) g_k / sum_j g_j``). The one-body potential is the first variation
 (Gateaux derivative) of ``E`` in ``mu`` at the reference measure ``mu_ref`` (the learned
-particles):
+particles)::
 
     V(w) = d/de E(mu_ref + e delta_w) |_{e=0}
          = sum_{t,s} dE/dkappa(t,s) [h_t(w) h_s(w) - kappa(t,s) (h_t(w) + h_s(w))],

@@ -1,4 +1,4 @@
-"""``rieszflow infinite-width``: paper 002's experiments E1-E6 as sweeps (see :mod:`.study`)."""
+"""``rieszflow infinite-width``: paper 002's experiments E1-E6 as sweeps (see :mod:`~rieszflow.studies.infinite_width.study`)."""
 from __future__ import annotations
 
 import argparse

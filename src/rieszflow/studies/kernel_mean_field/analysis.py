@@ -111,7 +111,7 @@ def gibbs_histogram_test(masses, gibbs, n: int, n_mc: int = GIBBS_MC_REPLICATES,
         Gibbs mass per bin, nonnegative, summing to 1 (renormalised).
     n : int
         Particles per run, >= 1.
-    n_mc : int, default :data:`GIBBS_MC_REPLICATES`
+    n_mc : int, default ``GIBBS_MC_REPLICATES``
         Monte Carlo replicates of the null distribution, >= 1.
     seed : int, default 0
         Seed of the replicates.

@@ -1,6 +1,6 @@
 """Configuration of ``rieszflow kernel-mean-field``: one strict frozen dataclass and two presets.
 
-Problems (:mod:`.data`): ``sine1d`` (p = 1), ``sine2d`` (p = 2) and ``breast_cancer`` (p = 2, two
+Problems (:mod:`~rieszflow.studies.kernel_mean_field.data`): ``sine1d`` (p = 1), ``sine2d`` (p = 2) and ``breast_cancer`` (p = 2, two
 standardised features of scikit-learn's ``load_breast_cancer``). The frequencies live on the
 interval :math:`[-R_1, R_1]` (p = 1) or the disk :math:`|\\omega| \\le R_2` (p = 2, the frequency-norm
 constraint). The external field is the phase-averaged alignment potential :math:`V_{\\mathcal D}`

@@ -1,6 +1,6 @@
 """``rieszflow kernel-mean-field``: feature particles learning a kernel, against their mean-field limit.
 
-For each problem (:mod:`.data`; frequencies :math:`\\omega \\in \\mathbb{R}^p`, p = 1 or 2):
+For each problem (:mod:`~rieszflow.studies.kernel_mean_field.data`; frequencies :math:`\\omega \\in \\mathbb{R}^p`, p = 1 or 2):
 
 1. **Potential.** :math:`V = V_{\\mathcal D}`, the phase-averaged RFF alignment potential of the
    training data (paper 000, eq. (4.1); :func:`rieszflow.engine.energy.alignment.alignment_potential`

@@ -521,8 +521,10 @@ def run_ldp_study(cfg: LDPConfig, out, *, overwrite: bool = False, resume: bool 
         Threshold, :math:`\\inf_A\\mathcal J` and its multiplier from
         :func:`~rieszflow.solvers.gibbs.rate_infimum`, equilibrium :math:`\\int f\\,d\\mu^*`.
     ``speed(regime, N)``, ``beta_N(regime, N)``
+        The speed :math:`r_N` and the inverse temperature :math:`\\beta_N = \\beta N^\\kappa`.
     ``theta(regime, N, node)``, ``mean_M``, ``mean_M_se``, ``Lambda``, ``Lambda_se``, ``acceptance``
         Tilt nodes, :math:`E_\\theta M_N`, :math:`\\Lambda_N(\\theta)` and MALA acceptance.
+
     ``p_direct``, ``p_direct_se``, ``rate_direct``, ``rate_direct_se``, ``rate_is``, ``rate_is_se``,
     ``rate_chernoff``, ``rate_chernoff_se``, ``rate_bahadur_rao``, ``chernoff_at_edge``, ``wall`` (regime, N)
 

@@ -1,4 +1,4 @@
-"""``rieszflow luna``: paper 001's protocols as sweeps (see :mod:`.study`), tables and figures."""
+"""``rieszflow luna``: paper 001's protocols as sweeps (see :mod:`~rieszflow.studies.luna.study`), tables and figures."""
 from __future__ import annotations
 
 import argparse

@@ -279,7 +279,7 @@ def train_run(task: str, method: str, rng, *, steps: int, batch_size: int = 32, 
     on_init : callable or None
         ``on_init(model)`` right after the model is built (before any step).
     phase_a_steps : int, default 0
-        Steps of :func:`phase_a` before training, for methods with ``phase_a`` (the paper-000
+        Steps of ``phase_a`` before training, for methods with ``phase_a`` (the paper-000
         particles); 0 uses ``steps // 4``.
 
     Returns

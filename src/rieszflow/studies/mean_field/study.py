@@ -394,6 +394,7 @@ def run_mean_field_study(config: MeanFieldConfig, out, *, overwrite: bool = Fals
         :math:`W_1` between the reference PDE and the run with ``2 * pde_dt``,
         and between both on the grid with half the cells per axis.
     ``p_pde_free_energy(p_time)``, ``p_pde_mass(p_time)``
+        Free energy and mass of the reference PDE solution at the recorded times.
 
     Root attributes besides the configuration: ``pde_backend``, ``p_pde_wall_s`` (the PDE task), ``p_wall_s``
     (the problem's tasks of this session, summed: compute seconds, not a wall time when they

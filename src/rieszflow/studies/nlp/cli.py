@@ -1,4 +1,4 @@
-"""``rieszflow nlp``: paper 000's NLP tables as a sweep of main-job runs (see :mod:`.study`)."""
+"""``rieszflow nlp``: paper 000's NLP tables as a sweep of main-job runs (see :mod:`~rieszflow.studies.nlp.study`)."""
 from __future__ import annotations
 
 import argparse

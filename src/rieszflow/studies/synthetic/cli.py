@@ -1,4 +1,4 @@
-"""``rieszflow synthetic``: paper 000's synthetic benchmark as a sweep (see :mod:`.study`)."""
+"""``rieszflow synthetic``: paper 000's synthetic benchmark as a sweep (see :mod:`~rieszflow.studies.synthetic.study`)."""
 from __future__ import annotations
 
 import argparse
