@@ -85,6 +85,7 @@ from rieszflow.engine.measures import (
 
 __all__ = [
     "GridW1",
+    "LangevinRecorder",
     "INTERACTION_METHODS",
     "MeanFieldParticles",
     "TruncatedGaussian",
@@ -657,3 +658,103 @@ class GridW1:
             return self.particles(x, pde_masses)
         counts = rng.multinomial(n, pde_masses / pde_masses.sum())
         return wasserstein1_grid(counts / n, pde_masses, dom.centers, self.tol)
+
+
+class LangevinRecorder:
+    """Callback of :func:`~rieszflow.engine.simulate.run_langevin` that records a chain to HDF5.
+
+    At N = 10^6 a full record is N d floats per step (24 MB in d = 3); the option
+    ``particles`` keeps every particle (the default) or a fixed random subsample, and the
+    summaries of the whole cloud are recorded at every record in both cases. The records go
+    along the unlimited dimension ``time`` of a :class:`~rieszflow.engine.storage.TrajectoryWriter`
+    (the run loop and the writer are unchanged); ``xarray.open_dataset(path, engine="h5netcdf")``
+    reads the file.
+
+    Recorded per record (dimension ``time``, coordinate ``t = step * eta``): ``step``,
+    ``mean`` (coord), ``second_moment`` :math:`\frac1N\sum_k\|\omega_k\|^2`, ``max_radius``,
+    ``max_displacement`` (of the last step), ``wall_time`` (seconds since the recorder was
+    built), ``energy`` (when an ``energy`` is given: one more evaluation per record) and
+    ``omega`` (time, particle, coord) of the recorded particles, whose indices are the
+    coordinate ``particle``.
+
+    Parameters
+    ----------
+    writer : engine.storage.TrajectoryWriter
+        An open writer; the recorder declares its dimensions and variables.
+    n : int
+        Number of particles N of the chain, >= 1.
+    d : int
+        Dimension, >= 1.
+    eta : float
+        Step size, > 0 (for the time coordinate).
+    particles : "all" or int, default "all"
+        Record every particle, or this many (1 <= m <= N) drawn once without replacement
+        by ``seed`` and kept for the whole run (sorted indices).
+    energy : callable, optional
+        ``energy(omega) -> float``, recorded as ``energy`` at each record.
+    seed : int, default 0
+        Seed of the subsample.
+
+    Raises
+    ------
+    ValueError
+        If ``particles`` is neither "all" nor an integer in [1, N], or ``n``, ``d``, ``eta``
+        are out of range.
+    """
+
+    def __init__(self, writer, n, d, eta, *, particles="all", energy=None, seed=0):
+        import time
+
+        n = check_int("n", n, minimum=1)
+        d = check_int("d", d, minimum=1)
+        self.eta = check_real("eta", eta, positive=True)
+        if isinstance(particles, str) and particles == "all":
+            self.index = None
+            kept = np.arange(n)
+        else:
+            m = check_int("particles", particles, minimum=1)
+            if m > n:
+                raise ValueError(f"particles must be 'all' or an integer in [1, N={n}], got particles={m}")
+            kept = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
+            self.index = None if m == n else kept
+        self.writer, self.energy, self._start = writer, energy, time.perf_counter()
+        writer.dimension("time", None, attrs={"long_name": "time t = step * eta", "units": "1"})
+        writer.dimension("particle", kept.size, coords=kept.astype(np.int64),
+                         attrs={"long_name": "index of a recorded particle", "units": "1"}, dtype="i8")
+        writer.dimension("coord", d, coords=np.arange(d, dtype=np.int64),
+                         attrs={"long_name": "coordinate axis", "units": "1"}, dtype="i8")
+        specs = [("step", ("time",), "i8", "Langevin steps taken"),
+                 ("mean", ("time", "coord"), "f8", "mean particle position over all N"),
+                 ("second_moment", ("time",), "f8", "mean squared norm of the particles over all N"),
+                 ("max_radius", ("time",), "f8", "largest particle norm over all N"),
+                 ("max_displacement", ("time",), "f8", "largest particle move of the last step"),
+                 ("wall_time", ("time",), "f8", "wall-clock seconds since the recorder was built"),
+                 ("omega", ("time", "particle", "coord"), "f8", "positions of the recorded particles")]
+        if energy is not None:
+            specs.append(("energy", ("time",), "f8", "energy of the configuration"))
+        for name, dims, dtype, long_name in specs:
+            units = "s" if name == "wall_time" else "1"
+            writer.variable(name, dims, dtype=dtype, attrs={"long_name": long_name, "units": units})
+        writer.set_attrs(n_particles=n, recorded_particles=int(kept.size))
+
+    def __call__(self, state):
+        """Append one record of ``state`` (a LangevinState or MALAState on the host or a device).
+
+        Parameters
+        ----------
+        state : LangevinState or MALAState
+            The chain's state; ``state.omega`` of shape (N, d).
+        """
+        import time
+
+        omega = state.omega
+        xp = namespace(omega)
+        sq = xp.sum(omega * omega, axis=1, dtype=xp.float64)
+        rec = {"step": state.step, "mean": xp.mean(omega, axis=0, dtype=xp.float64),
+               "second_moment": xp.mean(sq), "max_radius": xp.sqrt(xp.max(sq)),
+               "max_displacement": xp.asarray(state.max_displacement, dtype=xp.float64),
+               "omega": omega if self.index is None else omega[self.index]}
+        if self.energy is not None:
+            rec["energy"] = xp.asarray(self.energy(omega), dtype=xp.float64)
+        rec["wall_time"] = time.perf_counter() - self._start
+        self.writer.append("time", rec, coord=state.step * self.eta)

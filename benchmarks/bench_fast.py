@@ -1,0 +1,269 @@
+"""Benchmark: fast Riesz sums (FMM3D) at N up to 10^6: accuracy, time, memory, crossover, Langevin.
+
+Run from the repository root, one thread (the counts are pinned before NumPy is imported)::
+
+    python benchmarks/bench_fast.py accuracy --n 1000000 --tol 1e-6 1e-8 --rows 100 --json A.json
+    python benchmarks/bench_fast.py crossover --sizes 2000 5000 10000 20000 50000 --json C.json
+    python benchmarks/bench_fast.py langevin --n 1000000 --steps 20 --out /work/sweeps/fmm-1e6
+    python benchmarks/bench_fast.py report --json A.json C.json /work/sweeps/fmm-1e6/langevin.json \\
+        --md docs/results/bench_fast.md
+
+``accuracy``: N points uniform in the unit ball of R^3 (seed ``--seed``); for each ``tol``
+one call of ``riesz_energy_and_grad(..., method="fmm", tol=tol)`` internals (row sums of
+potential and gradient), timed (wall and CPU), and the process's peak resident memory after
+it; the error against the exact direct sums over ``--rows`` random rows
+(:func:`rieszflow.engine.energy.fast_rows.riesz_row_sums`): the relative 2-norm error over
+those rows and the largest per-row relative error, for the potential and the gradient.
+
+``crossover``: the Numba direct kernel against ``method="fmm"`` at the default ``tol``,
+interleaved (``--k`` rounds, minimum reported), for d = 3, s = 1; the crossover N is the
+smallest size from which FMM is faster at every larger size measured.
+
+``langevin``: projected Langevin (:func:`rieszflow.engine.simulate.projected_langevin`, run by
+:func:`~rieszflow.engine.simulate.run_langevin`) of N particles in the unit ball, d = 3,
+s = 1, the "mean_field" Coulomb energy with ``method="fmm"``, recording every
+``--record-every`` steps the summaries and ``--particles`` subsampled particles with
+:class:`rieszflow.solvers.particles.LangevinRecorder` to ``OUT/langevin.h5``; the time per step
+and the peak memory go to ``OUT/langevin.json``.
+
+``report``: the markdown page from the JSON files.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far (MiB; Linux ru_maxrss is in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def unit_ball(rng, n, d=3):
+    """n points uniform in the unit ball of R^d, float64."""
+    x = rng.standard_normal((n, d))
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    return x * rng.uniform(size=(n, 1)) ** (1.0 / d)
+
+
+def cmd_accuracy(args):
+    from rieszflow.engine.energy.fast import fmm_pair_sums
+    from rieszflow.engine.energy.fast_rows import riesz_row_sums
+
+    rng = np.random.default_rng(args.seed)
+    x = unit_ball(rng, args.n)
+    idx = np.sort(rng.choice(args.n, size=args.rows, replace=False))
+    t0 = time.perf_counter()
+    rows0, grads0 = riesz_row_sums(x, idx, 1.0)
+    t_rows = time.perf_counter() - t0
+    out = []
+    for tol in args.tol:
+        rss_before = peak_rss_mib()
+        t0, c0 = time.perf_counter(), time.process_time()
+        rows, grads = fmm_pair_sums(x, 1.0, 0.0, True, tol)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        er = np.abs(rows[idx] - rows0) / np.abs(rows0)
+        eg = np.linalg.norm(grads[idx] - grads0, axis=1) / np.linalg.norm(grads0, axis=1)
+        res = {"n": args.n, "tol": tol, "wall_s": wall, "cpu_s": cpu, "rows": args.rows,
+               "pot_rel_l2": float(np.linalg.norm(rows[idx] - rows0) / np.linalg.norm(rows0)),
+               "pot_rel_max": float(er.max()),
+               "grad_rel_l2": float(np.linalg.norm(grads[idx] - grads0) / np.linalg.norm(grads0)),
+               "grad_rel_max": float(eg.max()),
+               "energy_rel_est": float(abs(np.mean(rows[idx]) - np.mean(rows0)) / np.mean(rows0)),
+               "peak_rss_mib": peak_rss_mib(), "peak_rss_before_mib": rss_before,
+               "direct_rows_s": t_rows}
+        print(json.dumps(res), flush=True)
+        out.append(res)
+    return {"accuracy": out}
+
+
+def cmd_crossover(args):
+    from rieszflow.engine.energy.fast import FAST_TOL
+    from rieszflow.engine.energy.riesz import _pair_sums
+
+    rng = np.random.default_rng(args.seed)
+    out = []
+    _pair_sums(unit_ball(rng, 100), 1.0, 0.0, "numba", True, None)      # compile
+    for n in args.sizes:
+        x = unit_ball(rng, n)
+        times = {"numba": [], "fmm": []}
+        for _ in range(args.k):
+            for m in ("numba", "fmm"):
+                t0 = time.perf_counter()
+                _pair_sums(x, 1.0, 0.0, m, True, None, FAST_TOL)
+                times[m].append(time.perf_counter() - t0)
+        res = {"n": n, "tol": FAST_TOL, "numba_s": min(times["numba"]), "fmm_s": min(times["fmm"]),
+               "numba_median_s": float(np.median(times["numba"])), "fmm_median_s": float(np.median(times["fmm"]))}
+        print(json.dumps(res), flush=True)
+        out.append(res)
+    faster = [r["fmm_s"] < r["numba_s"] for r in out]
+    cross = next((out[i]["n"] for i in range(len(out)) if all(faster[i:])), None)
+    return {"crossover": out, "crossover_n": cross}
+
+
+def cmd_langevin(args):
+    from rieszflow.engine.energy import RieszEnergy
+    from rieszflow.engine.simulate import projected_langevin, run_langevin
+    from rieszflow.engine.space import Ball
+    from rieszflow.engine.storage import TrajectoryWriter
+    from rieszflow.solvers.particles import LangevinRecorder
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(args.seed)
+    x0 = unit_ball(rng, args.n)
+    energy = RieszEnergy(s=1.0, lam=args.lam, normalization="mean_field", method="fmm", tol=args.tol)
+    step_times = []
+    last = [time.perf_counter()]
+
+    def grad(omega):
+        g = energy.grad(omega)
+        return g
+
+    init, step = projected_langevin(grad, Ball(1.0), args.eta, args.beta, grad_scale=1.0,
+                                    boundary="project")
+    config = {"n": args.n, "d": 3, "s": 1.0, "lam": args.lam, "eta": args.eta, "beta": args.beta,
+              "tol": args.tol, "steps": args.steps, "seed": args.seed, "space": "Ball(1.0)",
+              "boundary": "project", "particles": args.particles, "record_every": args.record_every}
+    t_start = time.perf_counter()
+    with TrajectoryWriter(out / "langevin.h5", "bench_fast_langevin", config={"json": json.dumps(config)},
+                          overwrite=args.overwrite) as w:
+        rec = LangevinRecorder(w, args.n, 3, args.eta, particles=args.particles,
+                               energy=None if args.no_energy else energy)
+
+        def callback(st):
+            now = time.perf_counter()
+            t_rec = time.perf_counter()
+            rec(st)
+            if st.step:
+                step_times.append(now - last[0])
+            print(f"step {st.step}: {now - t_start:.1f} s, record {time.perf_counter() - t_rec:.1f} s, "
+                  f"peak {peak_rss_mib():.0f} MiB", flush=True)
+            last[0] = time.perf_counter()
+
+        state = run_langevin(step, init(x0), args.steps, args.seed, record_every=args.record_every,
+                             callback=callback, progress=False)
+    total = time.perf_counter() - t_start
+    res = {"langevin": {**config, "total_s": total, "steps_done": int(state.step),
+                        "intervals_s": step_times, "peak_rss_mib": peak_rss_mib(),
+                        "file": str(out / "langevin.h5"),
+                        "file_mib": (out / "langevin.h5").stat().st_size / 2 ** 20}}
+    import xarray as xr
+    with xr.open_dataset(out / "langevin.h5", engine="h5netcdf") as ds:
+        res["langevin"]["xarray_vars"] = sorted(ds.data_vars)
+        res["langevin"]["records"] = int(ds.sizes["time"])
+        res["langevin"]["second_moment"] = [float(v) for v in ds["second_moment"].values]
+    (out / "langevin.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps(res), flush=True)
+    return res
+
+
+def cmd_report(args):
+    data = {}
+    for p in args.json:
+        data.update(json.loads(Path(p).read_text()))
+    lines = ["# Fast Riesz sums: FMM3D at N up to 10^6", "",
+             "Generated by `python benchmarks/bench_fast.py report --json "
+             + " ".join(args.json) + " --md " + args.md + "` from the runs below (commands in "
+             "`benchmarks/bench_fast.py`). One thread, float64, on a shared 2-core machine "
+             f"({platform.processor() or platform.machine()}); times are wall-clock and include the load "
+             "of other processes.", ""]
+    if "accuracy" in data:
+        a = data["accuracy"]
+        lines += ["## 1. Accuracy, time and memory at N = %d (d = 3, s = 1, unit ball)" % a[0]["n"], "",
+                  "Command: `python benchmarks/bench_fast.py accuracy --n %d --tol %s --rows %d --json ...`"
+                  % (a[0]["n"], " ".join(f"{r['tol']:g}" for r in a), a[0]["rows"]), "",
+                  "Errors against the exact direct sums over %d random rows (`riesz_row_sums`, %.1f s "
+                  "for those rows); potential = row sum of 1/r, gradient = row sum of grad g_1."
+                  % (a[0]["rows"], a[0]["direct_rows_s"]), "",
+                  "| tol | wall (s) | CPU (s) | pot. rel. 2-norm err | pot. max row rel err | grad rel. 2-norm err "
+                  "| grad max row rel err | peak RSS (MiB) |", "|---|---|---|---|---|---|---|---|"]
+        for r in a:
+            lines.append(f"| {r['tol']:g} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['pot_rel_l2']:.2e} | "
+                         f"{r['pot_rel_max']:.2e} | {r['grad_rel_l2']:.2e} | {r['grad_rel_max']:.2e} | "
+                         f"{r['peak_rss_mib']:.0f} |")
+        lines += ["", "Peak RSS is the process's peak so far (positions, the FMM tree and outputs; "
+                  "O(N) memory). The direct sum at this N is N(N-1) = 1e12 ordered pairs.", ""]
+    if "crossover" in data:
+        c = data["crossover"]
+        lines += ["## 2. Crossover with the direct Numba kernel (d = 3, s = 1, tol = %g)" % c[0]["tol"], "",
+                  "Command: `python benchmarks/bench_fast.py crossover --sizes %s --json ...`; interleaved, "
+                  "minimum of the rounds." % " ".join(str(r["n"]) for r in c), "",
+                  "| N | Numba direct (s) | FMM (s) | Numba / FMM |", "|---|---|---|---|"]
+        for r in c:
+            lines.append(f"| {r['n']} | {r['numba_s']:.3f} | {r['fmm_s']:.3f} | {r['numba_s'] / r['fmm_s']:.2f} |")
+        lines += ["", f"Crossover N (FMM faster from here on among the sizes measured): "
+                      f"{data.get('crossover_n')}; `FMM_MIN_N` in `rieszflow.engine.energy.fast` is set from it.", ""]
+    if "langevin" in data:
+        g = data["langevin"]
+        iv = np.asarray(g["intervals_s"])
+        per_step = g["total_s"] / max(1, g["steps_done"])
+        lines += ["## 3. Projected Langevin at N = %d (d = 3, s = 1, unit ball)" % g["n"], "",
+                  f"Command: `python benchmarks/bench_fast.py langevin --n {g['n']} --steps {g['steps']} "
+                  f"--tol {g['tol']:g} --eta {g['eta']:g} --beta {g['beta']:g} --particles {g['particles']} "
+                  f"--record-every {g['record_every']} --out DIR`; the HDF5 file opens with "
+                  "`xarray.open_dataset(path, engine=\"h5netcdf\")` (variables: "
+                  + ", ".join(g["xarray_vars"]) + f"; {g['records']} records).", "",
+                  f"- steps: {g['steps_done']}, total wall time {g['total_s']:.0f} s, "
+                  f"{per_step:.1f} s per step on average (one FMM gradient per step, plus one FMM energy "
+                  f"per record); intervals between records: "
+                  + ", ".join(f"{v:.0f}" for v in iv) + " s",
+                  f"- peak resident memory: {g['peak_rss_mib']:.0f} MiB; file size {g['file_mib']:.1f} MiB",
+                  "- second moment (mean |x|^2) at the records: " + ", ".join(f"{v:.4f}" for v in g["second_moment"]),
+                  ""]
+    Path(args.md).write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("accuracy")
+    a.add_argument("--n", type=int, default=1_000_000)
+    a.add_argument("--tol", type=float, nargs="+", default=[1e-6, 1e-8])
+    a.add_argument("--rows", type=int, default=100)
+    c = sub.add_parser("crossover")
+    c.add_argument("--sizes", type=int, nargs="+", default=[2000, 5000, 10000, 20000, 50000])
+    c.add_argument("--k", type=int, default=3)
+    lg = sub.add_parser("langevin")
+    lg.add_argument("--n", type=int, default=1_000_000)
+    lg.add_argument("--steps", type=int, default=20)
+    lg.add_argument("--tol", type=float, default=1e-6)
+    lg.add_argument("--eta", type=float, default=1e-3)
+    lg.add_argument("--beta", type=float, default=1e3)
+    lg.add_argument("--lam", type=float, default=1.0)
+    lg.add_argument("--particles", type=int, default=10_000)
+    lg.add_argument("--record-every", type=int, default=10)
+    lg.add_argument("--no-energy", action="store_true")
+    lg.add_argument("--overwrite", action="store_true")
+    lg.add_argument("--out", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("--json", nargs="+", required=True)
+    r.add_argument("--md", required=True)
+    for q in (a, c, lg):
+        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    if args.cmd == "report":
+        return cmd_report(args)
+    res = {"accuracy": cmd_accuracy, "crossover": cmd_crossover, "langevin": cmd_langevin}[args.cmd](args)
+    if getattr(args, "json", None):
+        Path(args.json).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
