@@ -88,6 +88,8 @@ def cmd_accuracy(args):
                "direct_rows_s": t_rows}
         print(json.dumps(res), flush=True)
         out.append(res)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"accuracy": out}, indent=1))
     return {"accuracy": out}
 
 
@@ -127,8 +129,8 @@ def cmd_langevin(args):
     rng = np.random.default_rng(args.seed)
     x0 = unit_ball(rng, args.n)
     energy = RieszEnergy(s=1.0, lam=args.lam, normalization="mean_field", method="fmm", tol=args.tol)
-    step_times = []
-    last = [time.perf_counter()]
+    step_times, step_cpu = [], []
+    last = [time.perf_counter(), time.process_time()]
 
     def grad(omega):
         g = energy.grad(omega)
@@ -146,20 +148,21 @@ def cmd_langevin(args):
                                energy=None if args.no_energy else energy)
 
         def callback(st):
-            now = time.perf_counter()
-            t_rec = time.perf_counter()
+            now, cpu = time.perf_counter(), time.process_time()
             rec(st)
             if st.step:
                 step_times.append(now - last[0])
-            print(f"step {st.step}: {now - t_start:.1f} s, record {time.perf_counter() - t_rec:.1f} s, "
-                  f"peak {peak_rss_mib():.0f} MiB", flush=True)
-            last[0] = time.perf_counter()
+                step_cpu.append(cpu - last[1])
+            print(f"step {st.step}: wall {now - t_start:.1f} s, since last record: wall "
+                  f"{now - last[0]:.1f} s, CPU {cpu - last[1]:.1f} s; record wall "
+                  f"{time.perf_counter() - now:.1f} s, peak {peak_rss_mib():.0f} MiB", flush=True)
+            last[0], last[1] = time.perf_counter(), time.process_time()
 
         state = run_langevin(step, init(x0), args.steps, args.seed, record_every=args.record_every,
                              callback=callback, progress=False)
     total = time.perf_counter() - t_start
     res = {"langevin": {**config, "total_s": total, "steps_done": int(state.step),
-                        "intervals_s": step_times, "peak_rss_mib": peak_rss_mib(),
+                        "intervals_s": step_times, "intervals_cpu_s": step_cpu, "peak_rss_mib": peak_rss_mib(),
                         "file": str(out / "langevin.h5"),
                         "file_mib": (out / "langevin.h5").stat().st_size / 2 ** 20}}
     import xarray as xr

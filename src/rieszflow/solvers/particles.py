@@ -671,7 +671,7 @@ class LangevinRecorder:
     reads the file.
 
     Recorded per record (dimension ``time``, coordinate ``t = step * eta``): ``step``,
-    ``mean`` (coord), ``second_moment`` :math:`\frac1N\sum_k\|\omega_k\|^2`, ``max_radius``,
+    ``mean`` (coord), ``second_moment`` :math:`\\frac1N\\sum_k\\|\\omega_k\\|^2`, ``max_radius``,
     ``max_displacement`` (of the last step), ``wall_time`` (seconds since the recorder was
     built), ``energy`` (when an ``energy`` is given: one more evaluation per record) and
     ``omega`` (time, particle, coord) of the recorded particles, whose indices are the

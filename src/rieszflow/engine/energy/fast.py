@@ -50,8 +50,9 @@ from rieszflow.engine._checks import check_real, is_host
 
 __all__ = ["FAST_METHODS", "FAST_TOL", "FMM_MIN_N", "auto_fast", "check_tol", "fmm_pair_sums"]
 
-#: The fast methods of the Riesz sums (approximate, to the accuracy ``tol``).
-FAST_METHODS = ("fmm",)
+#: The fast methods of the Riesz sums (approximate, to the accuracy ``tol``): ``"fmm"`` here,
+#: ``"nufft"`` in :mod:`~rieszflow.engine.energy.fast_nufft`.
+FAST_METHODS = ("fmm", "nufft")
 
 #: Default requested relative precision of the fast methods. At N = 10^6 (d = 3, s = 1, unit
 #: ball) FMM3D delivers errors well below it (docs/results/bench_fast.md).

@@ -86,7 +86,9 @@ host synchronisation; 2d extra elementwise passes over each tile are the price).
 
 Fast methods (approximate, to a stated relative precision ``tol``): ``method="fmm"``, the fast
 multipole method of FMM3D for the Coulomb kernel of R^3 (d = 3, s = 1), potential and gradient
-in one O(N) call (:mod:`~rieszflow.engine.energy.fast`); ``method="auto"`` takes it from
+in one O(N) call (:mod:`~rieszflow.engine.energy.fast`); ``method="nufft"``, NFFT fast summation
+(Potts and Steidl) for any s in d = 1, 2, 3, softening included
+(:mod:`~rieszflow.engine.energy.fast_nufft`); ``method="auto"`` takes FMM from
 :data:`~rieszflow.engine.energy.fast.FMM_MIN_N` particles on. Errors against these direct sums
 are measured in ``tests/test_riesz_fast.py`` and ``docs/results/bench_fast.md``.
 """
@@ -100,6 +102,7 @@ from rieszflow.engine._checks import as_float_array, check_choice, check_int, ch
 from rieszflow.engine.backend import namespace, raw_kernel
 from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
 from rieszflow.engine.energy.fast import FAST_METHODS, FAST_TOL, auto_fast, check_tol, fmm_pair_sums
+from rieszflow.engine.energy.fast_nufft import nufft_pair_sums
 from rieszflow.engine.energy.interaction import check_s, check_softening
 from rieszflow.engine.threads import numba_threads
 
@@ -592,6 +595,8 @@ def _dispatch(omega, s, eps, method, want_energy, chunk_size, tol=FAST_TOL):
         method = auto_fast(omega, s, eps) or method
     if method == "fmm":
         return fmm_pair_sums(omega, s, eps, want_energy, tol)
+    if method == "nufft":
+        return nufft_pair_sums(omega, s, eps, want_energy, tol)
     if method == "auto":
         if not host:                 # a device array: the fused kernel (exact, sync-free)
             method = "fused" if omega.shape[1] <= FUSED_MAX_D else "gemm"
@@ -649,9 +654,11 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
-    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
         ``"fmm"``: the fast multipole method (d = 3, s = 1, softening 0, NumPy arrays;
-        :mod:`~rieszflow.engine.energy.fast`), relative precision ``tol``.
+        :mod:`~rieszflow.engine.energy.fast`), relative precision ``tol``. ``"nufft"``: NFFT
+        fast summation (d = 1, 2, 3, any s, NumPy arrays;
+        :mod:`~rieszflow.engine.energy.fast_nufft`), relative precision ``tol``.
         ``"gemm"``: BLAS Gram blocks with exact recomputation of close pairs
         (NumPy or CuPy; see the module docstring). ``"fused"``: energy and gradient in
         one pass of a CUDA kernel on CuPy arrays (one thread per row, column tiles in
@@ -685,9 +692,10 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         If ``s`` or ``softening`` is out of range, ``omega`` is not (N, d) with
         N >= 2 and finite entries (checked for host arrays), ``method`` is unknown, or
         ``method="fused"`` is asked for a CuPy array with ``d > FUSED_MAX_D``, ``method="fmm"``
-        outside d = 3, s = 1, softening 0, or ``tol`` is out of range.
+        outside d = 3, s = 1, softening 0, ``method="nufft"`` outside d = 1, 2, 3, or ``tol`` is
+        out of range.
     TypeError
-        If ``method="numba"`` or ``"fmm"`` is asked for a CuPy array.
+        If ``method="numba"``, ``"fmm"`` or ``"nufft"`` is asked for a CuPy array.
 
     References
     ----------
@@ -715,7 +723,7 @@ def riesz_energy(omega, s, softening=0.0, method="auto", chunk_size=None, *, tol
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
-    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
         See :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation.
@@ -755,7 +763,7 @@ def riesz_energy_grad(omega, s, softening=0.0, method="auto", chunk_size=None, *
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`.
-    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
         See :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation.
@@ -799,7 +807,7 @@ def riesz_potential(omega, s, softening=0.0, method="auto", chunk_size=None, *, 
         Riesz exponent, ``-2 < s < inf``, as :func:`riesz_energy_and_grad`.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`, as :func:`riesz_energy_and_grad`.
-    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
         Backend of the pair sums, as :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation, as :func:`riesz_energy_and_grad`.
@@ -843,7 +851,7 @@ class RieszEnergy(Energy):
         (particles_pde_reference.md; use ``grad_scale = 1``).
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0` (see :func:`riesz_kernel`).
-    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
         Backend of the pair sums (see :func:`riesz_energy_and_grad`).
     chunk_size : int, optional
         Rows per block of the reference implementation.
