@@ -98,22 +98,28 @@ def cmd_crossover(args):
     from rieszflow.engine.energy.riesz import _pair_sums
 
     rng = np.random.default_rng(args.seed)
-    out = []
-    _pair_sums(unit_ball(rng, 100), 1.0, 0.0, "numba", True, None)      # compile
-    for n in args.sizes:
-        x = unit_ball(rng, n)
-        times = {"numba": [], "fmm": []}
-        for _ in range(args.k):
-            for m in ("numba", "fmm"):
-                t0 = time.perf_counter()
-                _pair_sums(x, 1.0, 0.0, m, True, None, FAST_TOL)
-                times[m].append(time.perf_counter() - t0)
-        res = {"n": n, "tol": FAST_TOL, "numba_s": min(times["numba"]), "fmm_s": min(times["fmm"]),
-               "numba_median_s": float(np.median(times["numba"])), "fmm_median_s": float(np.median(times["fmm"]))}
-        print(json.dumps(res), flush=True)
-        out.append(res)
-    faster = [r["fmm_s"] < r["numba_s"] for r in out]
-    cross = next((out[i]["n"] for i in range(len(out)) if all(faster[i:])), None)
+    out, cross = [], {}
+    for d, s in zip(args.d, args.s):
+        fast = "fmm" if (d, s) == (3, 1.0) else "nufft"
+        _pair_sums(unit_ball(rng, 100, d), s, 0.0, "numba", True, None)      # compile
+        rows = []
+        for n in args.sizes:
+            x = unit_ball(rng, n, d)
+            times = {"numba": [], fast: []}
+            for _ in range(args.k):
+                for m in ("numba", fast):
+                    t0 = time.perf_counter()
+                    _pair_sums(x, s, 0.0, m, True, None, FAST_TOL)
+                    times[m].append(time.perf_counter() - t0)
+            res = {"d": d, "s": s, "method": fast, "n": n, "tol": FAST_TOL, "numba_s": min(times["numba"]),
+                   "fast_s": min(times[fast])}
+            print(json.dumps(res), flush=True)
+            rows.append(res)
+            if args.json:
+                Path(args.json).write_text(json.dumps({"crossover": out + rows, "crossover_n": cross}, indent=1))
+        faster = [r["fast_s"] < r["numba_s"] for r in rows]
+        cross[f"d={d}, s={s:g} ({fast})"] = next((rows[i]["n"] for i in range(len(rows)) if all(faster[i:])), None)
+        out += rows
     return {"crossover": out, "crossover_n": cross}
 
 
@@ -203,14 +209,17 @@ def cmd_report(args):
                   "O(N) memory). The direct sum at this N is N(N-1) = 1e12 ordered pairs.", ""]
     if "crossover" in data:
         c = data["crossover"]
-        lines += ["## 2. Crossover with the direct Numba kernel (d = 3, s = 1, tol = %g)" % c[0]["tol"], "",
-                  "Command: `python benchmarks/bench_fast.py crossover --sizes %s --json ...`; interleaved, "
-                  "minimum of the rounds." % " ".join(str(r["n"]) for r in c), "",
-                  "| N | Numba direct (s) | FMM (s) | Numba / FMM |", "|---|---|---|---|"]
+        lines += ["## 2. Crossover with the direct Numba kernel (tol = %g)" % c[0]["tol"], "",
+                  "Command: `python benchmarks/bench_fast.py crossover --sizes %s --d %s --s %s --json ...`; "
+                  "interleaved, minimum of the rounds; unit ball of R^d."
+                  % (" ".join(sorted({str(r["n"]) for r in c}, key=int)),
+                     " ".join(sorted({str(r["d"]) for r in c})), " ".join(sorted({f"{r['s']:g}" for r in c}))), "",
+                  "| d | s | method | N | Numba direct (s) | fast (s) | Numba / fast |", "|---|---|---|---|---|---|---|"]
         for r in c:
-            lines.append(f"| {r['n']} | {r['numba_s']:.3f} | {r['fmm_s']:.3f} | {r['numba_s'] / r['fmm_s']:.2f} |")
-        lines += ["", f"Crossover N (FMM faster from here on among the sizes measured): "
-                      f"{data.get('crossover_n')}; `FMM_MIN_N` in `rieszflow.engine.energy.fast` is set from it.", ""]
+            lines.append(f"| {r['d']} | {r['s']:g} | {r['method']} | {r['n']} | {r['numba_s']:.3f} | "
+                         f"{r['fast_s']:.3f} | {r['numba_s'] / r['fast_s']:.2f} |")
+        lines += ["", "Crossover N (the fast method faster from there on among the sizes measured; None: "
+                      "never): " + "; ".join(f"{k}: {v}" for k, v in data.get("crossover_n", {}).items()), ""]
     if "langevin" in data:
         g = data["langevin"]
         iv = np.asarray(g["intervals_s"])
@@ -242,6 +251,8 @@ def main(argv=None):
     c = sub.add_parser("crossover")
     c.add_argument("--sizes", type=int, nargs="+", default=[2000, 5000, 10000, 20000, 50000])
     c.add_argument("--k", type=int, default=3)
+    c.add_argument("--d", type=int, nargs="+", default=[3, 2, 1], help="dimensions, paired with --s")
+    c.add_argument("--s", type=float, nargs="+", default=[1.0, 0.0, 0.0], help="exponents, paired with --d")
     lg = sub.add_parser("langevin")
     lg.add_argument("--n", type=int, default=1_000_000)
     lg.add_argument("--steps", type=int, default=20)
