@@ -164,10 +164,16 @@ def cmd_langevin(args):
                   f"{time.perf_counter() - now:.1f} s, peak {peak_rss_mib():.0f} MiB", flush=True)
             last[0], last[1] = time.perf_counter(), time.process_time()
 
-        state = run_langevin(step, init(x0), args.steps, args.seed, record_every=args.record_every,
-                             callback=callback, progress=False)
+        try:
+            state = run_langevin(step, init(x0), args.steps, args.seed, record_every=args.record_every,
+                                 callback=callback, progress=False)
+            steps_done, stopped = int(state.step), None
+        except KeyboardInterrupt:          # SIGINT: keep what was recorded, say so
+            steps_done, stopped = int(w.read("step")[-1]), "interrupted (SIGINT) after the last record"
+            w.close("interrupted")
     total = time.perf_counter() - t_start
-    res = {"langevin": {**config, "total_s": total, "steps_done": int(state.step),
+    res = {"langevin": {**config, "total_s": total, "steps_done": steps_done, "stopped": stopped,
+                        "cpu_s": time.process_time(),
                         "intervals_s": step_times, "intervals_cpu_s": step_cpu, "peak_rss_mib": peak_rss_mib(),
                         "file": str(out / "langevin.h5"),
                         "file_mib": (out / "langevin.h5").stat().st_size / 2 ** 20}}
