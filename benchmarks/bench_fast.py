@@ -15,9 +15,10 @@ it; the error against the exact direct sums over ``--rows`` random rows
 (:func:`rieszflow.engine.energy.fast_rows.riesz_row_sums`): the relative 2-norm error over
 those rows and the largest per-row relative error, for the potential and the gradient.
 
-``crossover``: the Numba direct kernel against ``method="fmm"`` at the default ``tol``,
-interleaved (``--k`` rounds, minimum reported), for d = 3, s = 1; the crossover N is the
-smallest size from which FMM is faster at every larger size measured.
+``crossover``: the Numba direct kernel (one thread) against ``method="fmm"`` (d = 3, s = 1) or
+``method="nufft"`` (other (d, s)) at the default ``tol``, interleaved (``--k`` rounds, minimum
+of the CPU seconds, which a loaded machine does not inflate); the crossover N is the smallest
+size from which the fast method is faster at every larger size measured.
 
 ``langevin``: projected Langevin (:func:`rieszflow.engine.simulate.projected_langevin`, run by
 :func:`~rieszflow.engine.simulate.run_langevin`) of N particles in the unit ball, d = 3,
@@ -108,9 +109,9 @@ def cmd_crossover(args):
             times = {"numba": [], fast: []}
             for _ in range(args.k):
                 for m in ("numba", fast):
-                    t0 = time.perf_counter()
+                    t0 = time.process_time()      # CPU seconds: one thread, robust to a loaded machine
                     _pair_sums(x, s, 0.0, m, True, None, FAST_TOL)
-                    times[m].append(time.perf_counter() - t0)
+                    times[m].append(time.process_time() - t0)
             res = {"d": d, "s": s, "method": fast, "n": n, "tol": FAST_TOL, "numba_s": min(times["numba"]),
                    "fast_s": min(times[fast])}
             print(json.dumps(res), flush=True)
@@ -217,10 +218,10 @@ def cmd_report(args):
         c = data["crossover"]
         lines += ["## 2. Crossover with the direct Numba kernel (tol = %g)" % c[0]["tol"], "",
                   "Command: `python benchmarks/bench_fast.py crossover --sizes %s --d %s --s %s --json ...`; "
-                  "interleaved, minimum of the rounds; unit ball of R^d."
+                  "interleaved, minimum CPU seconds of the rounds (one thread); unit ball of R^d."
                   % (" ".join(sorted({str(r["n"]) for r in c}, key=int)),
                      " ".join(sorted({str(r["d"]) for r in c})), " ".join(sorted({f"{r['s']:g}" for r in c}))), "",
-                  "| d | s | method | N | Numba direct (s) | fast (s) | Numba / fast |", "|---|---|---|---|---|---|---|"]
+                  "| d | s | method | N | Numba direct (CPU s) | fast (CPU s) | Numba / fast |", "|---|---|---|---|---|---|---|"]
         for r in c:
             lines.append(f"| {r['d']} | {r['s']:g} | {r['method']} | {r['n']} | {r['numba_s']:.3f} | "
                          f"{r['fast_s']:.3f} | {r['numba_s'] / r['fast_s']:.2f} |")

@@ -65,3 +65,19 @@ def test_recorder_bad_particles(tmp_path):
             LangevinRecorder(w, 10, 3, 1e-3, particles=11)
         with pytest.raises(ValueError, match="particles"):
             LangevinRecorder(w, 10, 3, 1e-3, particles=0)
+
+
+def test_make_interaction_fast_methods():
+    from rieszflow.solvers.particles import make_interaction
+
+    x = _cloud(300, seed=1)
+    e = make_interaction(s=1.0, lam=0.5, d=3, method="fmm", tol=1e-12)
+    e0 = make_interaction(s=1.0, lam=0.5, d=3, method="numba")
+    assert e.method == "fmm" and e.tol == 1e-12
+    np.testing.assert_allclose(e.grad(x), e0.grad(x), rtol=0, atol=1e-11 * np.abs(e0.grad(x)).max())
+    x1 = x[:, :1]
+    e1 = make_interaction(s=0.0, lam=0.5, d=1, method="nufft", tol=1e-10)
+    np.testing.assert_allclose(e1.grad(x1), make_interaction(s=0.0, lam=0.5, d=1, method="numba").grad(x1),
+                               rtol=0, atol=1e-9 * 300)
+    with pytest.raises(ValueError, match="not to method='sorted'"):
+        make_interaction(s=-1.0, lam=0.5, d=1, method="sorted", tol=1e-8)

@@ -96,7 +96,7 @@ __all__ = [
     "domain_space",
 ]
 
-INTERACTION_METHODS = ("auto", "sorted", "numba", "numpy")
+INTERACTION_METHODS = ("auto", "sorted", "numba", "numpy", "fmm", "nufft")
 
 
 # ------------------------------------------------------------------------------ external field
@@ -143,7 +143,7 @@ def quadratic_potential(gamma: float, normalization: str = "mean_field") -> Exte
 
 def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | None = None,
                      method: str = "auto", normalization: str = "mean_field",
-                     softening: float = 0.0) -> Energy:
+                     softening: float = 0.0, tol: float | None = None) -> Energy:
     """The interaction energy of the particle system, with the fastest exact evaluation.
 
     A particle-versus-PDE comparison builds both sides from one :class:`~rieszflow.engine.energy.Interaction`:
@@ -161,16 +161,20 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
     interaction : engine.energy.Interaction, optional
         The pair interaction ``lam * g_s`` (with its softening) instead of ``s``, ``lam`` and
         ``softening``.
-    method : {"auto", "sorted", "numba", "numpy"}, default "auto"
+    method : {"auto", "sorted", "numba", "numpy", "fmm", "nufft"}, default "auto"
         ``"sorted"``: :class:`~rieszflow.engine.energy.SortedCoulomb1D` (only ``d = 1``, ``s = -1``, no
         softening); ``"numba"``/``"numpy"``: :class:`~rieszflow.engine.energy.RieszEnergy`
-        pair sums; ``"auto"``: ``"sorted"`` when it applies, else the Riesz
-        pair sums with their own automatic backend choice.
+        pair sums; ``"fmm"``/``"nufft"``: its fast summation (relative precision ``tol``;
+        :mod:`~rieszflow.engine.energy.fast`); ``"auto"``: ``"sorted"`` when it applies, else the
+        Riesz pair sums with their own automatic backend choice.
     normalization : {"mean_field", "paper"}, default "mean_field"
         Pair normalisation :math:`\\frac{\\lambda}{2N}\\sum_{i\\ne j}` or
         :math:`\\frac{\\lambda}{2N(N-1)}\\sum_{i \\ne j}` (module docstring).
     softening : float, default 0.0
         Plummer softening of :func:`~rieszflow.engine.energy.riesz_kernel` (0 = exact kernel).
+    tol : float, optional
+        Relative precision of the fast methods (default
+        :data:`~rieszflow.engine.energy.fast.FAST_TOL`); not with ``"sorted"``.
 
     Returns
     -------
@@ -206,9 +210,12 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
         raise ValueError(f"method='sorted' is exact only for d=1, s=-1 and softening=0; got d={d}, "
                          f"s={s}, softening={softening}")
     if method == "sorted" or (method == "auto" and sortable):
+        if tol is not None and method == "sorted":
+            raise ValueError(f"tol={tol!r} applies to the fast methods, not to method='sorted' (exact)")
         return make_energy("coulomb1d", lam=lam, normalization=normalization)
+    extra = {} if tol is None else {"tol": tol}
     return make_energy("riesz", s=s, lam=lam, normalization=normalization, softening=softening,
-                       method=method)
+                       method=method, **extra)
 
 
 def mean_field_drift(omega, potential: Energy, interaction: Energy):
