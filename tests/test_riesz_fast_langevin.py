@@ -81,3 +81,7 @@ def test_make_interaction_fast_methods():
                                rtol=0, atol=1e-9 * 300)
     with pytest.raises(ValueError, match="not to method='sorted'"):
         make_interaction(s=-1.0, lam=0.5, d=1, method="sorted", tol=1e-8)
+    with pytest.raises(ValueError, match="method='fmm' computes the Coulomb kernel of R\\^3 only"):
+        make_interaction(s=0.0, lam=0.5, d=2, method="fmm")
+    with pytest.raises(ValueError, match="method='nufft' supports d = 1, 2, 3, got d=4"):
+        make_interaction(s=0.0, lam=0.5, d=4, method="nufft")

@@ -185,7 +185,9 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
     ValueError
         On an unknown ``method`` or ``normalization``, out-of-range ``s``,
         ``lam`` or ``d``, ``method="sorted"`` outside ``d = 1, s = -1,
-        softening = 0``, or ``interaction`` given together with ``s``, ``lam`` or a softening.
+        softening = 0``, ``method="fmm"`` outside ``d = 3, s = 1, softening = 0``,
+        ``method="nufft"`` for ``d > 3``, or ``interaction`` given together with ``s``, ``lam`` or
+        a softening.
     TypeError
         If ``interaction`` is not an :class:`~rieszflow.engine.energy.Interaction`.
     """
@@ -209,6 +211,11 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
     if method == "sorted" and not sortable:
         raise ValueError(f"method='sorted' is exact only for d=1, s=-1 and softening=0; got d={d}, "
                          f"s={s}, softening={softening}")
+    if method == "fmm" and (d != 3 or s != 1.0 or softening != 0.0):
+        raise ValueError(f"method='fmm' computes the Coulomb kernel of R^3 only (d=3, s=1, softening=0), "
+                         f"got d={d}, s={s}, softening={softening}; use method='nufft' or 'auto'")
+    if method == "nufft" and d > 3:
+        raise ValueError(f"method='nufft' supports d = 1, 2, 3, got d={d}; use method='auto'")
     if method == "sorted" or (method == "auto" and sortable):
         if tol is not None and method == "sorted":
             raise ValueError(f"tol={tol!r} applies to the fast methods, not to method='sorted' (exact)")
