@@ -93,3 +93,17 @@ def test_nufft_bad_dimension():
     x = ball(np.random.default_rng(0), 50, 4)
     with pytest.raises(ValueError, match="d = 1, 2, 3, got d=4"):
         riesz_energy_and_grad(x, 1.0, method="nufft")
+
+
+def test_auto_takes_nufft_from_its_crossover(monkeypatch):
+    from rieszflow.engine.energy import fast
+
+    x = ball(np.random.default_rng(6), 300, 2)
+    g_fast = riesz_energy_and_grad(x, 0.0, method="nufft", tol=1e-4)[1]
+    g_direct = riesz_energy_and_grad(x, 0.0, method="numba")[1]
+    monkeypatch.setitem(fast.NUFFT_MIN_N, 2, 300)
+    assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_fast)
+    monkeypatch.setitem(fast.NUFFT_MIN_N, 2, 301)
+    assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_direct)
+    monkeypatch.setitem(fast.NUFFT_MIN_N, 2, None)
+    assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_direct)

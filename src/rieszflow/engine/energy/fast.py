@@ -48,7 +48,7 @@ import numpy as np
 
 from rieszflow.engine._checks import check_real, is_host
 
-__all__ = ["FAST_METHODS", "FAST_TOL", "FMM_MIN_N", "auto_fast", "check_tol", "fmm_pair_sums"]
+__all__ = ["FAST_METHODS", "FAST_TOL", "FMM_MIN_N", "NUFFT_MIN_N", "auto_fast", "check_tol", "fmm_pair_sums"]
 
 #: The fast methods of the Riesz sums (approximate, to the accuracy ``tol``): ``"fmm"`` here,
 #: ``"nufft"`` in :mod:`~rieszflow.engine.energy.fast_nufft`.
@@ -63,6 +63,12 @@ FAST_TOL = 1e-10
 #: ``python benchmarks/bench_fast.py --crossover`` (docs/results/bench_fast.md, table 3; one
 #: thread, at the default ``tol``).
 FMM_MIN_N = 20_000
+
+#: ``method="auto"`` takes ``"nufft"`` (host arrays, d in this mapping, every s and softening) from
+#: this many particles on, where FMM does not apply: the crossover with the Numba kernel measured
+#: by the same command at s = 0 (the cost of the NFFT summation hardly depends on s: the same
+#: transforms, a cut-off radius that changes little). None: not faster at any N measured.
+NUFFT_MIN_N = {1: None, 2: None, 3: None}
 
 
 def check_tol(tol) -> float:
@@ -177,9 +183,12 @@ def auto_fast(omega, s, softening) -> str | None:
     -------
     str or None
         ``"fmm"`` for host arrays with d = 3, s = 1, softening 0 and N >= :data:`FMM_MIN_N`;
-        otherwise None.
+        else ``"nufft"`` for host arrays with N >= :data:`NUFFT_MIN_N` ``[d]``; otherwise None.
     """
     n, d = omega.shape[-2], omega.shape[-1]
-    if is_host(omega) and d == 3 and s == 1.0 and softening == 0.0 and n >= FMM_MIN_N:
-        return "fmm"
-    return None
+    if not is_host(omega):
+        return None
+    if d == 3 and s == 1.0 and softening == 0.0:
+        return "fmm" if n >= FMM_MIN_N else None
+    start = NUFFT_MIN_N.get(d)
+    return "nufft" if start is not None and n >= start else None
