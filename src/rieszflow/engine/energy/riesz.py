@@ -89,7 +89,8 @@ multipole method of FMM3D for the Coulomb kernel of R^3 (d = 3, s = 1), potentia
 in one O(N) call (:mod:`~rieszflow.engine.energy.fast`); ``method="nufft"``, NFFT fast summation
 (Potts and Steidl) for any s in d = 1, 2, 3, softening included
 (:mod:`~rieszflow.engine.energy.fast_nufft`); ``method="auto"`` takes FMM from
-:data:`~rieszflow.engine.energy.fast.FMM_MIN_N` particles on. Errors against these direct sums
+:data:`~rieszflow.engine.energy.fast.FMM_MIN_N` particles on and NFFT from
+:data:`~rieszflow.engine.energy.fast.NUFFT_MIN_N` (the measured crossovers). Errors against these direct sums
 are measured in ``tests/test_riesz_fast.py`` and ``docs/results/bench_fast.md``.
 """
 from __future__ import annotations
@@ -665,7 +666,8 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         shared memory, float64 sums), its NumPy mirror on host arrays. ``"auto"``: for
         NumPy arrays ``"gemm"`` if ``d >= GEMM_MIN_D``, else the Numba kernel; for CuPy
         arrays ``"fused"`` (no host synchronisation) up to ``d = FUSED_MAX_D``, ``"gemm"``
-        above; ``"fmm"`` instead where it applies and N >= ``FMM_MIN_N``.
+        above; on NumPy arrays ``"fmm"`` instead where it applies and N >= ``FMM_MIN_N``, else
+        ``"nufft"`` from ``NUFFT_MIN_N[d]`` (:mod:`~rieszflow.engine.energy.fast`).
     chunk_size : int, optional
         Rows per block of the reference implementation (memory
         O(chunk_size * N * d)) or of the GEMM path (memory O(chunk_size * N));
