@@ -60,9 +60,10 @@ FAST_TOL = 1e-10
 
 #: ``method="auto"`` takes ``"fmm"`` for d = 3, s = 1, softening 0 and host arrays from this
 #: many particles on: the crossover with the Numba direct kernel measured by
-#: ``python benchmarks/bench_fast.py --crossover`` (docs/results/bench_fast.md, table 3; one
-#: thread, at the default ``tol``).
-FMM_MIN_N = 20_000
+#: ``python benchmarks/bench_fast.py crossover`` (docs/results/bench_fast.md, table 2; one
+#: thread, CPU seconds, unit ball, the default ``tol``): Numba 2.1x faster at N = 20000, FMM 2.5x
+#: faster at N = 50000 (the crossover lies between; the first measured size past it is taken).
+FMM_MIN_N = 50_000
 
 #: ``method="auto"`` takes ``"nufft"`` (host arrays, d in this mapping, every s and softening) from
 #: this many particles on, where FMM does not apply: the crossover with the Numba kernel measured
