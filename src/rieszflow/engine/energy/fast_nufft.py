@@ -60,11 +60,16 @@ import scipy.special as sc
 __all__ = ["NUFFT_MAX_MODES", "NUFFT_NEIGHBOURS", "nufft_pair_sums"]
 
 #: Target number of near pairs per particle (d -> count): the balance of the direct near field
-#: against the Fourier modes of the far field.
-NUFFT_NEIGHBOURS = {1: 32, 2: 64, 3: 128}
+#: against the Fourier modes of the far field. Chosen by CPU time at N = 20000, tol = 1e-10, unit
+#: ball, s = 0 (d = 1: 32 best of 32/128/512; d = 2: 256 best of 64/256/512/1024; d = 3: not tuned).
+NUFFT_NEIGHBOURS = {1: 32, 2: 256, 3: 512}
 #: Largest number of Fourier modes n^d of the far field, per d (memory: FINUFFT's fine grid is
 #: about 2^d times this, in complex128, for each of the d + 1 transforms).
 NUFFT_MAX_MODES = {1: 2 ** 22, 2: 2 ** 22, 3: 2 ** 21}
+#: FINUFFT's upsampling factor for ``tol >= 1e-9`` (1.25: a fine grid (2/1.25)^d times smaller
+#: than the default 2, wider spreading; FINUFFT's kernel cannot reach a smaller tol with it, so
+#: below that the default 2 is used).
+NUFFT_UPSAMPFAC = 1.25
 _R_POINTS = 1.0 / 8.0       # scaled particles lie in this ball: differences < 1/4
 _WINDOW_HALF = 0.25 - _R_POINTS          # the window falls from 1 to 0 over [2 R_p, 1/2]
 _WINDOW_CENTRE = 2.0 * _R_POINTS + _WINDOW_HALF
@@ -111,15 +116,18 @@ def _far(s, alpha, R):
     a = 0.5 * s
     z = (alpha * R) ** 2
     if s == 0.0:
-        small = z < 2.0
-        zs = np.where(small, z, 0.0)
-        ein = np.zeros_like(zs)                  # Ein(z) = sum_k (-1)^(k+1) z^k / (k k!)
+        small = z < 0.5                          # series there (no cancellation), closed form beyond
+        out = np.empty_like(z)
+        big = ~small
+        out[big] = -np.log(R[big]) - 0.5 * sc.exp1(z[big])
+        zs = z[small]
+        ein = np.zeros_like(zs)                  # Ein(z) = sum_k (-1)^(k+1) z^k / (k k!), |term| < 1e-17 by k = 20
         term = np.ones_like(zs)
-        for k in range(1, 40):
+        for k in range(1, 21):
             term = term * zs / k
             ein += (-1) ** (k + 1) * term / k
-        big = -np.log(np.where(small, 1.0, R)) - 0.5 * sc.exp1(np.where(small, 1.0, z))
-        return np.where(small, 0.5 * np.euler_gamma + math.log(alpha) - 0.5 * ein, big)
+        out[small] = 0.5 * np.euler_gamma + math.log(alpha) - 0.5 * ein
+        return out
     if a > 0.0:                                   # alpha^s z^-a P(a, z); limit 1/Gamma(a+1) at 0
         zz = np.where(z > 0.0, z, 1.0)
         val = np.where(z > 0.0, sc.gammainc(a, zz) * zz ** (-a), 1.0 / sc.gamma(a + 1.0))
@@ -250,18 +258,22 @@ def nufft_pair_sums(omega, s, softening, want_energy, tol):
     t1 = {1: fi.nufft1d1, 2: fi.nufft2d1, 3: fi.nufft3d1}[d]
     t2 = {1: fi.nufft1d2, 2: fi.nufft2d2, 3: fi.nufft3d2}[d]
     ftol = max(tol, 1e-14)
-    modes = t1(*pts, np.ones(n, dtype=np.complex128), (nm,) * d, eps=ftol, isign=-1, nthreads=1)
+    opts = {"eps": ftol, "nthreads": 1, "upsampfac": NUFFT_UPSAMPFAC if tol >= 1e-9 else 2.0}
+    modes = t1(*pts, np.ones(n, dtype=np.complex128), (nm,) * d, isign=-1, **opts)
     modes *= b
-    rows = None
-    if want_energy:
-        rows = t2(*pts, modes, eps=ftol, isign=1, nthreads=1).real - float(np.sum(b))
     k = np.arange(nm) - nm // 2
-    stack = np.empty((d,) + (nm,) * d, dtype=np.complex128)
+    e = int(bool(want_energy))
+    stack = np.empty((d + e,) + (nm,) * d, dtype=np.complex128)   # potential and gradient: one batch
+    if e:
+        stack[0] = modes
     for ax in range(d):
         shape = [1] * d
         shape[ax] = nm
-        stack[ax] = modes * (2j * math.pi * k).reshape(shape)
-    grads = np.ascontiguousarray(t2(*pts, stack, eps=ftol, isign=1, nthreads=1).real.T) / rho
+        stack[e + ax] = modes * (2j * math.pi * k).reshape(shape)
+    del modes
+    out = t2(*pts, stack, isign=1, **opts).real
+    rows = out[0] - float(np.sum(b)) if e else None
+    grads = np.ascontiguousarray(out[e:].T) / rho
     # near field: pairs with sqrt(R^2 + eps^2) < R_c (physical), exact near part
     Rc = rc * rho
     if Rc > eps:
