@@ -107,3 +107,15 @@ def test_auto_takes_nufft_from_its_crossover(monkeypatch):
     assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_direct)
     monkeypatch.setitem(fast.NUFFT_MIN_N, 2, None)
     assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_direct)
+
+
+def test_near_field_blocks_do_not_change_the_sum(monkeypatch):
+    from rieszflow.engine.energy import fast_nufft
+
+    x = ball(np.random.default_rng(8), 700, 2)
+    x[:10] = x[10:20] + 1e-7                    # near pairs that cross block boundaries
+    _, (rows, grads) = _pair_sums(x, 0.5, 0.0, "nufft", True, None, 1e-9)
+    monkeypatch.setattr(fast_nufft, "_ROW_BLOCK", 64)
+    _, (rows_b, grads_b) = _pair_sums(x, 0.5, 0.0, "nufft", True, None, 1e-9)
+    np.testing.assert_allclose(rows_b, rows, rtol=1e-13)
+    np.testing.assert_allclose(grads_b, grads, rtol=1e-12, atol=1e-12 * np.abs(grads).max())

@@ -73,7 +73,7 @@ NUFFT_UPSAMPFAC = 1.25
 _R_POINTS = 1.0 / 8.0       # scaled particles lie in this ball: differences < 1/4
 _WINDOW_HALF = 0.25 - _R_POINTS          # the window falls from 1 to 0 over [2 R_p, 1/2]
 _WINDOW_CENTRE = 2.0 * _R_POINTS + _WINDOW_HALF
-_PAIR_BLOCK = 2 ** 20
+_ROW_BLOCK = 2 ** 13       # rows per near-field block
 
 
 def _finufft():
@@ -278,9 +278,12 @@ def nufft_pair_sums(omega, s, softening, want_energy, tol):
     Rc = rc * rho
     if Rc > eps:
         r_search = math.sqrt(Rc * Rc - eps * eps) / rho
-        pairs = cKDTree(y).query_pairs(r_search, output_type="ndarray")
-        for p0 in range(0, pairs.shape[0], _PAIR_BLOCK):
-            i, j = pairs[p0:p0 + _PAIR_BLOCK, 0], pairs[p0:p0 + _PAIR_BLOCK, 1]
+        tree = cKDTree(y)
+        for a in range(0, n, _ROW_BLOCK):       # pairs of a block of rows: memory O(block * neighbours)
+            found = cKDTree(y[a:a + _ROW_BLOCK]).sparse_distance_matrix(tree, r_search, output_type="ndarray")
+            i, j = found["i"].astype(np.int64) + a, found["j"].astype(np.int64)
+            keep = i < j                            # each unordered pair once, never the self pair
+            i, j = i[keep], j[keep]
             diff = x[i] - x[j]
             R = np.sqrt(np.sum(diff * diff, axis=1) + eps * eps)
             val, dval = _near(s, alpha_p, R)
