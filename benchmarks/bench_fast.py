@@ -49,6 +49,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 
+COMMAND = [""]      # this run's command line, stored with each measurement
+
+
 def peak_rss_mib() -> float:
     """Peak resident memory of this process so far (MiB; Linux ru_maxrss is in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -63,23 +66,26 @@ def unit_ball(rng, n, d=3):
 
 def cmd_accuracy(args):
     from rieszflow.engine.energy.fast import fmm_pair_sums
+    from rieszflow.engine.energy.fast_nufft import nufft_pair_sums
     from rieszflow.engine.energy.fast_rows import riesz_row_sums
 
+    fast = fmm_pair_sums if args.method == "fmm" else nufft_pair_sums
     rng = np.random.default_rng(args.seed)
-    x = unit_ball(rng, args.n)
+    x = unit_ball(rng, args.n, args.d)
     idx = np.sort(rng.choice(args.n, size=args.rows, replace=False))
     t0 = time.perf_counter()
-    rows0, grads0 = riesz_row_sums(x, idx, 1.0)
+    rows0, grads0 = riesz_row_sums(x, idx, args.s)
     t_rows = time.perf_counter() - t0
     out = []
     for tol in args.tol:
         rss_before = peak_rss_mib()
         t0, c0 = time.perf_counter(), time.process_time()
-        rows, grads = fmm_pair_sums(x, 1.0, 0.0, True, tol)
+        rows, grads = fast(x, args.s, 0.0, True, tol)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         er = np.abs(rows[idx] - rows0) / np.abs(rows0)
         eg = np.linalg.norm(grads[idx] - grads0, axis=1) / np.linalg.norm(grads0, axis=1)
-        res = {"n": args.n, "tol": tol, "wall_s": wall, "cpu_s": cpu, "rows": args.rows,
+        res = {"command": COMMAND[0], "n": args.n, "d": args.d, "s": args.s, "method": args.method, "tol": tol,
+               "wall_s": wall, "cpu_s": cpu, "rows": args.rows,
                "pot_rel_l2": float(np.linalg.norm(rows[idx] - rows0) / np.linalg.norm(rows0)),
                "pot_rel_max": float(er.max()),
                "grad_rel_l2": float(np.linalg.norm(grads[idx] - grads0) / np.linalg.norm(grads0)),
@@ -112,7 +118,7 @@ def cmd_crossover(args):
                     t0 = time.process_time()      # CPU seconds: one thread, robust to a loaded machine
                     _pair_sums(x, s, 0.0, m, True, None, FAST_TOL)
                     times[m].append(time.process_time() - t0)
-            res = {"d": d, "s": s, "method": fast, "n": n, "tol": FAST_TOL, "numba_s": min(times["numba"]),
+            res = {"command": COMMAND[0], "d": d, "s": s, "method": fast, "n": n, "tol": FAST_TOL, "numba_s": min(times["numba"]),
                    "fast_s": min(times[fast])}
             print(json.dumps(res), flush=True)
             rows.append(res)
@@ -205,13 +211,14 @@ def cmd_report(args):
              f"({platform.processor() or platform.machine()}), heavily loaded by other jobs while these "
              "ran: CPU seconds of the process are the meaningful times; wall-clock times include the "
              "waiting for a core.", ""]
-    if "accuracy" in data:
-        a = data["accuracy"]
-        lines += ["## 1. Accuracy, time and memory at N = %d (d = 3, s = 1, unit ball)" % a[0]["n"], "",
-                  "Command: `python benchmarks/bench_fast.py accuracy --n %d --tol %s --rows %d --json ...`"
-                  % (a[0]["n"], " ".join(f"{r['tol']:g}" for r in a), a[0]["rows"]), "",
+    groups = {}
+    for r in data.get("accuracy", []):
+        groups.setdefault((r["n"], r.get("d", 3), r.get("s", 1.0), r.get("method", "fmm")), []).append(r)
+    for (n_, d_, s_, m_), a in groups.items():
+        lines += [f"## 1. Accuracy, time and memory: {m_}, N = {n_}, d = {d_}, s = {s_:g} (unit ball)", "",
+                  "Command: " + "; ".join(f"`{c}`" for c in dict.fromkeys(r.get("command", "?") for r in a)), "",
                   "Errors against the exact direct sums over %d random rows (`riesz_row_sums`, %.1f s "
-                  "for those rows); potential = row sum of 1/r, gradient = row sum of grad g_1."
+                  "for those rows); potential = row sum of g_s, gradient = row sum of grad g_s."
                   % (a[0]["rows"], a[0]["direct_rows_s"]), "",
                   "| tol | wall (s) | CPU (s) | pot. rel. 2-norm err | pot. max row rel err | grad rel. 2-norm err "
                   "| grad max row rel err | peak RSS (MiB) |", "|---|---|---|---|---|---|---|---|"]
@@ -221,7 +228,7 @@ def cmd_report(args):
                          f"{r['peak_rss_mib']:.0f} |")
         lines += ["", "Peak RSS is the process's peak so far (positions, the FMM tree and outputs; "
                   "O(N) memory)."]
-        d3 = [r for r in data.get("crossover", []) if r["d"] == 3 and r["s"] == 1.0]
+        d3 = [r for r in data.get("crossover", []) if r["d"] == d_ and r["s"] == s_]
         if d3:
             big = max(d3, key=lambda r: r["n"])
             rate = big["n"] * (big["n"] - 1) / big["numba_s"]
@@ -235,11 +242,8 @@ def cmd_report(args):
     if "crossover" in data:
         c = data["crossover"]
         lines += ["## 2. Crossover with the direct Numba kernel (tol = %g)" % c[0]["tol"], "",
-                  "Command: `python benchmarks/bench_fast.py crossover --sizes %s --d %s --s %s --json ...`; "
-                  "interleaved, minimum CPU seconds of the rounds (one thread); unit ball of R^d."
-                  % (" ".join(dict.fromkeys(str(r["n"]) for r in c)),
-                     " ".join(dict.fromkeys(str(r["d"]) for r in c)),
-                     " ".join(dict.fromkeys(f"{r['s']:g}" for r in c))), "",
+                  "Commands: " + "; ".join(f"`{x}`" for x in dict.fromkeys(r.get("command", "?") for r in c))
+                  + ". Interleaved, minimum CPU seconds of the rounds (one thread); unit ball of R^d.", "",
                   "| d | s | method | N | Numba direct (CPU s) | fast (CPU s) | Numba / fast |", "|---|---|---|---|---|---|---|"]
         for r in c:
             lines.append(f"| {r['d']} | {r['s']:g} | {r['method']} | {r['n']} | {r['numba_s']:.3f} | "
@@ -287,6 +291,9 @@ def main(argv=None):
     a.add_argument("--n", type=int, default=1_000_000)
     a.add_argument("--tol", type=float, nargs="+", default=[1e-6, 1e-8])
     a.add_argument("--rows", type=int, default=100)
+    a.add_argument("--d", type=int, default=3)
+    a.add_argument("--s", type=float, default=1.0)
+    a.add_argument("--method", choices=("fmm", "nufft"), default="fmm")
     c = sub.add_parser("crossover")
     c.add_argument("--sizes", type=int, nargs="+", default=[2000, 5000, 10000, 20000, 50000])
     c.add_argument("--k", type=int, default=3)
@@ -311,6 +318,7 @@ def main(argv=None):
         q.add_argument("--seed", type=int, default=0)
         q.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    COMMAND[0] = "python benchmarks/bench_fast.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.cmd == "report":
         return cmd_report(args)
     res = {"accuracy": cmd_accuracy, "crossover": cmd_crossover, "langevin": cmd_langevin}[args.cmd](args)
