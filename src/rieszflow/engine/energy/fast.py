@@ -68,8 +68,11 @@ FMM_MIN_N = 50_000
 #: ``method="auto"`` takes ``"nufft"`` (host arrays, d in this mapping, every s and softening) from
 #: this many particles on, where FMM does not apply: the crossover with the Numba kernel measured
 #: by the same command at s = 0 (the cost of the NFFT summation hardly depends on s: the same
-#: transforms, a cut-off radius that changes little). None: not faster at any N measured.
-NUFFT_MIN_N = {1: None, 2: None, 3: None}
+#: transforms, a cut-off radius that changes little). Measured (CPU seconds, one thread, unit ball,
+#: default ``tol``; docs/results/bench_fast.md, table 2): d = 1 faster from the smallest size
+#: measured, N = 2000 (1.8x; 20x at N = 20000); d = 2 Numba faster at N = 5000 (3x), NFFT faster
+#: at 20000 (1.6x) and 50000 (3.1x); d = 3 not measured (None: never taken).
+NUFFT_MIN_N = {1: 2000, 2: 20000, 3: None}
 
 
 def check_tol(tol) -> float:
