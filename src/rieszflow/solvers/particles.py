@@ -85,6 +85,7 @@ from rieszflow.engine.measures import (
 
 __all__ = [
     "GridW1",
+    "LangevinRecorder",
     "INTERACTION_METHODS",
     "MeanFieldParticles",
     "TruncatedGaussian",
@@ -95,7 +96,7 @@ __all__ = [
     "domain_space",
 ]
 
-INTERACTION_METHODS = ("auto", "sorted", "numba", "numpy")
+INTERACTION_METHODS = ("auto", "sorted", "numba", "numpy", "fmm", "nufft")
 
 
 # ------------------------------------------------------------------------------ external field
@@ -142,7 +143,7 @@ def quadratic_potential(gamma: float, normalization: str = "mean_field") -> Exte
 
 def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | None = None,
                      method: str = "auto", normalization: str = "mean_field",
-                     softening: float = 0.0) -> Energy:
+                     softening: float = 0.0, tol: float | None = None) -> Energy:
     """The interaction energy of the particle system, with the fastest exact evaluation.
 
     A particle-versus-PDE comparison builds both sides from one :class:`~rieszflow.engine.energy.Interaction`:
@@ -160,16 +161,20 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
     interaction : engine.energy.Interaction, optional
         The pair interaction ``lam * g_s`` (with its softening) instead of ``s``, ``lam`` and
         ``softening``.
-    method : {"auto", "sorted", "numba", "numpy"}, default "auto"
+    method : {"auto", "sorted", "numba", "numpy", "fmm", "nufft"}, default "auto"
         ``"sorted"``: :class:`~rieszflow.engine.energy.SortedCoulomb1D` (only ``d = 1``, ``s = -1``, no
         softening); ``"numba"``/``"numpy"``: :class:`~rieszflow.engine.energy.RieszEnergy`
-        pair sums; ``"auto"``: ``"sorted"`` when it applies, else the Riesz
-        pair sums with their own automatic backend choice.
+        pair sums; ``"fmm"``/``"nufft"``: its fast summation (relative precision ``tol``;
+        :mod:`~rieszflow.engine.energy.fast`); ``"auto"``: ``"sorted"`` when it applies, else the
+        Riesz pair sums with their own automatic backend choice.
     normalization : {"mean_field", "paper"}, default "mean_field"
         Pair normalisation :math:`\\frac{\\lambda}{2N}\\sum_{i\\ne j}` or
         :math:`\\frac{\\lambda}{2N(N-1)}\\sum_{i \\ne j}` (module docstring).
     softening : float, default 0.0
         Plummer softening of :func:`~rieszflow.engine.energy.riesz_kernel` (0 = exact kernel).
+    tol : float, optional
+        Relative precision of the fast methods (default
+        :data:`~rieszflow.engine.energy.fast.FAST_TOL`); not with ``"sorted"``.
 
     Returns
     -------
@@ -180,7 +185,9 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
     ValueError
         On an unknown ``method`` or ``normalization``, out-of-range ``s``,
         ``lam`` or ``d``, ``method="sorted"`` outside ``d = 1, s = -1,
-        softening = 0``, or ``interaction`` given together with ``s``, ``lam`` or a softening.
+        softening = 0``, ``method="fmm"`` outside ``d = 3, s = 1, softening = 0``,
+        ``method="nufft"`` for ``d > 3``, or ``interaction`` given together with ``s``, ``lam`` or
+        a softening.
     TypeError
         If ``interaction`` is not an :class:`~rieszflow.engine.energy.Interaction`.
     """
@@ -204,10 +211,18 @@ def make_interaction(s=None, lam=None, d=None, *, interaction: Interaction | Non
     if method == "sorted" and not sortable:
         raise ValueError(f"method='sorted' is exact only for d=1, s=-1 and softening=0; got d={d}, "
                          f"s={s}, softening={softening}")
+    if method == "fmm" and (d != 3 or s != 1.0 or softening != 0.0):
+        raise ValueError(f"method='fmm' computes the Coulomb kernel of R^3 only (d=3, s=1, softening=0), "
+                         f"got d={d}, s={s}, softening={softening}; use method='nufft' or 'auto'")
+    if method == "nufft" and d > 3:
+        raise ValueError(f"method='nufft' supports d = 1, 2, 3, got d={d}; use method='auto'")
     if method == "sorted" or (method == "auto" and sortable):
+        if tol is not None and method == "sorted":
+            raise ValueError(f"tol={tol!r} applies to the fast methods, not to method='sorted' (exact)")
         return make_energy("coulomb1d", lam=lam, normalization=normalization)
+    extra = {} if tol is None else {"tol": tol}
     return make_energy("riesz", s=s, lam=lam, normalization=normalization, softening=softening,
-                       method=method)
+                       method=method, **extra)
 
 
 def mean_field_drift(omega, potential: Energy, interaction: Energy):
@@ -657,3 +672,103 @@ class GridW1:
             return self.particles(x, pde_masses)
         counts = rng.multinomial(n, pde_masses / pde_masses.sum())
         return wasserstein1_grid(counts / n, pde_masses, dom.centers, self.tol)
+
+
+class LangevinRecorder:
+    """Callback of :func:`~rieszflow.engine.simulate.run_langevin` that records a chain to HDF5.
+
+    At N = 10^6 a full record is N d floats per step (24 MB in d = 3); the option
+    ``particles`` keeps every particle (the default) or a fixed random subsample, and the
+    summaries of the whole cloud are recorded at every record in both cases. The records go
+    along the unlimited dimension ``time`` of a :class:`~rieszflow.engine.storage.TrajectoryWriter`
+    (the run loop and the writer are unchanged); ``xarray.open_dataset(path, engine="h5netcdf")``
+    reads the file.
+
+    Recorded per record (dimension ``time``, coordinate ``t = step * eta``): ``step``,
+    ``mean`` (coord), ``second_moment`` :math:`\\frac1N\\sum_k\\|\\omega_k\\|^2`, ``max_radius``,
+    ``max_displacement`` (of the last step), ``wall_time`` (seconds since the recorder was
+    built), ``energy`` (when an ``energy`` is given: one more evaluation per record) and
+    ``omega`` (time, particle, coord) of the recorded particles, whose indices are the
+    coordinate ``particle``.
+
+    Parameters
+    ----------
+    writer : engine.storage.TrajectoryWriter
+        An open writer; the recorder declares its dimensions and variables.
+    n : int
+        Number of particles N of the chain, >= 1.
+    d : int
+        Dimension, >= 1.
+    eta : float
+        Step size, > 0 (for the time coordinate).
+    particles : "all" or int, default "all"
+        Record every particle, or this many (1 <= m <= N) drawn once without replacement
+        by ``seed`` and kept for the whole run (sorted indices).
+    energy : callable, optional
+        ``energy(omega) -> float``, recorded as ``energy`` at each record.
+    seed : int, default 0
+        Seed of the subsample.
+
+    Raises
+    ------
+    ValueError
+        If ``particles`` is neither "all" nor an integer in [1, N], or ``n``, ``d``, ``eta``
+        are out of range.
+    """
+
+    def __init__(self, writer, n, d, eta, *, particles="all", energy=None, seed=0):
+        import time
+
+        n = check_int("n", n, minimum=1)
+        d = check_int("d", d, minimum=1)
+        self.eta = check_real("eta", eta, positive=True)
+        if isinstance(particles, str) and particles == "all":
+            self.index = None
+            kept = np.arange(n)
+        else:
+            m = check_int("particles", particles, minimum=1)
+            if m > n:
+                raise ValueError(f"particles must be 'all' or an integer in [1, N={n}], got particles={m}")
+            kept = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
+            self.index = None if m == n else kept
+        self.writer, self.energy, self._start = writer, energy, time.perf_counter()
+        writer.dimension("time", None, attrs={"long_name": "time t = step * eta", "units": "1"})
+        writer.dimension("particle", kept.size, coords=kept.astype(np.int64),
+                         attrs={"long_name": "index of a recorded particle", "units": "1"}, dtype="i8")
+        writer.dimension("coord", d, coords=np.arange(d, dtype=np.int64),
+                         attrs={"long_name": "coordinate axis", "units": "1"}, dtype="i8")
+        specs = [("step", ("time",), "i8", "Langevin steps taken"),
+                 ("mean", ("time", "coord"), "f8", "mean particle position over all N"),
+                 ("second_moment", ("time",), "f8", "mean squared norm of the particles over all N"),
+                 ("max_radius", ("time",), "f8", "largest particle norm over all N"),
+                 ("max_displacement", ("time",), "f8", "largest particle move of the last step"),
+                 ("wall_time", ("time",), "f8", "wall-clock seconds since the recorder was built"),
+                 ("omega", ("time", "particle", "coord"), "f8", "positions of the recorded particles")]
+        if energy is not None:
+            specs.append(("energy", ("time",), "f8", "energy of the configuration"))
+        for name, dims, dtype, long_name in specs:
+            units = "s" if name == "wall_time" else "1"
+            writer.variable(name, dims, dtype=dtype, attrs={"long_name": long_name, "units": units})
+        writer.set_attrs(n_particles=n, recorded_particles=int(kept.size))
+
+    def __call__(self, state):
+        """Append one record of ``state`` (a LangevinState or MALAState on the host or a device).
+
+        Parameters
+        ----------
+        state : LangevinState or MALAState
+            The chain's state; ``state.omega`` of shape (N, d).
+        """
+        import time
+
+        omega = state.omega
+        xp = namespace(omega)
+        sq = xp.sum(omega * omega, axis=1, dtype=xp.float64)
+        rec = {"step": state.step, "mean": xp.mean(omega, axis=0, dtype=xp.float64),
+               "second_moment": xp.mean(sq), "max_radius": xp.sqrt(xp.max(sq)),
+               "max_displacement": xp.asarray(state.max_displacement, dtype=xp.float64),
+               "omega": omega if self.index is None else omega[self.index]}
+        if self.energy is not None:
+            rec["energy"] = xp.asarray(self.energy(omega), dtype=xp.float64)
+        rec["wall_time"] = time.perf_counter() - self._start
+        self.writer.append("time", rec, coord=state.step * self.eta)

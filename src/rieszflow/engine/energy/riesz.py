@@ -83,6 +83,15 @@ compares the kernel on the device with the reference when a GPU is present
 (``benchmarks/gpu.py`` times it against GEMM and torch). The GEMM path on device
 arrays finds close pairs with masks over the tile instead of ``nonzero`` (no
 host synchronisation; 2d extra elementwise passes over each tile are the price).
+
+Fast methods (approximate, to a stated relative precision ``tol``): ``method="fmm"``, the fast
+multipole method of FMM3D for the Coulomb kernel of R^3 (d = 3, s = 1), potential and gradient
+in one O(N) call (:mod:`~rieszflow.engine.energy.fast`); ``method="nufft"``, NFFT fast summation
+(Potts and Steidl) for any s in d = 1, 2, 3, softening included
+(:mod:`~rieszflow.engine.energy.fast_nufft`); ``method="auto"`` takes FMM from
+:data:`~rieszflow.engine.energy.fast.FMM_MIN_N` particles on and NFFT from
+:data:`~rieszflow.engine.energy.fast.NUFFT_MIN_N` (the measured crossovers). Errors against these direct sums
+are measured in ``tests/test_riesz_fast.py`` and ``docs/results/bench_fast.md``.
 """
 from __future__ import annotations
 
@@ -93,6 +102,8 @@ import numpy as np
 from rieszflow.engine._checks import as_float_array, check_choice, check_int, check_points, check_real, is_host
 from rieszflow.engine.backend import namespace, raw_kernel
 from rieszflow.engine.energy.base import NORMALIZATIONS, Energy
+from rieszflow.engine.energy.fast import FAST_METHODS, FAST_TOL, auto_fast, check_tol, fmm_pair_sums
+from rieszflow.engine.energy.fast_nufft import nufft_pair_sums
 from rieszflow.engine.energy.interaction import check_s, check_softening
 from rieszflow.engine.threads import numba_threads
 
@@ -109,7 +120,7 @@ __all__ = [
     "FUSED_MAX_D",
 ]
 
-METHODS = ("auto", "numpy", "numba", "gemm", "fused")
+METHODS = ("auto", "numpy", "numba", "gemm", "fused") + FAST_METHODS
 _CHUNK_ELEMENTS = 2 ** 21  # elements of the (chunk, N, d) difference block (16 MiB in float64)
 _GEMM_TILE_ROWS = 64           # rows of a GEMM-path tile: (64, N) blocks stay in cache (bench: 32-128 best)
 _GEMM_TILE_ELEMENTS = 2 ** 22  # ... and at most this many elements (32 MiB in float64) for huge N
@@ -636,23 +647,30 @@ def _fused_mirror(xp, omega, s, eps, want_energy):
     return rows, acc
 
 
-def _pair_sums(omega, s, softening, method, want_energy, chunk_size):
+def _pair_sums(omega, s, softening, method, want_energy, chunk_size, tol=FAST_TOL):
     """Validate and dispatch; returns float64 (rows or None, grads)."""
     s = check_s(s)
     eps = check_softening(softening)
     check_choice("method", method, METHODS)
+    tol = check_tol(tol)
     omega = check_points("omega", omega)
     if method == "numba" and not is_host(omega):
         raise TypeError("method='numba' needs a NumPy (CPU) array, got a "
                         f"{type(omega).__module__}.{type(omega).__name__}; use method='auto' or 'numpy'")
     if chunk_size is not None:
         check_int("chunk_size", chunk_size, minimum=1)
-    return omega, _dispatch(omega, s, eps, method, want_energy, chunk_size)
+    return omega, _dispatch(omega, s, eps, method, want_energy, chunk_size, tol)
 
 
-def _dispatch(omega, s, eps, method, want_energy, chunk_size):
+def _dispatch(omega, s, eps, method, want_energy, chunk_size, tol=FAST_TOL):
     """Row sums of validated input by ``method`` (no checks, no host synchronisation)."""
     host = is_host(omega)
+    if method == "auto":
+        method = auto_fast(omega, s, eps) or method
+    if method == "fmm":
+        return fmm_pair_sums(omega, s, eps, want_energy, tol)
+    if method == "nufft":
+        return nufft_pair_sums(omega, s, eps, want_energy, tol)
     if method == "auto":
         if not host:                 # a device array: the fused kernel (exact, sync-free)
             method = "fused" if omega.shape[1] <= FUSED_MAX_D else "gemm"
@@ -698,7 +716,8 @@ def _check_paper_n(omega):
                          f"got shape {tuple(omega.shape)}")
 
 
-def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=None, *, validate=True):
+def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=None, *, validate=True,
+                          tol=FAST_TOL):
     """Riesz energy :math:`\\mathcal{W}_{N,s}` and its exact gradient (paper normalisation).
 
     Parameters
@@ -709,14 +728,19 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
-    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
+        ``"fmm"``: the fast multipole method (d = 3, s = 1, softening 0, NumPy arrays;
+        :mod:`~rieszflow.engine.energy.fast`), relative precision ``tol``. ``"nufft"``: NFFT
+        fast summation (d = 1, 2, 3, any s, NumPy arrays;
+        :mod:`~rieszflow.engine.energy.fast_nufft`), relative precision ``tol``.
         ``"gemm"``: BLAS Gram blocks with exact recomputation of close pairs
         (NumPy or CuPy; see the module docstring). ``"fused"``: energy and gradient in
         one pass of a CUDA kernel on CuPy arrays (one thread per row, column tiles in
         shared memory, float64 sums), its NumPy mirror on host arrays. ``"auto"``: for
         NumPy arrays ``"gemm"`` if ``d >= GEMM_MIN_D``, else the Numba kernel; for CuPy
         arrays ``"fused"`` (no host synchronisation) up to ``d = FUSED_MAX_D``, ``"gemm"``
-        above.
+        above; on NumPy arrays ``"fmm"`` instead where it applies and N >= ``FMM_MIN_N``, else
+        ``"nufft"`` from ``NUFFT_MIN_N[d]`` (:mod:`~rieszflow.engine.energy.fast`).
     chunk_size : int, optional
         Rows per block of the reference implementation (memory
         O(chunk_size * N * d)) or of the GEMM path (memory O(chunk_size * N));
@@ -726,6 +750,9 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         once (Phase A of :mod:`rieszflow.learning.train` checks the particles at every record):
         no host synchronisation on device arrays (no finiteness check), the default row block;
         ``omega`` must then be an (N, d) float array with N >= 2 and ``s``, ``softening`` valid.
+    tol : float, default :data:`~rieszflow.engine.energy.fast.FAST_TOL`
+        Requested relative precision of a fast method (``"fmm"``, or ``"auto"`` when it takes
+        one); the direct methods ignore it.
 
     Returns
     -------
@@ -739,26 +766,28 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
     ValueError
         If ``s`` or ``softening`` is out of range, ``omega`` is not (N, d) with
         N >= 2 and finite entries (checked for host arrays), ``method`` is unknown, or
-        ``method="fused"`` is asked for a CuPy array with ``d > FUSED_MAX_D``.
+        ``method="fused"`` is asked for a CuPy array with ``d > FUSED_MAX_D``, ``method="fmm"``
+        outside d = 3, s = 1, softening 0, ``method="nufft"`` outside d = 1, 2, 3, or ``tol`` is
+        out of range.
     TypeError
-        If ``method="numba"`` is asked for a CuPy array.
+        If ``method="numba"``, ``"fmm"`` or ``"nufft"`` is asked for a CuPy array.
 
     References
     ----------
     paper 000, eq. (2.3) and (B.10).
     """
     if validate:
-        omega, (rows, grads) = _pair_sums(omega, s, softening, method, True, chunk_size)
+        omega, (rows, grads) = _pair_sums(omega, s, softening, method, True, chunk_size, tol)
         _check_paper_n(omega)
     else:
-        rows, grads = _dispatch(omega, float(s), float(softening), method, True, None)
+        rows, grads = _dispatch(omega, float(s), float(softening), method, True, None, tol)
     xp = namespace(omega)
     n = omega.shape[0]
     energy = xp.sum(rows) / (2.0 * n * (n - 1))
     return energy, xp.asarray(grads / (n * (n - 1.0)), dtype=omega.dtype)
 
 
-def riesz_energy(omega, s, softening=0.0, method="auto", chunk_size=None):
+def riesz_energy(omega, s, softening=0.0, method="auto", chunk_size=None, *, tol=FAST_TOL):
     """Riesz energy :math:`\\mathcal{W}_{N,s} = \\frac{1}{2N(N-1)} \\sum_{k \\ne l} g_s(\\omega_k - \\omega_l)`.
 
     Parameters
@@ -769,10 +798,12 @@ def riesz_energy(omega, s, softening=0.0, method="auto", chunk_size=None):
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`; distances become :math:`\\sqrt{r^2 + \\varepsilon^2}`.
-    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
         See :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation.
+    tol : float, default :data:`~rieszflow.engine.energy.fast.FAST_TOL`
+        Relative precision of a fast method (see :func:`riesz_energy_and_grad`).
 
     Returns
     -------
@@ -791,10 +822,10 @@ def riesz_energy(omega, s, softening=0.0, method="auto", chunk_size=None):
     ----------
     paper 000, eq. (2.3) and (B.10).
     """
-    return riesz_energy_and_grad(omega, s, softening, method, chunk_size)[0]
+    return riesz_energy_and_grad(omega, s, softening, method, chunk_size, tol=tol)[0]
 
 
-def riesz_energy_grad(omega, s, softening=0.0, method="auto", chunk_size=None):
+def riesz_energy_grad(omega, s, softening=0.0, method="auto", chunk_size=None, *, tol=FAST_TOL):
     """Gradient :math:`\\nabla_{\\omega_k}\\mathcal{W}_{N,s} = \\frac{1}{N(N-1)}\\sum_{l\\ne k}\\nabla g_s(\\omega_k-\\omega_l)`.
 
     The energy itself is not evaluated (no logarithm for ``s = 0``).
@@ -807,10 +838,12 @@ def riesz_energy_grad(omega, s, softening=0.0, method="auto", chunk_size=None):
         Riesz exponent, ``-2 < s < inf``.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`.
-    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
         See :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation.
+    tol : float, default :data:`~rieszflow.engine.energy.fast.FAST_TOL`
+        Relative precision of a fast method (see :func:`riesz_energy_and_grad`).
 
     Returns
     -------
@@ -828,14 +861,14 @@ def riesz_energy_grad(omega, s, softening=0.0, method="auto", chunk_size=None):
     ----------
     paper 000, eq. (2.3), (B.10) and (A.7).
     """
-    omega, (_, grads) = _pair_sums(omega, s, softening, method, False, chunk_size)
+    omega, (_, grads) = _pair_sums(omega, s, softening, method, False, chunk_size, tol)
     _check_paper_n(omega)
     xp = namespace(omega)
     n = omega.shape[0]
     return xp.asarray(grads / (n * (n - 1.0)), dtype=omega.dtype)
 
 
-def riesz_potential(omega, s, softening=0.0, method="auto", chunk_size=None):
+def riesz_potential(omega, s, softening=0.0, method="auto", chunk_size=None, *, tol=FAST_TOL):
     """Leave-one-out Riesz potential at each particle, :math:`\\frac{1}{N-1}\\sum_{l \\ne k} g_s(\\omega_k - \\omega_l)`.
 
     This is :math:`(g_s * \\mu_N^{(-k)})(\\omega_k)` of paper 000, eq. (A.7); its
@@ -849,10 +882,12 @@ def riesz_potential(omega, s, softening=0.0, method="auto", chunk_size=None):
         Riesz exponent, ``-2 < s < inf``, as :func:`riesz_energy_and_grad`.
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0`, as :func:`riesz_energy_and_grad`.
-    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
         Backend of the pair sums, as :func:`riesz_energy_and_grad`.
     chunk_size : int, optional
         Rows per block of the reference implementation, as :func:`riesz_energy_and_grad`.
+    tol : float, default :data:`~rieszflow.engine.energy.fast.FAST_TOL`
+        Relative precision of a fast method, as :func:`riesz_energy_and_grad`.
 
     Returns
     -------
@@ -868,7 +903,7 @@ def riesz_potential(omega, s, softening=0.0, method="auto", chunk_size=None):
     ----------
     paper 000, eq. (A.5) and (A.7).
     """
-    omega, (rows, _) = _pair_sums(omega, s, softening, method, True, chunk_size)
+    omega, (rows, _) = _pair_sums(omega, s, softening, method, True, chunk_size, tol)
     _check_paper_n(omega)
     return rows / (omega.shape[0] - 1.0)
 
@@ -891,10 +926,12 @@ class RieszEnergy(Energy):
         (particles_pde_reference.md; use ``grad_scale = 1``).
     softening : float, default 0.0
         :math:`\\varepsilon \\ge 0` (see :func:`riesz_kernel`).
-    method : {"auto", "numpy", "numba", "gemm", "fused"}, default "auto"
+    method : {"auto", "numpy", "numba", "gemm", "fused", "fmm", "nufft"}, default "auto"
         Backend of the pair sums (see :func:`riesz_energy_and_grad`).
     chunk_size : int, optional
         Rows per block of the reference implementation.
+    tol : float, default :data:`~rieszflow.engine.energy.fast.FAST_TOL`
+        Relative precision of a fast method (``"fmm"``, or ``"auto"`` when it takes one).
 
     Raises
     ------
@@ -912,6 +949,7 @@ class RieszEnergy(Energy):
     softening: float = 0.0
     method: str = "auto"
     chunk_size: int | None = None
+    tol: float = FAST_TOL
 
     def __post_init__(self):
         object.__setattr__(self, "s", check_s(self.s))
@@ -919,6 +957,7 @@ class RieszEnergy(Energy):
         check_choice("normalization", self.normalization, NORMALIZATIONS)
         object.__setattr__(self, "softening", check_softening(self.softening))
         check_choice("method", self.method, METHODS)
+        object.__setattr__(self, "tol", check_tol(self.tol))
         if self.chunk_size is not None:
             check_int("chunk_size", self.chunk_size, minimum=1)
 
@@ -927,7 +966,7 @@ class RieszEnergy(Energy):
             omega, (rows, grads) = _pair_sums_chains(omega, self.s, self.softening)
         else:
             omega, (rows, grads) = _pair_sums(omega, self.s, self.softening, self.method,
-                                              want_energy, self.chunk_size)
+                                              want_energy, self.chunk_size, self.tol)
         n = omega.shape[-2]
         if self.normalization == "paper":
             _check_paper_n(omega)

@@ -1,0 +1,344 @@
+"""Benchmark: fast Riesz sums (FMM3D) at N up to 10^6: accuracy, time, memory, crossover, Langevin.
+
+Run from the repository root, one thread (the counts are pinned before NumPy is imported)::
+
+    python benchmarks/bench_fast.py accuracy --n 1000000 --tol 1e-6 1e-8 --rows 100 --json A.json
+    python benchmarks/bench_fast.py crossover --sizes 2000 5000 10000 20000 50000 --json C.json
+    python benchmarks/bench_fast.py langevin --n 1000000 --steps 20 --out /work/sweeps/fmm-1e6
+    python benchmarks/bench_fast.py report --json A.json C.json /work/sweeps/fmm-1e6/langevin.json \\
+        --md docs/results/bench_fast.md
+
+``accuracy``: N points uniform in the unit ball of R^3 (seed ``--seed``); for each ``tol``
+one call of ``riesz_energy_and_grad(..., method="fmm", tol=tol)`` internals (row sums of
+potential and gradient), timed (wall and CPU), and the process's peak resident memory after
+it; the error against the exact direct sums over ``--rows`` random rows
+(:func:`rieszflow.engine.energy.fast_rows.riesz_row_sums`): the relative 2-norm error over
+those rows and the largest per-row relative error, for the potential and the gradient.
+
+``crossover``: the Numba direct kernel (one thread) against ``method="fmm"`` (d = 3, s = 1) or
+``method="nufft"`` (other (d, s)) at the default ``tol``, interleaved (``--k`` rounds, minimum
+of the CPU seconds, which a loaded machine does not inflate); the crossover N is the smallest
+size from which the fast method is faster at every larger size measured.
+
+``langevin``: projected Langevin (:func:`rieszflow.engine.simulate.projected_langevin`, run by
+:func:`~rieszflow.engine.simulate.run_langevin`) of N particles in the unit ball, d = 3,
+s = 1, the "mean_field" Coulomb energy with ``method="fmm"``, recording every
+``--record-every`` steps the summaries and ``--particles`` subsampled particles with
+:class:`rieszflow.solvers.particles.LangevinRecorder` to ``OUT/langevin.h5``; the time per step
+and the peak memory go to ``OUT/langevin.json``.
+
+``report``: the markdown page from the JSON files.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+
+COMMAND = [""]      # this run's command line, stored with each measurement
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far (MiB; Linux ru_maxrss is in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def unit_ball(rng, n, d=3):
+    """n points uniform in the unit ball of R^d, float64."""
+    x = rng.standard_normal((n, d))
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    return x * rng.uniform(size=(n, 1)) ** (1.0 / d)
+
+
+def cmd_accuracy(args):
+    from rieszflow.engine.energy.fast import fmm_pair_sums
+    from rieszflow.engine.energy.fast_nufft import nufft_pair_sums
+    from rieszflow.engine.energy.fast_rows import riesz_row_sums
+
+    fast = fmm_pair_sums if args.method == "fmm" else nufft_pair_sums
+    rng = np.random.default_rng(args.seed)
+    x = unit_ball(rng, args.n, args.d)
+    idx = np.sort(rng.choice(args.n, size=args.rows, replace=False))
+    t0 = time.perf_counter()
+    rows0, grads0 = riesz_row_sums(x, idx, args.s)
+    t_rows = time.perf_counter() - t0
+    out = []
+    for tol in args.tol:
+        rss_before = peak_rss_mib()
+        t0, c0 = time.perf_counter(), time.process_time()
+        rows, grads = fast(x, args.s, 0.0, True, tol)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        er = np.abs(rows[idx] - rows0) / np.abs(rows0)
+        eg = np.linalg.norm(grads[idx] - grads0, axis=1) / np.linalg.norm(grads0, axis=1)
+        res = {"command": COMMAND[0], "n": args.n, "d": args.d, "s": args.s, "method": args.method, "tol": tol,
+               "wall_s": wall, "cpu_s": cpu, "rows": args.rows,
+               "pot_rel_l2": float(np.linalg.norm(rows[idx] - rows0) / np.linalg.norm(rows0)),
+               "pot_rel_max": float(er.max()),
+               "grad_rel_l2": float(np.linalg.norm(grads[idx] - grads0) / np.linalg.norm(grads0)),
+               "grad_rel_max": float(eg.max()),
+               "energy_rel_est": float(abs(np.mean(rows[idx]) - np.mean(rows0)) / np.mean(rows0)),
+               "peak_rss_mib": peak_rss_mib(), "peak_rss_before_mib": rss_before,
+               "direct_rows_s": t_rows}
+        print(json.dumps(res), flush=True)
+        out.append(res)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"accuracy": out}, indent=1))
+    return {"accuracy": out}
+
+
+def cmd_crossover(args):
+    from rieszflow.engine.energy.fast import FAST_TOL
+    from rieszflow.engine.energy.riesz import _pair_sums
+
+    rng = np.random.default_rng(args.seed)
+    out, cross = [], {}
+    for d, s in zip(args.d, args.s):
+        fast = "fmm" if (d, s) == (3, 1.0) else "nufft"
+        _pair_sums(unit_ball(rng, 100, d), s, 0.0, "numba", True, None)      # compile
+        rows = []
+        for n in args.sizes:
+            x = unit_ball(rng, n, d)
+            times = {"numba": [], fast: []}
+            for _ in range(args.k):
+                for m in ("numba", fast):
+                    t0 = time.process_time()      # CPU seconds: one thread, robust to a loaded machine
+                    _pair_sums(x, s, 0.0, m, True, None, FAST_TOL)
+                    times[m].append(time.process_time() - t0)
+            res = {"command": COMMAND[0], "d": d, "s": s, "method": fast, "n": n, "tol": FAST_TOL, "numba_s": min(times["numba"]),
+                   "fast_s": min(times[fast])}
+            print(json.dumps(res), flush=True)
+            rows.append(res)
+            if args.json:
+                Path(args.json).write_text(json.dumps({"crossover": out + rows, "crossover_n": cross}, indent=1))
+        faster = [r["fast_s"] < r["numba_s"] for r in rows]
+        cross[f"d={d}, s={s:g} ({fast})"] = next((rows[i]["n"] for i in range(len(rows)) if all(faster[i:])), None)
+        out += rows
+    return {"crossover": out, "crossover_n": cross}
+
+
+def cmd_langevin(args):
+    from rieszflow.engine.energy import RieszEnergy
+    from rieszflow.engine.simulate import projected_langevin, run_langevin
+    from rieszflow.engine.space import Ball
+    from rieszflow.engine.storage import TrajectoryWriter
+    from rieszflow.solvers.particles import LangevinRecorder
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(args.seed)
+    x0 = unit_ball(rng, args.n)
+    energy = RieszEnergy(s=1.0, lam=args.lam, normalization="mean_field", method="fmm", tol=args.tol)
+    step_times, step_cpu = [], []
+    last = [time.perf_counter(), time.process_time()]
+
+    def grad(omega):
+        g = energy.grad(omega)
+        return g
+
+    init, step = projected_langevin(grad, Ball(1.0), args.eta, args.beta, grad_scale=1.0,
+                                    boundary="project")
+    config = {"n": args.n, "d": 3, "s": 1.0, "lam": args.lam, "eta": args.eta, "beta": args.beta,
+              "tol": args.tol, "steps": args.steps, "seed": args.seed, "space": "Ball(1.0)",
+              "boundary": "project", "particles": args.particles, "record_every": args.record_every}
+    t_start = time.perf_counter()
+    with TrajectoryWriter(out / "langevin.h5", "bench_fast_langevin", config={"json": json.dumps(config)},
+                          overwrite=args.overwrite) as w:
+        rec = LangevinRecorder(w, args.n, 3, args.eta, particles=args.particles,
+                               energy=None if args.no_energy else energy)
+
+        def callback(st):
+            now, cpu = time.perf_counter(), time.process_time()
+            rec(st)
+            if st.step:
+                step_times.append(now - last[0])
+                step_cpu.append(cpu - last[1])
+            print(f"step {st.step}: wall {now - t_start:.1f} s, since last record: wall "
+                  f"{now - last[0]:.1f} s, CPU {cpu - last[1]:.1f} s; record wall "
+                  f"{time.perf_counter() - now:.1f} s, peak {peak_rss_mib():.0f} MiB", flush=True)
+            last[0], last[1] = time.perf_counter(), time.process_time()
+
+        try:
+            state = run_langevin(step, init(x0), args.steps, args.seed, record_every=args.record_every,
+                                 callback=callback, progress=False)
+            steps_done, stopped = int(state.step), None
+        except KeyboardInterrupt:          # SIGINT: keep what was recorded, say so
+            steps_done, stopped = int(w.read("step")[-1]), "interrupted (SIGINT) after the last record"
+            w.close("interrupted")
+    total = time.perf_counter() - t_start
+    res = {"langevin": {**config, "total_s": total, "steps_done": steps_done, "stopped": stopped,
+                        "cpu_s": time.process_time(),
+                        "intervals_s": step_times, "intervals_cpu_s": step_cpu, "peak_rss_mib": peak_rss_mib(),
+                        "file": str(out / "langevin.h5"),
+                        "file_mib": (out / "langevin.h5").stat().st_size / 2 ** 20}}
+    import xarray as xr
+    with xr.open_dataset(out / "langevin.h5", engine="h5netcdf") as ds:
+        res["langevin"]["xarray_vars"] = sorted(ds.data_vars)
+        res["langevin"]["records"] = int(ds.sizes["time"])
+        res["langevin"]["second_moment"] = [float(v) for v in ds["second_moment"].values]
+    (out / "langevin.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps(res), flush=True)
+    return res
+
+
+def cmd_report(args):
+    data = {}
+    for p in args.json:                      # lists are concatenated, the crossover mapping merged
+        for key, val in json.loads(Path(p).read_text()).items():
+            if isinstance(val, list):
+                data[key] = data.get(key, []) + val
+            elif isinstance(val, dict) and key != "langevin":
+                data[key] = {**data.get(key, {}), **val}
+            else:
+                data[key] = val
+    lines = ["# Fast Riesz sums: FMM3D and NFFT summation at large N", "",
+             "Generated by `python benchmarks/bench_fast.py report --json "
+             + " ".join(args.json) + " --md " + args.md + "` from the runs below (each section names "
+             "its command; the merged measurements are in `docs/results/bench_fast.json`, and `report "
+             "--json docs/results/bench_fast.json` regenerates this page from them). One thread, float64, on a shared 2-core machine "
+             f"({platform.processor() or platform.machine()}), heavily loaded by other jobs while these "
+             "ran: CPU seconds of the process are the meaningful times; wall-clock times include the "
+             "waiting for a core.", ""]
+    groups = {}
+    for r in data.get("accuracy", []):
+        groups.setdefault((r["n"], r.get("d", 3), r.get("s", 1.0), r.get("method", "fmm")), []).append(r)
+    for gi, ((n_, d_, s_, m_), a) in enumerate(groups.items()):
+        lines += [f"## 1{'abcdefgh'[gi]}. Accuracy, time and memory: {m_}, N = {n_}, d = {d_}, s = {s_:g} "
+                  "(unit ball)", "",
+                  "Command: " + "; ".join(f"`{c}`" for c in dict.fromkeys(r.get("command", "?") for r in a)), "",
+                  "Errors against the exact direct sums over %d random rows (`riesz_row_sums`, %.1f s "
+                  "for those rows); potential = row sum of g_s, gradient = row sum of grad g_s."
+                  % (a[0]["rows"], a[0]["direct_rows_s"]), "",
+                  "| tol | wall (s) | CPU (s) | pot. rel. 2-norm err | pot. max row rel err | grad rel. 2-norm err "
+                  "| grad max row rel err | peak RSS (MiB) |", "|---|---|---|---|---|---|---|---|"]
+        for r in a:
+            lines.append(f"| {r['tol']:g} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['pot_rel_l2']:.2e} | "
+                         f"{r['pot_rel_max']:.2e} | {r['grad_rel_l2']:.2e} | {r['grad_rel_max']:.2e} | "
+                         f"{r['peak_rss_mib']:.0f} |")
+        lines += ["", "Peak RSS is the process's peak so far (positions, the method's work arrays and "
+                  "outputs)."]
+        d3 = [r for r in data.get("crossover", []) if r["d"] == d_ and r["s"] == s_]
+        if d3:
+            big = max(d3, key=lambda r: r["n"])
+            rate = big["n"] * (big["n"] - 1) / big["numba_s"]
+            direct = a[0]["n"] * (a[0]["n"] - 1) / rate
+            lines += [f"The direct Numba kernel ran at {rate:.3g} ordered pairs per CPU second at N = "
+                      f"{big['n']} (table 2), so the direct sums at N = {a[0]['n']} would take about "
+                      f"{direct:.0f} CPU s (extrapolated, not run): "
+                      + ", ".join(f"{direct / r['cpu_s']:.0f}x the fast method's CPU time at tol = {r['tol']:g}"
+                                  for r in a) + "."]
+        lines += [""]
+    if "crossover" in data:
+        c = data["crossover"]
+        lines += ["## 2. Crossover with the direct Numba kernel (tol = %g)" % c[0]["tol"], "",
+                  "Commands: " + "; ".join(f"`{x}`" for x in dict.fromkeys(r.get("command", "?") for r in c))
+                  + ". Interleaved, minimum CPU seconds of the rounds (one thread); unit ball of R^d.", "",
+                  "| d | s | method | N | Numba direct (CPU s) | fast (CPU s) | Numba / fast |", "|---|---|---|---|---|---|---|"]
+        for r in c:
+            lines.append(f"| {r['d']} | {r['s']:g} | {r['method']} | {r['n']} | {r['numba_s']:.3f} | "
+                         f"{r['fast_s']:.3f} | {r['numba_s'] / r['fast_s']:.2f} |")
+        lines += ["", "Crossover N (the fast method faster from there on among the sizes measured; None: "
+                      "never): " + "; ".join(f"{k}: {v}" for k, v in data.get("crossover_n", {}).items()), ""]
+    if "langevin" in data:
+        g = data["langevin"]
+        iv, ic = np.asarray(g["intervals_s"]), np.asarray(g.get("intervals_cpu_s", []))
+        per = g["record_every"]
+        lines += ["## 3. Projected Langevin at N = %d (d = 3, s = 1, unit ball, method=\"fmm\")" % g["n"], "",
+                  f"Command: `python benchmarks/bench_fast.py langevin --n {g['n']} --steps {g['steps']} "
+                  f"--tol {g['tol']:g} --eta {g['eta']:g} --beta {g['beta']:g} --particles {g['particles']} "
+                  f"--record-every {per}{' --no-energy' if 'energy' not in g['xarray_vars'] else ''} --out DIR`"
+                  " (niced, in the background). The mean-field Coulomb energy "
+                  "(`RieszEnergy(s=1, normalization=\"mean_field\", method=\"fmm\")`), "
+                  "`projected_langevin(..., grad_scale=1)` in `Ball(1.0)`, run by `run_langevin` with a "
+                  "`LangevinRecorder` callback (summaries of all N particles and a fixed subsample of "
+                  f"{g['particles']} per record); the HDF5 file opens with "
+                  "`xarray.open_dataset(path, engine=\"h5netcdf\")` (variables: "
+                  + ", ".join(g["xarray_vars"]) + f"; {g['records']} records).", "",
+                  f"- steps done: {g['steps_done']} of {g['steps']}"
+                  + (f" ({g['stopped']}: the deadline of this session; on the shared machine the run got "
+                     f"{ic.sum() / iv.sum():.2f} of a core, CPU over wall seconds)" if g.get("stopped") and ic.size else "")
+                  + ".",
+                  f"- CPU seconds per interval of {per} steps: " + ", ".join(f"{v:.1f}" for v in ic)
+                  + (f"; {np.mean(ic) / per:.1f} CPU s per step (one FMM gradient, the projection and the "
+                     "noise)" if ic.size else ""),
+                  "- wall seconds per interval (waiting for a core included): " + ", ".join(f"{v:.0f}" for v in iv),
+                  f"- peak resident memory: {g['peak_rss_mib']:.0f} MiB; file size {g['file_mib']:.1f} MiB",
+                  "- second moment (mean |x|^2 over all N) at the records: "
+                  + ", ".join(f"{v:.5f}" for v in g["second_moment"]), ""]
+    lines += ["## Notes", "",
+              "- `method=\"fmm\"` (FMM3D `lfmm3d`, kernel 1/(4 pi r), self term dropped) is multiplied by "
+              "4 pi; its `tol` is FMM3D's `eps`. For near-coincident pairs the error is set by the rounding "
+              "of the coordinates in FMM3D's root box, about u R / r relative per pair (u = 2^-53, R the "
+              "cloud's extent, r the pair's distance), whatever `tol`: `tests/test_riesz_fast.py` checks "
+              "the bound with pairs down to r = 1e-9.",
+              "- `method=\"nufft\"` (NFFT fast summation, Potts and Steidl, SIAM J. Sci. Comput. 24 (2003), "
+              "doi:10.1137/S1064827502400984, with an incomplete-gamma near/far split) is tested against "
+              "the direct sums in `tests/test_riesz_fast_nufft.py` (d = 1, 2, 3; s = -1.5 ... 2.5 and the "
+              "log kernel; softening). Its cost at a fixed precision is a balance of near pairs and "
+              "Fourier modes that grows with N faster than the FMM's; the mode count is capped "
+              "(`NUFFT_MAX_MODES`), above which the near field takes the rest.",
+              ""]
+    Path(args.md).write_text("\n".join(lines))
+    if args.save_json:
+        Path(args.save_json).write_text(json.dumps(data, indent=1))
+    print("\n".join(lines))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("accuracy")
+    a.add_argument("--n", type=int, default=1_000_000)
+    a.add_argument("--tol", type=float, nargs="+", default=[1e-6, 1e-8])
+    a.add_argument("--rows", type=int, default=100)
+    a.add_argument("--d", type=int, default=3)
+    a.add_argument("--s", type=float, default=1.0)
+    a.add_argument("--method", choices=("fmm", "nufft"), default="fmm")
+    c = sub.add_parser("crossover")
+    c.add_argument("--sizes", type=int, nargs="+", default=[2000, 5000, 10000, 20000, 50000])
+    c.add_argument("--k", type=int, default=3)
+    c.add_argument("--d", type=int, nargs="+", default=[3, 2, 1], help="dimensions, paired with --s")
+    c.add_argument("--s", type=float, nargs="+", default=[1.0, 0.0, 0.0], help="exponents, paired with --d")
+    lg = sub.add_parser("langevin")
+    lg.add_argument("--n", type=int, default=1_000_000)
+    lg.add_argument("--steps", type=int, default=20)
+    lg.add_argument("--tol", type=float, default=1e-6)
+    lg.add_argument("--eta", type=float, default=1e-3)
+    lg.add_argument("--beta", type=float, default=1e3)
+    lg.add_argument("--lam", type=float, default=1.0)
+    lg.add_argument("--particles", type=int, default=10_000)
+    lg.add_argument("--record-every", type=int, default=10)
+    lg.add_argument("--no-energy", action="store_true")
+    lg.add_argument("--overwrite", action="store_true")
+    lg.add_argument("--out", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("--json", nargs="+", required=True)
+    r.add_argument("--md", required=True)
+    r.add_argument("--save-json", default=None, help="also write the merged measurements here")
+    for q in (a, c, lg):
+        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    COMMAND[0] = "python benchmarks/bench_fast.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.cmd == "report":
+        return cmd_report(args)
+    res = {"accuracy": cmd_accuracy, "crossover": cmd_crossover, "langevin": cmd_langevin}[args.cmd](args)
+    if getattr(args, "json", None):
+        Path(args.json).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

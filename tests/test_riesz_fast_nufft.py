@@ -1,0 +1,121 @@
+"""NFFT fast summation (engine.energy.fast_nufft, method="nufft") against the direct sums.
+
+Oracle: the direct Numba kernel (tested against closed forms in tests/test_riesz.py). Bound:
+10 x the requested precision ``tol`` in the relative 2-norm over the particles, for the
+potential row sums and the gradient, and per row relative to the largest row. The split
+(incomplete gamma) is exact, so near-coincident pairs cost no accuracy (they are in the near
+field, summed directly).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rieszflow.engine.energy import RieszEnergy, riesz_energy_and_grad
+from rieszflow.engine.energy.fast_nufft import _far, _near
+from rieszflow.engine.energy.riesz import _pair_sums
+
+
+def ball(rng, n, d):
+    x = rng.standard_normal((n, d))
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    return x * rng.uniform(size=(n, 1)) ** (1.0 / d)
+
+
+def check(x, s, soft, tol, bound):
+    _, (rows0, grads0) = _pair_sums(x, s, soft, "numba", True, None)
+    _, (rows, grads) = _pair_sums(x, s, soft, "nufft", True, None, tol)
+    assert np.linalg.norm(rows - rows0) <= bound * np.linalg.norm(rows0)
+    assert np.linalg.norm(grads - grads0) <= bound * np.linalg.norm(grads0)
+    assert np.abs(rows - rows0).max() <= bound * np.abs(rows0).max()
+    assert np.linalg.norm(grads - grads0, axis=1).max() <= bound * np.linalg.norm(grads0, axis=1).max()
+    return rows, grads, rows0, grads0
+
+
+@pytest.mark.parametrize("d", [1, 2])
+@pytest.mark.parametrize("s", [0.0, 1.0, 0.5, -1.0, -1.5, 2.5])
+def test_nufft_matches_direct(d, s):
+    rng = np.random.default_rng(int(10 * s) + 100 * d)
+    x = ball(rng, 800, d) * 3.0 + 1.0                       # off-centre, not unit scale
+    x[:20] = x[20:40] + 1e-9 * rng.standard_normal((20, d))  # near-coincident pairs
+    check(x, s, 0.0, 1e-8, 1e-7)
+
+
+@pytest.mark.parametrize("s", [0.0, 1.0])
+def test_nufft_3d(s):
+    x = ball(np.random.default_rng(9), 300, 3)
+    check(x, s, 0.0, 1e-6, 1e-5)
+
+
+@pytest.mark.parametrize("s", [0.0, 2.0])
+def test_nufft_softening(s):
+    x = ball(np.random.default_rng(1), 600, 2)
+    check(x, s, 0.05, 1e-8, 1e-7)
+
+
+def test_nufft_tol_controls_error():
+    x = ball(np.random.default_rng(2), 1000, 2)
+    errs = []
+    for tol in (1e-3, 1e-10):
+        rows, grads, rows0, grads0 = check(x, 0.0, 0.0, tol, 10 * tol)
+        errs.append(np.linalg.norm(grads - grads0) / np.linalg.norm(grads0))
+    assert errs[1] < errs[0]
+
+
+def test_split_is_exact():
+    """far + near = g_s at R > 0 for every kind of exponent (the split loses nothing)."""
+    R = np.logspace(-4, 1, 50)
+    alpha = 7.0
+    for s in (0.0, 1.0, 0.5, -1.0, -1.5, 3.0):
+        g = -np.log(R) if s == 0 else (R ** -s if s > 0 else -(R ** -s))
+        near, dnear = _near(s, alpha, R)
+        np.testing.assert_allclose(_far(s, alpha, R) + near, g, rtol=1e-12, atol=1e-12)
+        # derivative of the near part against a central difference
+        h = 1e-6 * R
+        fd = (_near(s, alpha, R + h)[0] - _near(s, alpha, R - h)[0]) / (2 * h)
+        np.testing.assert_allclose(dnear, fd, rtol=1e-5, atol=1e-8 * np.abs(fd).max())
+    # F is finite and continuous at R = 0
+    for s in (0.0, 1.0, -1.0):
+        f = _far(s, alpha, np.array([0.0, 1e-9]))
+        assert np.isfinite(f).all() and abs(f[0] - f[1]) < 1e-8
+
+
+def test_riesz_energy_nufft():
+    x = ball(np.random.default_rng(4), 700, 2)
+    for norm in ("paper", "mean_field"):
+        v0, g0 = RieszEnergy(s=0.0, normalization=norm, method="numba").value_and_grad(x)
+        v, g = RieszEnergy(s=0.0, normalization=norm, method="nufft", tol=1e-10).value_and_grad(x)
+        assert abs(float(v) - float(v0)) <= 1e-9 * abs(float(v0))
+        assert np.linalg.norm(g - g0) <= 1e-9 * np.linalg.norm(g0)
+
+
+def test_nufft_bad_dimension():
+    x = ball(np.random.default_rng(0), 50, 4)
+    with pytest.raises(ValueError, match="d = 1, 2, 3, got d=4"):
+        riesz_energy_and_grad(x, 1.0, method="nufft")
+
+
+def test_auto_takes_nufft_from_its_crossover(monkeypatch):
+    from rieszflow.engine.energy import fast
+
+    x = ball(np.random.default_rng(6), 300, 2)
+    g_fast = riesz_energy_and_grad(x, 0.0, method="nufft", tol=1e-4)[1]
+    g_direct = riesz_energy_and_grad(x, 0.0, method="numba")[1]
+    monkeypatch.setitem(fast.NUFFT_MIN_N, 2, 300)
+    assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_fast)
+    monkeypatch.setitem(fast.NUFFT_MIN_N, 2, 301)
+    assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_direct)
+    monkeypatch.setitem(fast.NUFFT_MIN_N, 2, None)
+    assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_direct)
+
+
+def test_near_field_blocks_do_not_change_the_sum(monkeypatch):
+    from rieszflow.engine.energy import fast_nufft
+
+    x = ball(np.random.default_rng(8), 700, 2)
+    x[:10] = x[10:20] + 1e-7                    # near pairs that cross block boundaries
+    _, (rows, grads) = _pair_sums(x, 0.5, 0.0, "nufft", True, None, 1e-9)
+    monkeypatch.setattr(fast_nufft, "_ROW_BLOCK", 64)
+    _, (rows_b, grads_b) = _pair_sums(x, 0.5, 0.0, "nufft", True, None, 1e-9)
+    np.testing.assert_allclose(rows_b, rows, rtol=1e-13)
+    np.testing.assert_allclose(grads_b, grads, rtol=1e-12, atol=1e-12 * np.abs(grads).max())
