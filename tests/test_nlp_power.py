@@ -92,7 +92,8 @@ def test_partial_report_says_not_decidable():
     assert "need at least 2 seeds" in page
     assert "complete runs per variant: Vanilla-softplus 1/10, Kernel-softplus 1/10" in page
     empty = format_power_report(None, spec, dataset="rt", command="C", regenerate="R")
-    assert "0 of 10 seeds complete" in empty and "8.7 CPU-min per main-job run measured earlier" in empty
+    assert "0 of 10 seeds complete" in empty and "x 8.7 CPU-min (one main-job run, measured earlier)" in empty
+    assert "mean training wall time of 1.0 min per run" in page
     assert pairs(["Vanilla-softplus", "Kernel-softplus", "Kernel-softplus-cold", "Vanilla-softplus-wide",
                   "Kernel-softplus-wide"]) == [
         ("Vanilla-softplus", "Kernel-softplus", "softplus", ""),

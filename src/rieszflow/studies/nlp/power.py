@@ -141,7 +141,7 @@ def pair_analysis(ds, vanilla: str, kernel: str) -> dict:
 
 
 def task_seconds(ds) -> np.ndarray:
-    """Training seconds of every complete task of a merged sweep (one thread each: CPU seconds).
+    """Training wall seconds of every complete task of a merged sweep (``train_seconds``).
 
     Parameters
     ----------
@@ -163,16 +163,16 @@ def _f(x, fmt="+.4f"):
 
 def _cpu_lines(ds, n_tasks: int, n_complete: int) -> list:
     secs = task_seconds(ds) if ds is not None else np.array([])
+    per = PLANNED_TASK_SECONDS
+    lines = [f"- CPU time: {n_tasks} runs x {per / 60:.1f} CPU-min (one main-job run, measured earlier) = "
+             f"{n_tasks * per / 3600:.1f} CPU-hours planned ({n_tasks * per / 7200:.1f} h of wall time on 2 "
+             f"free cores); {n_complete} of {n_tasks} runs complete."]
     if secs.size:
-        per, src = float(np.mean(secs)), (f"measured: mean training time of the {secs.size} complete task "
-                                          f"files ({float(np.mean(secs)) / 60:.1f} CPU-min per run, one "
-                                          f"thread each)")
-    else:
-        per, src = PLANNED_TASK_SECONDS, ("not yet measured here (no complete task file): the 8.7 CPU-min "
-                                          "per main-job run measured earlier")
-    return [f"- CPU time: {n_tasks} runs x {per / 60:.1f} min = {n_tasks * per / 3600:.1f} CPU-hours planned "
-            f"({n_tasks * per / 7200:.1f} h wall on 2 free cores); spent so far "
-            f"{float(np.sum(secs)) / 3600:.2f} CPU-hours on {n_complete} complete runs; per run: {src}."]
+        lines.append(f"- measured here: the {secs.size} complete task files record a mean training wall time of "
+                     f"{float(np.mean(secs)) / 60:.1f} min per run ({float(np.sum(secs)) / 3600:.2f} h in all); "
+                     f"wall time, not CPU time: on a shared machine a run gets a fraction of a core, so "
+                     f"this exceeds its CPU time")
+    return lines
 
 
 def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper) -> tuple:
