@@ -102,9 +102,12 @@ def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler:
             if result["status"] == "failed":
                 failures.append({k: result[k] for k in ("task", "error", "traceback")})
 
+        # trial-major submission: every method (and grid cell) of trial 0, then of trial 1, ...,
+        # so a paired comparison across methods gains a complete pair every few tasks instead
+        # of only once the first method has run all its trials (the files do not depend on it)
         jobs = [Job(t.as_dict(), _run_task, (spec.task_function, t, spec.config, spec.root_seed,
                                              str(task_dir / t.filename), spec.task_config(t)))
-                for t in todo]
+                for t in sorted(todo, key=lambda t: t.trial)]
         try:
             run_jobs(jobs, workers=workers, scheduler=scheduler, executor=executor, progress=progress,
                      desc=spec.name, skipped=len(complete), on_result=record, writable=task_dir)
