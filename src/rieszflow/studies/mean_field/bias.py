@@ -113,6 +113,9 @@ class BiasConfig:
         ``chain_pairs // N**2`` replicas when the interaction supports it (the Riesz pair sums);
         with fewer than 2 per chunk, or the sorted 1-D Coulomb sum, replica by replica through the
         interaction's own ``method`` (``"auto"`` takes the fastest exact or stated-accuracy method).
+        Default 1: always replica by replica. Measured on the 2-D log kernel at N = 200, 20
+        replicas: 0.076 s on the dense NumPy chain axis against 0.003 s for 20 calls of the
+        per-replica Numba pair sums (25x).
     w1_replicas : int
         W1 to the PDE is computed for the first ``w1_replicas`` replicas of each N (>= 1).
     eta_check : bool
@@ -127,7 +130,7 @@ class BiasConfig:
     problems: tuple
     seed: int = 0
     batch_particles: int = 100000
-    chain_pairs: int = 4000000
+    chain_pairs: int = 1
     w1_replicas: int = 16
     eta_check: bool = True
 
@@ -740,12 +743,13 @@ def format_bias_tables(ds) -> str:
     for p in (json.loads(probs) if isinstance(probs, str) else list(probs)):
         tab = bias_table(ds, p)
         out.append(f"== {p}: bias of f(mu_N(t)) against the PDE, replica mean +- SE (z = bias/SE; "
-                   f"R_need = {Z_DECIDE:g}^2 SE^2 R / bias^2 replicas for |z| >= {Z_DECIDE:g}) ==")
-        out.append(f"{'row':>14} {'t':>5} {'obs':>6} {'R':>6} {'bias':>10} {'SE':>9} {'z':>6} "
+                   f"R_need = {Z_DECIDE:g}^2 SE^2 R / bias^2 replicas for |z| >= {Z_DECIDE:g}; N*bias is "
+                   f"constant for an O(1/N) bias) ==")
+        out.append(f"{'row':>14} {'t':>5} {'obs':>6} {'R':>6} {'bias':>10} {'SE':>9} {'N*bias':>9} {'z':>6} "
                    f"{'R_need':>8} {'W1':>9} {'W1 SE':>8}")
         for r in tab["rows"]:
             out.append(f"{r['label']:>14} {r['t']:>5g} {r['obs']:>6} {r['R']:>6d} {r['bias']:>10.3e} "
-                       f"{r['se']:>9.2e} {r['z']:>6.1f} {r['r_need']:>8.3g} {r['w1']:>9.3e} {r['w1_se']:>8.1e}")
+                       f"{r['se']:>9.2e} {r['N'] * r['bias']:>9.3f} {r['z']:>6.1f} {r['r_need']:>8.3g} {r['w1']:>9.3e} {r['w1_se']:>8.1e}")
         fl = tab["floors"]
         for it, t in enumerate(tab["times"]):
             out.append(f"PDE error in f at t={t:g} (m1, m2, energy): dt {', '.join(f'{v:.1e}' for v in fl['f_dt_floor'][it])}"
