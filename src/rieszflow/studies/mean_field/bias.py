@@ -577,7 +577,9 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
                     job = Job({"stage": "bias", "problem": p, "row": lab, "batch": ib}, bias_batch_task,
                               (c, config.seed if eta == c.eta else config.seed + 1_000_003, n, ib, nr, eta,
                                config.chain_pairs, k_w1, ref["masses"]))
-                    jobs.append((nr * n * (n if c.d > 1 else math.log2(n)) / eta, job))
+                    # order: the rows fill together (batch b of every row before batch b + 1 of any),
+                    # so a study cut short holds every N, with fewer replicas where it stopped
+                    jobs.append(((r0 / r, -nr * n * (n if c.d > 1 else math.log2(n)) / eta), job))
                     where[id(job)] = (ir, ib, r0, nr, k_w1)
             state[p] = st
 
@@ -594,8 +596,7 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
             for k in ("wall", "w1", "f"):
                 w.set(f"{p}_{k}", st[k])
 
-        if not ex.in_process:
-            jobs.sort(key=lambda cj: -cj[0])
+        jobs.sort(key=lambda cj: cj[0])               # changes no number: every batch has its own seed
         jobs = [j for _, j in jobs]
         log(f"mean-field bias: {len(jobs)} batch tasks on {ex.describe()}"
             + (f" ({skipped} stored before, skipped)" if skipped else ""))
