@@ -14,6 +14,28 @@ from rieszflow.studies.reporting import register_reporter
 __all__ = ["register", "run_from_args"]
 
 register_reporter("mean_field_study", "rieszflow.studies.mean_field.cli:report_tables")
+register_reporter("mean_field_bias", "rieszflow.studies.mean_field.cli:report_bias_tables")
+
+#: ``--preset`` values: the mean-field bias study (:mod:`~rieszflow.studies.mean_field.bias`).
+PRESETS = ("bias", "bias-large")
+
+
+def report_bias_tables(ds) -> str:
+    """The tables of one mean-field bias file (``--preset bias``), as ``rieszflow report`` shows them.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An opened bias study file (kind ``mean_field_bias``).
+
+    Returns
+    -------
+    str
+        Bias, SE, z, R_need and W1 per row; PDE floors; fitted exponents.
+    """
+    from rieszflow.studies.mean_field.bias import format_bias_tables
+
+    return format_bias_tables(ds)
 
 
 def report_tables(ds) -> str:
@@ -69,6 +91,11 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="who builds and solves the PDE's implicit sweeps: the directly assembled "
                         "Scharfetter-Gummel matrix (default) or FiPy's term algebra that defines it "
                         "(same densities to 1e-12; docs/results/bench_pde.md)")
+    p.add_argument("--preset", choices=PRESETS, default=None,
+                   help="run the mean-field bias study instead: |E f(mu_N(t)) - f(rho_t)| for the moments "
+                        "and the interaction energy against N over R replicas, beside W1 "
+                        "(docs/studies_mean_field.md). 'bias': N <= 400 with R = 10 N (about 10-20 "
+                        "CPU-minutes); 'bias-large': N = 1e3..1e6 (issue 24; a cluster job). Not with --quick")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -91,6 +118,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     from rieszflow.studies.mean_field.analysis import format_tables, load_study, make_plots, summary_tables
     from rieszflow.studies.mean_field.config import MeanFieldConfig, full_config, quick_config
     from rieszflow.studies.mean_field.study import run_mean_field_study
+
+    if args.preset is not None:
+        return _run_bias(args)
 
     def select(cfg):            # --problem, applied inside resolve_config so --show-config shows it
         if not args.problem:
@@ -133,4 +163,55 @@ def run_from_args(args: argparse.Namespace) -> int:
         for path in make_plots(ds, Path(out).parent, stem=Path(out).stem):
             log(f"plot: {path}")
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _run_bias(args: argparse.Namespace) -> int:
+    """``--preset bias|bias-large``: the bias study (:func:`~rieszflow.studies.mean_field.bias.run_bias_study`)."""
+    from rieszflow.engine.storage import open_run
+    from rieszflow.studies.mean_field.bias import (BiasConfig, bias_config, bias_large_config,
+                                                   format_bias_tables, run_bias_study)
+
+    def fail(msg):
+        print(f"rieszflow mean-field: error: {msg}", file=sys.stderr)
+        return 2
+
+    if args.quick:
+        return fail(f"--quick and --preset {args.preset} are two presets; give one")
+    if args.backend not in (None, "numpy"):
+        return fail(f"--backend {args.backend}: the bias study runs on the CPU (numpy) only")
+
+    def select(cfg):
+        if not args.problem:
+            return cfg
+        kept = tuple(q for q in cfg.problems if q.name in args.problem)
+        if not kept:
+            raise ValueError(f"--problem {' '.join(args.problem)} selects none of the configured problems "
+                             f"{[q.name for q in cfg.problems]}")
+        return cfg.replace(problems=kept)
+
+    preset = bias_config() if args.preset == "bias" else bias_large_config()
+    try:
+        cfg = resolve_config(BiasConfig, preset, config_file=args.config, given=given_options(seed=args.seed),
+                             overrides=args.set, resume_from=args.out if args.resume else None,
+                             # with --resume the file's stored configuration is the default; --preset
+                             # only selects the bias study there (its sizes are the file's)
+                             preset_flag=None if args.resume else f"--preset {args.preset}", finish=select)
+    except (OSError, ValueError) as e:
+        return fail(e)
+    out = args.out or Path("runs") / f"mean_field-{args.preset}-seed{cfg.seed}.h5"
+    log = (lambda *a: None) if args.quiet else print
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        run_bias_study(cfg, out, overwrite=args.overwrite, resume=args.resume, progress=not args.quiet,
+                       log=log, workers=args.workers, scheduler=args.scheduler, pde_backend=args.pde_backend,
+                       on_summary=lambda s: print(f"rieszflow mean-field: {s.counts('batch tasks')}", flush=True))
+    except (FileExistsError, FileNotFoundError, ValueError) as e:
+        return fail(e)
+    except RuntimeError as e:
+        print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
+        return 1
+    print(format_bias_tables(open_run(out)))
+    print(f"wrote {out} in {time.perf_counter() - t0:.1f} s wall ({time.process_time() - c0:.1f} s CPU "
+          f"of this process)")
     return 0

@@ -1,0 +1,764 @@
+"""The mean-field bias: :math:`|\\mathbb{E} f(\\mu_N(t)) - f(\\rho_t)|` against N for smooth f.
+
+``rieszflow mean-field --preset bias`` (and ``--preset bias-large``, defined for N up to 1e6).
+
+Why a second observable
+-----------------------
+:math:`W_1(\\mu_N(t), \\rho_t)` decays like the sampling rate :math:`N^{-1/2}` (:math:`N^{-1/d}`
+for d > 2) whether or not the particles interact, so it cannot see the :math:`O(1/N)` bias that
+propagation of chaos is about: for smooth f, :math:`\\mathbb{E} f(\\mu_N(t)) = f(\\rho_t) + b_f(t)/N
++ O(N^{-2})`. This module estimates the bias by the mean over R independent replicas,
+
+.. math::
+
+    \\hat b_N = \\frac1R \\sum_{r=1}^R f(\\mu_N^{(r)}(t)) - f(\\rho_t),
+    \\qquad \\mathrm{SE} = \\mathrm{sd}_r f(\\mu_N^{(r)}) / \\sqrt{R},
+
+for the observables of :data:`OBSERVABLES`: the first moment :math:`\\int x_1\\,d\\mu`, the second
+moment :math:`\\int |x|^2 d\\mu` and the interaction energy
+:math:`\\frac\\lambda2 \\iint_{x \\ne y} g_s(x - y)\\,d\\mu\\,d\\mu` (for :math:`\\mu_N`:
+:math:`\\frac{\\lambda}{2N^2}\\sum_{i\\ne j} g_s(x_i - x_j)`, the diagonal excluded).
+
+How many replicas
+-----------------
+:math:`\\mathrm{sd}\\,f(\\mu_N) \\approx \\sigma_f/\\sqrt N`, so the SE is
+:math:`\\sigma_f/\\sqrt{NR}` while the bias is :math:`|b_f|/N`. The bias stands ``z`` standard
+errors above the Monte Carlo noise when :math:`|b_f|/N \\ge z\\,\\sigma_f/\\sqrt{NR}`, i.e.
+
+.. math::
+
+    R \\ge R_{\\rm need} = z^2 N \\sigma_f^2 / b_f^2 = z^2\\,\\mathrm{SE}^2 R / \\hat b_N^2 ,
+
+linear in N: the cost of a plain Monte Carlo estimate grows like :math:`N R \\propto N^2` (times
+:math:`N` again for direct pair sums in 2-D). :func:`bias_table` reports the measured
+:math:`R_{\\rm need}` (z = 3) beside the R used, per row. Independent replicas are used (no
+common random numbers across N: the estimator's variance is the one above, stated per row).
+
+Reference and floors
+--------------------
+:math:`f(\\rho_t)` is evaluated on the PDE solution of the mean-field study
+(:func:`~rieszflow.studies.mean_field.study.solve_pde`, cell-centre quadrature; the interaction
+energy by the solver's own exact cell integrals). The PDE's own error in f is measured by the
+difference to a run with ``2 * pde_dt`` and to one with half the cells per axis (both stored,
+``<p>_f_dt_floor`` and ``<p>_f_grid_floor``); the particles' step error by the same N at
+``2 * eta`` (``<p>_f_eta_floor``, from the smallest N). At t = 0 the particles are exact i.i.d.
+draws of :math:`\\rho_0`: the moment biases are 0 and the energy bias is exactly
+:math:`-\\mathcal{E}_{\\rm int}(\\rho_0)/N` (the excluded diagonal), a built-in check.
+
+The decay exponent of :math:`|\\hat b_N|` is fitted with
+:func:`rieszflow.engine.stats.power_law_fit` (expected -1), that of W1 (over the first
+``w1_replicas`` replicas) with :func:`rieszflow.engine.stats.fit_decay` (expected -1/2).
+
+References
+----------
+paper 000, Thm 1 / Thm 4, eq. (4.3)-(4.5), (E.2).
+Sznitman, Topics in propagation of chaos, Ecole d'ete de Saint-Flour XIX (1991), LNM 1464.
+Fournier and Guillin, PTRF 162 (2015) 707-738 (sampling rates of W1).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from rieszflow.config import from_mapping, load_config_mapping
+from rieszflow.engine.storage import TrajectoryWriter, check_resumable
+from rieszflow.engine.stats import fit_decay, power_law_fit
+from rieszflow.solvers.particles import GridW1
+from rieszflow.studies.mean_field.config import PROBLEM_NAMES, ProblemConfig
+from rieszflow.studies.mean_field.study import _particle_setup, _particles, _rng, setup_problem, solve_pde
+from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
+
+__all__ = ["KIND", "OBSERVABLES", "BiasConfig", "bias_config", "bias_large_config", "load_bias_config",
+           "observables", "pde_observables", "bias_pde_task", "bias_batch_task", "run_bias_study",
+           "bias_estimate", "bias_table", "format_bias_tables", "Z_DECIDE"]
+
+#: ``kind`` attribute of the bias study's HDF5 file.
+KIND = "mean_field_bias"
+#: The observables f, in the order of the last axis of the stored arrays.
+OBSERVABLES = ("m1", "m2", "energy")
+#: Standard errors the bias must stand above (the replica requirement R_need is computed for it).
+Z_DECIDE = 3.0
+_OBS_LONG = {"m1": "first moment int x_1 dmu", "m2": "second moment int |x|^2 dmu",
+             "energy": "interaction energy (lam/2) int int_{x != y} g_s dmu dmu"}
+
+
+# ----------------------------------------------------------------------------- configuration
+
+@dataclasses.dataclass(frozen=True)
+class BiasConfig:
+    """The bias study: problems of the mean-field study, replicas per N, batching.
+
+    Parameters
+    ----------
+    problems : tuple of ProblemConfig
+        Problems of :mod:`~rieszflow.studies.mean_field.config` (distinct names). Used fields:
+        domain, V, kernel, rho_0, ``times`` (the bias is measured at every time), ``eta``,
+        ``pde_dt``, ``n_cells``, ``boundary``, ``interaction_method``, and ``n_particles`` with
+        ``n_seeds``, which here is the number of replicas R of each N.
+    seed : int
+        Root seed (>= 0); batch ``b`` of N particles of problem ``p`` draws from
+        ``SeedSequence([seed, p, N, b, 7])`` (``p`` the index in :data:`PROBLEM_NAMES`).
+    batch_particles : int
+        Replicas are simulated together in batches of ``max(1, batch_particles // N)``
+        (one task each; a larger value means fewer, longer tasks; part of the configuration
+        because it fixes which replicas share a generator).
+    chain_pairs : int
+        A batch's pair sums are evaluated on a chain axis (C, N, d) in chunks of at most
+        ``chain_pairs // N**2`` replicas when the interaction supports it (the Riesz pair sums);
+        with fewer than 2 per chunk, or the sorted 1-D Coulomb sum, replica by replica through the
+        interaction's own ``method`` (``"auto"`` takes the fastest exact or stated-accuracy method).
+        Default 1: always replica by replica. Measured on the 2-D log kernel at N = 200, 20
+        replicas: 0.076 s on the dense NumPy chain axis against 0.003 s for 20 calls of the
+        per-replica Numba pair sums (25x).
+    w1_replicas : int
+        W1 to the PDE is computed for the first ``w1_replicas`` replicas of each N (>= 1).
+    eta_check : bool
+        Also run the smallest N with step ``2 * eta`` (same R) to measure the step floor.
+
+    Raises
+    ------
+    ValueError
+        On an empty or duplicated problem list, a bad seed or a non-positive size (names the field).
+    """
+
+    problems: tuple
+    seed: int = 0
+    batch_particles: int = 100000
+    chain_pairs: int = 1
+    w1_replicas: int = 16
+    eta_check: bool = True
+
+    def __post_init__(self):
+        probs = tuple(p if isinstance(p, ProblemConfig) else ProblemConfig.from_dict(p) for p in self.problems)
+        if not probs:
+            raise ValueError("problems must not be empty")
+        names = [p.name for p in probs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"problem names must be distinct, got {names}")
+        object.__setattr__(self, "problems", probs)
+        for k in ("seed", "batch_particles", "chain_pairs", "w1_replicas"):
+            v = getattr(self, k)
+            lo = 0 if k == "seed" else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{k}={v!r} must be an integer >= {lo}")
+        if not isinstance(self.eta_check, bool):
+            raise ValueError(f"eta_check={self.eta_check!r} must be true or false")
+        if self.eta_check:
+            for p in probs:
+                for t in p.times:
+                    k = round(t / (2 * p.eta))
+                    if abs(k * 2 * p.eta - t) > 1e-9 * max(1.0, t):
+                        raise ValueError(f"{p.name}: time {t} is not a multiple of 2 * eta = {2 * p.eta} "
+                                         f"(eta_check=true runs the smallest N at 2 * eta)")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "BiasConfig":
+        """Build from a mapping (problems as mappings); unknown keys raise ValueError.
+
+        Parameters
+        ----------
+        d : Mapping
+            Field name to value.
+
+        Returns
+        -------
+        BiasConfig
+        """
+        return from_mapping(cls, d)
+
+    def to_dict(self) -> dict:
+        """Plain-dict form (JSON-serialisable).
+
+        Returns
+        -------
+        dict
+            Field name to value, problems as their :meth:`ProblemConfig.to_dict`.
+        """
+        d = dataclasses.asdict(self)
+        d["problems"] = [p.to_dict() for p in self.problems]
+        return d
+
+    def replace(self, **changes) -> "BiasConfig":
+        """Copy with top-level fields changed (validated).
+
+        Parameters
+        ----------
+        **changes
+            Field names and their new values.
+
+        Returns
+        -------
+        BiasConfig
+        """
+        return dataclasses.replace(self, **changes)
+
+
+def _bias_interval(n, r) -> ProblemConfig:
+    return ProblemConfig(
+        name="interval", lo=(-1.25,), hi=(1.25,), n_cells=(800,), s=-1.0, gamma=1.0, lam=1.0, beta=10.0,
+        rho0_mean=(0.5,), rho0_std=(0.4,), times=(0.0, 0.5, 1.0), eta=0.005, pde_dt=0.0025,
+        n_particles=n, n_seeds=r)
+
+
+def _bias_rectangle(n, r) -> ProblemConfig:
+    return ProblemConfig(
+        name="rectangle", lo=(-2.0, -2.0), hi=(2.0, 2.0), n_cells=(96, 96), s=0.0, gamma=1.0, lam=1.0,
+        beta=10.0, rho0_mean=(0.5, 0.0), rho0_std=(0.3, 0.5), times=(0.0, 0.5), eta=0.01, pde_dt=0.0025,
+        n_particles=n, n_seeds=r)
+
+
+def bias_config(seed: int = 0) -> BiasConfig:
+    """``--preset bias``: N = 25..200 (1-D to 400) with R = 10 N replicas (about 20 CPU-minutes).
+
+    R = 10 N is the requirement :math:`R \\ge 9 N\\sigma_f^2/b_f^2` (z = 3) for an observable
+    with :math:`\\sigma_f \\approx |b_f|`, as measured for the interaction energy here; the
+    moments have :math:`\\sigma_f/|b_f|` of 3 or more and are not decided at this R (the table
+    says so per row).
+
+    Parameters
+    ----------
+    seed : int, default 0
+
+    Returns
+    -------
+    BiasConfig
+    """
+    return BiasConfig(problems=(_bias_interval((25, 50, 100, 200, 400), (250, 500, 1000, 2000, 4000)),
+                                _bias_rectangle((25, 50, 100, 200), (250, 500, 1000, 2000))), seed=seed)
+
+
+def bias_large_config(seed: int = 0) -> BiasConfig:
+    """``--preset bias-large`` (issue 24): N = 1e3..1e6, defined, not run on 2 cores.
+
+    R = 10 N up to N = 1e4 and R = 1e5 above (the plain estimator's requirement
+    :math:`R \\ge z^2 N \\sigma_f^2/b_f^2` grows linearly in N; at N >= 1e5 the rows show their
+    measured :math:`R_{\\rm need}`). The pair sums go replica by replica through the interaction's
+    ``method="auto"``, which takes fast summation above its crossover when available. Cost:
+    :math:`\\sum_N R\\,N \\times` steps particle updates, about 1e12 at the largest rows: a
+    cluster job (``--scheduler``), not a laptop one.
+
+    Parameters
+    ----------
+    seed : int, default 0
+
+    Returns
+    -------
+    BiasConfig
+    """
+    n = (1000, 10000, 100000, 1000000)
+    r = (10000, 100000, 100000, 100000)
+    return BiasConfig(problems=(_bias_interval(n, r), _bias_rectangle(n, r)), seed=seed,
+                      batch_particles=1000000, w1_replicas=8)
+
+
+def load_bias_config(path) -> BiasConfig:
+    """Read a :class:`BiasConfig` from JSON or a rieszflow file that stores one (strict).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    BiasConfig
+
+    Raises
+    ------
+    ValueError
+        On invalid JSON or invalid/unknown fields.
+    """
+    return BiasConfig.from_dict(load_config_mapping(path))
+
+
+# ----------------------------------------------------------------------------- observables
+
+def observables(x, interaction) -> np.ndarray:
+    """The observables :data:`OBSERVABLES` of empirical measures (the energy by ``interaction(x)``).
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, d) or (C, N, d), float64
+        Particle positions (C replicas).
+    interaction : engine.energy Energy
+        The ``"mean_field"``-normalised pair interaction of the particles,
+        :math:`\\frac{\\lambda}{2N}\\sum_{i\\ne j} g_s` (:func:`~rieszflow.solvers.particles.make_interaction`).
+
+    Returns
+    -------
+    ndarray, shape (3,) or (C, 3), float64
+        :math:`\\frac1N\\sum x_{i,1}`, :math:`\\frac1N\\sum |x_i|^2` and
+        :math:`\\frac{\\lambda}{2N^2}\\sum_{i\\ne j} g_s(x_i - x_j)` (the interaction's value / N).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    single = x.ndim == 2
+    xs = x[None] if single else x
+    n = xs.shape[1]
+    out = np.empty((xs.shape[0], len(OBSERVABLES)))
+    out[:, 0] = xs[..., 0].mean(axis=1)
+    out[:, 1] = np.sum(xs * xs, axis=2).mean(axis=1)
+    out[:, 2] = [float(interaction(xi)) / n for xi in xs]
+    return out[0] if single else out
+
+
+def pde_observables(problem, rho) -> np.ndarray:
+    """The observables :data:`OBSERVABLES` of a PDE density (cell-centre quadrature).
+
+    Parameters
+    ----------
+    problem : solvers.mckean_vlasov.MeanFieldProblem
+        Its mesh and interaction (the solver's exact cell integrals of :math:`\\lambda g_s`).
+    rho : ndarray, shape (n_cells,), float64
+        Cell densities.
+
+    Returns
+    -------
+    ndarray, shape (3,), float64
+        :math:`\\int x_1\\rho`, :math:`\\int|x|^2\\rho`, :math:`\\frac12\\int\\rho\\,(\\lambda g_s*\\rho)`.
+    """
+    dom = problem.domain
+    rho = np.asarray(rho, dtype=np.float64)
+    m = dom.volumes * rho
+    m = m / m.sum()
+    c = dom.centers
+    return np.array([float(m @ c[:, 0]), float(m @ np.sum(c * c, axis=1)),
+                     0.5 * float(m @ problem.interaction_potential(rho / np.dot(dom.volumes, rho)))])
+
+
+# ----------------------------------------------------------------------------- tasks
+
+def bias_pde_task(c: ProblemConfig, pde_backend: str = "assembled") -> dict:
+    """The PDE reference of problem ``c``: observables, W1 masses, and the PDE's error in f.
+
+    Parameters
+    ----------
+    c : ProblemConfig
+    pde_backend : {"assembled", "fipy"}, default "assembled"
+
+    Returns
+    -------
+    dict
+        ``f`` (n_times, 3) the observables of :math:`\\rho_t`; ``masses`` (n_times, n_cells);
+        ``f_dt_floor`` and ``f_grid_floor`` (n_times, 3): absolute change of f with ``2 * pde_dt``
+        and with half the cells per axis; ``seconds``.
+
+    Raises
+    ------
+    RuntimeError
+        If a PDE solve did not converge.
+    """
+    t0 = time.perf_counter()
+    setup = setup_problem(c)
+    ref = solve_pde(setup, c.pde_dt, pde_backend=pde_backend)
+    f = np.array([pde_observables(setup.problem, r) for r in ref.rho])
+    coarse_dt = solve_pde(setup, 2 * c.pde_dt, pde_backend=pde_backend)
+    f_dt = np.array([pde_observables(setup.problem, r) for r in coarse_dt.rho])
+    coarse = setup_problem(c, coarsen=2)
+    coarse_res = solve_pde(coarse, c.pde_dt, pde_backend=pde_backend)
+    f_h = np.array([pde_observables(coarse.problem, r) for r in coarse_res.rho])
+    return {"f": f, "masses": np.array([GridW1.masses(setup.domain, r) for r in ref.rho]),
+            "f_dt_floor": np.abs(f - f_dt), "f_grid_floor": np.abs(f - f_h),
+            "seconds": time.perf_counter() - t0}
+
+
+def _supports_chains(energy, d: int) -> bool:
+    """Whether ``energy.grad`` accepts a chain axis (C, N, d)."""
+    try:
+        g = energy.grad(np.array([[[0.0] * d, [0.5] * d]] * 2))
+    except (ValueError, TypeError):
+        return False
+    return getattr(g, "shape", None) == (2, 2, d)
+
+
+def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int, eta: float,
+                    chain_pairs: int, n_w1: int, masses) -> dict:
+    """``n_rep`` replicas of N particles of problem ``c``: the observables (and W1) at every time.
+
+    Every replica starts from N exact draws of :math:`\\rho_0` and takes the Euler-Maruyama steps
+    of :class:`~rieszflow.solvers.particles.MeanFieldParticles` (its
+    :func:`~rieszflow.engine.simulate.projected_langevin` step, with the gradient of the potential
+    and the interaction passed in, so that several replicas advance on a chain axis).
+
+    Parameters
+    ----------
+    c : ProblemConfig
+    seed : int
+        Root seed; the batch draws from ``SeedSequence([seed, problem, n, batch, 7])``.
+    n, batch, n_rep : int
+        Particles, batch index and replicas in this batch.
+    eta : float
+        Step.
+    chain_pairs : int
+        Chunk size of the chain-axis pair sums (:class:`BiasConfig`).
+    n_w1 : int
+        Compute W1 for the first ``n_w1`` replicas of the batch (``<= n_rep``).
+    masses : ndarray, shape (n_times, n_cells)
+        PDE cell masses (:func:`bias_pde_task`).
+
+    Returns
+    -------
+    dict
+        ``f`` (n_rep, n_times, 3), ``w1`` (n_w1, n_times), ``wall`` (s).
+    """
+    ip = PROBLEM_NAMES.index(c.name)
+    _, rho0, dist = _particle_setup(c)
+    times = np.asarray(c.times)
+    steps = np.rint(times / eta).astype(np.int64)
+    rng = _rng(seed, ip, n, batch, 7)
+    ps = _particles(c, eta)
+    inter, pot, space = ps.interaction, ps.potential, ps.space
+    init_fn, step_fn = ps.integrator()
+    x = np.stack([rho0.sample(rng, n) for _ in range(n_rep)])          # (C, N, d)
+    d = x.shape[2]
+    chunk = max(1, chain_pairs // (n * n)) if _supports_chains(inter, d) else 1
+    state = init_fn(x[0])
+
+    def grad(xc):
+        gv = pot.grad(xc.reshape(-1, d)).reshape(xc.shape)            # sum of V(x_i): per particle
+        if chunk > 1:
+            gi = np.concatenate([inter.grad(xc[i:i + chunk]) for i in range(0, len(xc), chunk)])
+        else:
+            gi = np.stack([inter.grad(xi) for xi in xc])
+        return gv + gi
+
+    f = np.empty((n_rep, times.size, len(OBSERVABLES)))
+    w1 = np.empty((n_w1, times.size))
+    t0 = time.perf_counter()
+    k = 0
+    for it, target in enumerate(steps):
+        while k < target:
+            noise = rng.standard_normal(x.shape)
+            st = dataclasses.replace(state, omega=x.reshape(-1, d))
+            new = step_fn(st, noise.reshape(-1, d), grad=grad(x).reshape(-1, d))
+            x = np.asarray(new.omega).reshape(x.shape)
+            k += 1
+        if not np.isfinite(x).all():
+            raise FloatingPointError(f"non-finite particle positions at step {k}")
+        f[:, it] = observables(x, inter)
+        for r in range(n_w1):
+            w1[r, it] = dist.particles(x[r], masses[it])
+    return {"f": f, "w1": w1, "wall": time.perf_counter() - t0}
+
+
+# ----------------------------------------------------------------------------- the study
+
+def _rows(c: ProblemConfig, eta_check: bool):
+    """(label, N, R, eta) of every row of problem ``c``: the N sweep, then the step check."""
+    rows = [(f"N={n}", int(n), int(r), c.eta) for n, r in zip(c.n_particles, c.n_seeds)]
+    if eta_check:
+        rows.append((f"N={c.n_particles[0]},2eta", int(c.n_particles[0]), int(c.n_seeds[0]), 2 * c.eta))
+    return rows
+
+
+def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: bool = False,
+                   progress: bool = True, log=print, workers: int | None = 0, scheduler: str | None = None,
+                   pde_backend: str = "assembled", on_summary=None) -> Path:
+    """Run the bias study and write one HDF5 file (kind :data:`KIND`), resumable batch by batch.
+
+    Tasks (one PDE task per problem, one task per batch of replicas) run through
+    :func:`rieszflow.studies.sweep.run_jobs`: in this process, on a LocalCluster or on a scheduler,
+    with the same numbers (each batch draws from its own seed). Variables of problem ``p``:
+    ``p_f(p_row, p_rep, p_time, obs)`` (NaN until its batch is stored), ``p_w1(p_row, p_w1rep,
+    p_time)``, ``p_wall(p_row, p_batch)``, ``p_f_pde(p_time, obs)``, ``p_f_dt_floor`` and
+    ``p_f_grid_floor`` (p_time, obs); rows are the N of the problem, then (``eta_check``) the
+    smallest N at ``2 * eta``.
+
+    Parameters
+    ----------
+    config : BiasConfig
+    out : str or os.PathLike
+    overwrite : bool, default False
+        Replace an existing file (otherwise FileExistsError).
+    resume : bool, default False
+        Keep the batches stored in ``out`` (written with the same configuration) and run the rest.
+    progress : bool, default True
+    log : callable, default print
+    workers : int or None, default 0
+        0 in-process; n > 0 a LocalCluster of n workers; None one per core.
+    scheduler : str, optional
+        Address of an existing Dask scheduler.
+    pde_backend : {"assembled", "fipy"}, default "assembled"
+    on_summary : callable, optional
+        ``on_summary(summary)`` with the batch tasks' :class:`~rieszflow.studies.sweep.JobsSummary`.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    TypeError
+        If ``config`` is not a BiasConfig.
+    FileExistsError
+        If ``out`` exists and neither ``overwrite`` nor ``resume`` is set.
+    ValueError
+        On a resumed file with another configuration, or ``workers`` with ``scheduler``.
+    RuntimeError
+        If a PDE solve did not converge or batch tasks failed (the others are stored).
+    """
+    if not isinstance(config, BiasConfig):
+        raise TypeError(f"config must be a BiasConfig, got {type(config).__name__}")
+    if scheduler is not None and workers == 0:
+        workers = None
+    check_executor(workers, scheduler)
+    log = log or (lambda *a: None)
+    out = Path(out)
+    t_start = time.perf_counter()
+    cfg_attr = {"json": config.to_dict()}
+    if resume:
+        check_resumable(out, KIND, cfg_attr)
+    with TrajectoryWriter(out, KIND, config=cfg_attr, overwrite=overwrite, resume=resume,
+                          attrs={"seed": config.seed, "pde_backend": pde_backend,
+                                 "problems": [p.name for p in config.problems],
+                                 "observables": list(OBSERVABLES), "z_decide": Z_DECIDE}) as w, \
+            Executor(workers, scheduler) as ex:
+        pde = {}
+        summary = run_jobs([Job({"stage": "pde", "problem": c.name}, bias_pde_task, (c, pde_backend))
+                            for c in config.problems], executor=ex, progress=progress, desc="bias PDE",
+                           on_result=lambda job, r: pde.__setitem__(job.task["problem"], r))
+        if summary.failed:
+            raise TasksFailed("PDE tasks", summary.failures, summary.total,
+                              hint="; the bias needs a converged PDE reference")
+        w.dimension("obs", len(OBSERVABLES), coords=np.arange(len(OBSERVABLES)),
+                    attrs={"long_name": "observable index: " + ", ".join(
+                        f"{i} {_OBS_LONG[o]}" for i, o in enumerate(OBSERVABLES)), "units": "1"})
+        jobs, skipped, state, where = [], 0, {}, {}
+        for c in config.problems:
+            p, ref = c.name, pde[c.name]["value"]
+            rows = _rows(c, config.eta_check)
+            times = np.asarray(c.times)
+            max_r = max(r for _, _, r, _ in rows)
+            n_w1 = min(config.w1_replicas, min(r for _, _, r, _ in rows))
+            batches = [max(1, config.batch_particles // n) for _, n, _, _ in rows]
+            n_batch = max(math.ceil(r / b) for (_, _, r, _), b in zip(rows, batches))
+            w.dimension(f"{p}_row", len(rows), coords=np.arange(len(rows)),
+                        attrs={"long_name": "row: " + "; ".join(lab for lab, *_ in rows), "units": "1"})
+            w.dimension(f"{p}_time", times.size, coords=times, attrs={"long_name": "time t", "units": "1"})
+            w.dimension(f"{p}_rep", max_r, coords=np.arange(max_r),
+                        attrs={"long_name": "independent replica", "units": "1"})
+            w.dimension(f"{p}_w1rep", n_w1, coords=np.arange(n_w1),
+                        attrs={"long_name": "replica with a W1 value", "units": "1"})
+            w.dimension(f"{p}_batch", n_batch, coords=np.arange(n_batch),
+                        attrs={"long_name": "batch of replicas (one task)", "units": "1"})
+            for name, arr in (("N", [n for _, n, _, _ in rows]), ("R", [r for _, _, r, _ in rows])):
+                w.variable(f"{p}_{name}", (f"{p}_row",), data=np.asarray(arr, dtype=np.int64),
+                           attrs={"long_name": {"N": "number of particles", "R": "replicas"}[name],
+                                  "units": "1"})
+            w.variable(f"{p}_eta", (f"{p}_row",), data=np.asarray([e for *_, e in rows]),
+                       attrs={"long_name": "Euler-Maruyama step of the row", "units": "1"})
+            for name, arr, ln in (("f_pde", ref["f"], "observables of the PDE density rho_t"),
+                                  ("f_dt_floor", ref["f_dt_floor"], "|f(rho, pde_dt) - f(rho, 2 pde_dt)|"),
+                                  ("f_grid_floor", ref["f_grid_floor"],
+                                   "|f(rho, n_cells) - f(rho, n_cells / 2 per axis)|")):
+                w.variable(f"{p}_{name}", (f"{p}_time", "obs"), data=arr, attrs={"long_name": ln, "units": "1"})
+            w.set_attrs(**{f"{p}_pde_wall_s": ref["seconds"], f"{p}_n_cells": list(c.n_cells),
+                           f"{p}_pde_dt": c.pde_dt})
+            w.variable(f"{p}_f", (f"{p}_row", f"{p}_rep", f"{p}_time", "obs"),
+                       attrs={"long_name": "observables of the particles' empirical measure (NaN: not run)",
+                              "units": "1"})
+            w.variable(f"{p}_w1", (f"{p}_row", f"{p}_w1rep", f"{p}_time"),
+                       attrs={"long_name": "W1 between the particles and rho_t", "units": "1"})
+            w.variable(f"{p}_wall", (f"{p}_row", f"{p}_batch"),
+                       attrs={"long_name": "wall-clock time of the batch (simulation and observables)",
+                              "units": "s"})
+            st = {k: w.read(f"{p}_{k}") for k in ("f", "w1", "wall")}
+            for ir, ((lab, n, r, eta), b) in enumerate(zip(rows, batches)):
+                for ib, r0 in enumerate(range(0, r, b)):
+                    nr = min(b, r - r0)
+                    k_w1 = max(0, min(n_w1 - r0, nr))
+                    if np.isfinite(st["f"][ir, r0:r0 + nr]).all():
+                        skipped += 1
+                        continue
+                    job = Job({"stage": "bias", "problem": p, "row": lab, "batch": ib}, bias_batch_task,
+                              (c, config.seed if eta == c.eta else config.seed + 1_000_003, n, ib, nr, eta,
+                               config.chain_pairs, k_w1, ref["masses"]))
+                    # order: the rows fill together (batch b of every row before batch b + 1 of any),
+                    # so a study cut short holds every N, with fewer replicas where it stopped
+                    jobs.append(((r0 / r, -nr * n * (n if c.d > 1 else math.log2(n)) / eta), job))
+                    where[id(job)] = (ir, ib, r0, nr, k_w1)
+            state[p] = st
+
+        def store(job, result):
+            if result["status"] != "done":
+                return
+            p, v = job.task["problem"], result["value"]
+            ir, ib, r0, nr, k_w1 = where[id(job)]
+            st = state[p]
+            st["wall"][ir, ib] = v["wall"]
+            if k_w1:
+                st["w1"][ir, r0:r0 + k_w1] = v["w1"]
+            st["f"][ir, r0:r0 + nr] = v["f"]           # last: a finite f marks a stored batch
+            for k in ("wall", "w1", "f"):
+                w.set(f"{p}_{k}", st[k])
+
+        jobs.sort(key=lambda cj: cj[0])               # changes no number: every batch has its own seed
+        jobs = [j for _, j in jobs]
+        log(f"mean-field bias: {len(jobs)} batch tasks on {ex.describe()}"
+            + (f" ({skipped} stored before, skipped)" if skipped else ""))
+        summary = run_jobs(jobs, executor=ex, progress=progress, desc="bias batches", skipped=skipped,
+                           on_result=store)
+        w.set_attrs(wall_s=time.perf_counter() - t_start, failures=summary.failures)
+        if on_summary is not None:
+            on_summary(summary)
+        if summary.failed:
+            raise TasksFailed("batch tasks", summary.failures, summary.total,
+                              hint=f"; the other batches are stored in {out}; --resume runs the failed ones")
+    return out
+
+
+# ----------------------------------------------------------------------------- analysis
+
+def bias_estimate(values, reference) -> tuple:
+    """Replica-mean bias, its standard error and the standard deviation of one replica.
+
+    Parameters
+    ----------
+    values : array_like, shape (R,)
+        ``f(mu_N)`` of R independent replicas (NaN entries, batches not run, are dropped).
+    reference : float
+        The limit value ``f(rho_t)``.
+
+    Returns
+    -------
+    bias, se, sd, r : float, float, float, int
+        ``mean(values) - reference``, ``sd / sqrt(r)``, the sample standard deviation (ddof 1)
+        and the number of finite replicas.
+
+    Raises
+    ------
+    ValueError
+        With fewer than 2 finite values.
+    """
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        raise ValueError(f"values must hold at least 2 finite replicas, got {v.size}")
+    sd = float(np.std(v, ddof=1))
+    return float(v.mean() - reference), sd / math.sqrt(v.size), sd, int(v.size)
+
+
+def _slope_mc_se(n, bias, se, rng_seed=0, draws=2000):
+    """SE of the OLS slope of log|bias| on log N from the Monte Carlo errors alone (parametric bootstrap)."""
+    rng = np.random.default_rng(rng_seed)
+    b = bias[None, :] + se[None, :] * rng.standard_normal((draws, bias.size))
+    ln = np.log(n)
+    lx = ln - ln.mean()
+    with np.errstate(divide="ignore"):
+        ly = np.log(np.abs(b))
+    ok = np.isfinite(ly).all(axis=1)
+    slopes = (ly[ok] - ly[ok].mean(axis=1, keepdims=True)) @ lx / (lx @ lx)
+    return float(np.std(slopes, ddof=1)) if slopes.size > 1 else math.nan
+
+
+def bias_table(ds, problem: str) -> dict:
+    """Per row and time: N, R, bias, SE, z, R_need and W1 of every observable; fitted slopes.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A bias study file (:func:`~rieszflow.engine.storage.open_run`).
+    problem : str
+        Problem name.
+
+    Returns
+    -------
+    dict
+        ``rows`` (list of dicts: label, N, R, eta, t, obs, bias, se, sd, z, r_need, w1, w1_se, wall),
+        ``fits`` (per (t, obs) with t > 0: bias slope, its OLS SE and its Monte Carlo SE over the
+        main rows (not the step check); per t > 0: the W1 slope and SE), ``floors``.
+    """
+    p = problem
+    f = np.asarray(ds[f"{p}_f"].values)
+    w1 = np.asarray(ds[f"{p}_w1"].values)
+    wall = np.asarray(ds[f"{p}_wall"].values)
+    ref = np.asarray(ds[f"{p}_f_pde"].values)
+    n_arr, r_arr = np.asarray(ds[f"{p}_N"].values), np.asarray(ds[f"{p}_R"].values)
+    etas = np.asarray(ds[f"{p}_eta"].values)
+    times = np.asarray(ds[f"{p}_time"].values)
+    labels = ds[f"{p}_row"].attrs["long_name"].split(": ", 1)[1].split("; ")
+    main = [i for i, e in enumerate(etas) if e == etas[0]]
+    rows, fits = [], []
+    for ir, lab in enumerate(labels):
+        for it, t in enumerate(times):
+            ww = w1[ir, :, it]
+            ww = ww[np.isfinite(ww)]
+            for io, o in enumerate(OBSERVABLES):
+                vals = f[ir, :, it, io]
+                if np.isfinite(vals).sum() < 2:
+                    continue
+                b, se, sd, r = bias_estimate(vals, ref[it, io])
+                rows.append({"label": lab, "N": int(n_arr[ir]), "R": r, "R_planned": int(r_arr[ir]),
+                             "eta": float(etas[ir]), "t": float(t), "obs": o, "bias": b, "se": se, "sd": sd,
+                             "z": b / se if se > 0 else math.nan,
+                             "r_need": Z_DECIDE ** 2 * se * se * r / (b * b) if b != 0 else math.inf,
+                             "w1": float(ww.mean()) if ww.size else math.nan,
+                             "w1_se": float(ww.std(ddof=1) / math.sqrt(ww.size)) if ww.size > 1 else math.nan,
+                             "wall": float(np.nansum(wall[ir]))})
+    for it, t in enumerate(times):
+        if t == 0:
+            continue
+        done = [i for i in main if np.isfinite(f[i, :, it, 0]).sum() >= 2]
+        if len(done) < 2:
+            continue
+        nn = n_arr[done].astype(float)
+        ww = w1[done, :, it]
+        try:
+            wf = fit_decay(nn, ww)
+            w_slope, w_se = wf.slope, wf.slope_se
+        except ValueError:
+            w_slope = w_se = math.nan
+        for io, o in enumerate(OBSERVABLES):
+            est = [bias_estimate(f[i, :, it, io], ref[it, io]) for i in done]
+            b = np.array([e[0] for e in est])
+            se = np.array([e[1] for e in est])
+            if (b == 0).any():
+                continue
+            fit = power_law_fit(nn, np.abs(b))
+            fits.append({"t": float(t), "obs": o, "slope": fit.slope, "slope_se": fit.slope_se,
+                         "slope_mc_se": _slope_mc_se(nn, b, se), "n_rows": len(done),
+                         "n_decided": int(np.sum(np.abs(b) >= Z_DECIDE * se)),
+                         "sign": "+" if (b > 0).all() else "-" if (b < 0).all() else "mixed",
+                         "w1_slope": w_slope, "w1_slope_se": w_se})
+    floors = {k: np.asarray(ds[f"{p}_{k}"].values) for k in ("f_dt_floor", "f_grid_floor")}
+    return {"rows": rows, "fits": fits, "floors": floors, "times": times}
+
+
+def format_bias_tables(ds) -> str:
+    """The text tables of a bias study file (``rieszflow report`` shows them).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+
+    Returns
+    -------
+    str
+    """
+    out = []
+    probs = ds.attrs["problems"]
+    for p in (json.loads(probs) if isinstance(probs, str) else list(probs)):
+        tab = bias_table(ds, p)
+        out.append(f"== {p}: bias of f(mu_N(t)) against the PDE, replica mean +- SE (z = bias/SE; "
+                   f"R_need = {Z_DECIDE:g}^2 SE^2 R / bias^2 replicas for |z| >= {Z_DECIDE:g}; N*bias is "
+                   f"constant for an O(1/N) bias) ==")
+        out.append(f"{'row':>14} {'t':>5} {'obs':>6} {'R':>6} {'bias':>10} {'SE':>9} {'N*bias':>9} {'z':>6} "
+                   f"{'R_need':>8} {'W1':>9} {'W1 SE':>8}")
+        for r in tab["rows"]:
+            out.append(f"{r['label']:>14} {r['t']:>5g} {r['obs']:>6} {r['R']:>6d} {r['bias']:>10.3e} "
+                       f"{r['se']:>9.2e} {r['N'] * r['bias']:>9.3f} {r['z']:>6.1f} {r['r_need']:>8.3g} {r['w1']:>9.3e} {r['w1_se']:>8.1e}")
+        fl = tab["floors"]
+        for it, t in enumerate(tab["times"]):
+            out.append(f"PDE error in f at t={t:g} (m1, m2, energy): dt {', '.join(f'{v:.1e}' for v in fl['f_dt_floor'][it])}"
+                       f"; grid {', '.join(f'{v:.1e}' for v in fl['f_grid_floor'][it])}")
+        out.append("fitted exponents (|bias| ~ N^p, expected -1; W1 ~ N^p, expected -1/2), main rows:")
+        for fi in tab["fits"]:
+            out.append(f"  t={fi['t']:g} {fi['obs']:>6}: p = {fi['slope']:+.3f} +- {fi['slope_se']:.3f} (OLS) "
+                       f"+- {fi['slope_mc_se']:.3f} (MC), {fi['n_decided']}/{fi['n_rows']} rows at |z| >= "
+                       f"{Z_DECIDE:g}, sign {fi['sign']} | W1: p = {fi['w1_slope']:+.3f} +- {fi['w1_slope_se']:.3f}")
+        out.append("")
+    return "\n".join(out)
