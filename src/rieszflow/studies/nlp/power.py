@@ -282,7 +282,7 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
             else int(np.isfinite(np.asarray(ds["train_seconds"].sel({"method": m}).values, float)).sum())
             for m in methods}
     lines.append("- complete runs per variant: " + ", ".join(f"{m} {k}/{planned}" for m, k in done.items())
-                 + " (the sweep submits its tasks variant by variant, seeds in order within each)")
+                 + " (the sweep submits its tasks seed by seed, every variant of a seed together, so matched pairs complete early)")
     lines += _cpu_lines(ds, n_tasks, n_complete)
     lines.append("")
     summaries = []
