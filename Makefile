@@ -87,6 +87,29 @@ results: venv
 	$(RF) kgd --from-run runs/rt-vanilla-seed0.h5 --overwrite
 	$(RF) report runs/rt-kernel-seed0-kgd.h5 runs/rt-vanilla-seed0-kgd.h5 --overwrite --out docs/results/kgd_learned.md \
 	  --title "KGD of the learned kernels of the main job and its vanilla twin (paper 003 on paper 000's run)"
+	# issue 23: verdicts at a size that decides (each a resumable sweep; the nlp power preset takes
+	# CPU-hours: rerunning resumes it, and --report-only pages what is complete)
+	$(RF) synthetic --preset power --workers 2 --quiet --no-plots --out runs/synthetic-power-seed0
+	$(RF) report runs/synthetic-power-seed0/benchmark/benchmark.h5 --overwrite --out docs/results/synthetic_power.md \
+	  --title "paper 000's synthetic benchmark (App. F.1) at a size that decides: --preset power, verdicts per sigma beside the Bayes ceiling"
+	$(RF) nlp --preset power --workers 2 --quiet --no-plots --out runs/nlp-power
+	$(RF) report runs/nlp-power --out docs/results/nlp_power.md --overwrite \
+	  --title "paper 000's central claim with power (rieszflow nlp --preset power), Rotten Tomatoes"
+	$(RF) mean-field --preset bias --workers 2 --quiet --out runs/mean_field-bias-seed0.h5
+	$(RF) report runs/mean_field-bias-seed0.h5 --overwrite --out docs/results/mean_field_bias.md \
+	  --title 'the O(1/N) mean-field bias against N, --preset bias'
+	$(RF) luna --sweep dead_init --workers 2 --quiet --out runs/luna-dead-seed0
+	$(RF) report runs/luna-dead-seed0 --overwrite --out docs/results/luna_dead_init.md \
+	  --title '`rieszflow luna --sweep dead_init` (paper 001: dead psi channels at initialisation, Monte Carlo)'
+	$(RF) luna --sweep p5 --workers 2 --quiet --set digits_steps=300 --set p5_seeds=1 \
+	  --set p5_variants=rff_fixed,rff_pair_fixed --out runs/luna-p5-rff
+	$(RF) report runs/luna-p5-rff --overwrite --out docs/results/luna_p5_rff.md \
+	  --title '`rieszflow luna --sweep p5` with both fixed RFF baselines (paper 001 Table 5; proxy: Digits-seq, 300 steps, 1 seed)'
+	$(RF) infinite-width --sweep e1_width --workers 2 --quiet --no-plots --out runs/infinite-width-e1-seed0
+	$(RF) report runs/infinite-width-e1-seed0 --overwrite --out docs/results/infinite_width_e1.md \
+	  --title '`rieszflow infinite-width --sweep e1_width` at the paper sizes (paper 002, E1: 10 trials x 50k)'
+	# issue 24: the fast sums' page from its stored measurements (CPU-hours at N = 10^6; commands in the page)
+	$(PY) benchmarks/bench_fast.py report --json docs/results/bench_fast.json --md docs/results/bench_fast.md
 	$(PY) benchmarks/bench_riesz.py --threads 1 --md docs/results/bench_riesz.md --json docs/results/bench_riesz.json
 	$(PY) benchmarks/bench_pde.py --threads 1 --md docs/results/bench_pde.md --json docs/results/bench_pde.json
 	$(PY) benchmarks/bench_attention.py --large --k 3 --md docs/results/bench_attention.md --json docs/results/bench_attention.json
