@@ -422,7 +422,9 @@ def _gemm_tile_masked(xp, x, y, sq, r2, rows, force, a, b, theta, eps2, s, want_
     force[b:] += xp.sum(w_beyond, axis=0)[:, None] * y[b:] - w_beyond.T @ y[a:b]
     # exact recomputation of the close pairs (the reference's formula)
     if _is_cupy(x):                              # one CUDA thread per pair; only close pairs work
-        _close_pairs_device(x, close, rows, force, a, m, s, eps2, want_energy)
+        from rieszflow.engine.energy._riesz_device import close_pairs_device
+
+        close_pairs_device(xp.ascontiguousarray(x), close, rows, force, a, m, s, eps2, want_energy)
         return
     r2x = xp.zeros(r2.shape, dtype=xp.float64)   # elsewhere masked over the tile, 2d passes
     for c in range(d):
@@ -443,66 +445,6 @@ def _gemm_tile_masked(xp, x, y, sq, r2, rows, force, a, b, theta, eps2, s, want_
 
 def _is_cupy(a):
     return type(a).__module__.startswith("cupy")
-
-
-_CLOSE_PAIRS_SOURCE = r"""
-extern "C" __global__ void riesz_close_pairs(const double* __restrict__ x, const bool* __restrict__ close,
-                                             const int d, const int a, const int m, const int ncols,
-                                             const double s, const double eps2, const int want_energy,
-                                             double* __restrict__ rows, double* __restrict__ force)
-{
-    // one thread per pair (i, jj) of a GEMM tile: row k = a + i, column l = a + jj; only the
-    // pairs flagged close (rare) do work: exact distance from the difference vector, then the
-    // pair's energy and force added to row k and, for a column beyond the tile, to row l
-    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (long long)m * ncols || !close[t]) return;
-    const int i = (int)(t / ncols), jj = (int)(t % ncols);
-    const long long k = a + i, l = a + jj;
-    double r2 = 0.0;
-    for (int c = 0; c < d; ++c) {
-        const double dc = x[k * d + c] - x[l * d + c];
-        r2 += dc * dc;
-    }
-    r2 += eps2;
-    double g, w;
-    if (s == 0.0) {
-        g = -0.5 * log(r2);
-        w = 1.0 / r2;
-    } else {
-        g = pow(r2, -0.5 * s);
-        if (s < 0.0) g = -g;
-        w = pow(r2, -0.5 * (s + 2.0));
-    }
-    const bool beyond = jj >= m;
-    if (want_energy) {
-        atomicAdd(&rows[k], g);
-        if (beyond) atomicAdd(&rows[l], g);
-    }
-    for (int c = 0; c < d; ++c) {
-        const double f = w * (x[k * d + c] - x[l * d + c]);
-        atomicAdd(&force[k * d + c], f);
-        if (beyond) atomicAdd(&force[l * d + c], -f);
-    }
-}
-"""
-
-
-def _close_pairs_device(x, close, rows, force, a, m, s, eps2, want_energy):
-    """Add the close pairs of one GEMM tile, recomputed exactly, on the device (no host sync).
-
-    ``close`` is the tile's (m, N - a) mask; the kernel's float64 atomics make the order of
-    these (rare) additions unspecified, so the last bits of a row with several close pairs
-    can differ between runs; everything else in the GEMM path is deterministic.
-    """
-    n, d = x.shape
-    ncols = n - a
-    total = m * ncols
-    threads = 256
-    kern = raw_kernel(_CLOSE_PAIRS_SOURCE, "riesz_close_pairs")
-    dummy = rows if want_energy else force
-    kern(((total + threads - 1) // threads,), (threads,),
-         (x, close, np.int32(d), np.int32(a), np.int32(m), np.int32(ncols), np.float64(s),
-          np.float64(eps2), np.int32(bool(want_energy)), dummy, force))
 
 
 def fused_tile(d):
