@@ -495,8 +495,8 @@ def test_cupy_matches_numpy(name):
     import cupy as cp
     fm = _map(name)
     x, omega = _inputs(fm)
-    w = np.random.default_rng(7).standard_normal(SHAPE[:-1] + (M,))
     phi, cache = fm.forward(x, omega)
+    w = np.random.default_rng(7).standard_normal(phi.shape)   # the map's own feature count (rff_pair: 2M)
     phi_g, cache_g = fm.forward(cp.asarray(x), cp.asarray(omega))
     np.testing.assert_allclose(cp.asnumpy(phi_g), phi, rtol=1e-12, atol=1e-14)
     for g, g_g in zip(fm.backward(w, cache), fm.backward(cp.asarray(w), cache_g)):
