@@ -1,6 +1,6 @@
 # rieszflow: two set-up commands for a fresh machine.
 #   make run   creates .venv, installs rieszflow, runs the main job on the bundled data
-#   make test  creates .venv with the dev extra, runs the test suite
+#   make test  creates .venv with the dev and docs extras, runs the test suite (tests/test_docs_build.py builds small sites)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -14,7 +14,7 @@ THREADS := RIESZFLOW_THREADS=2 NUMBA_NUM_THREADS=2
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,docs]"
 	touch $@
 
 venv: $(VENV)/.installed
