@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
+API = DOCS / "api"                # written by write_api (modules) and autosummary (generated/)
 ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT / "src"))
 os.environ.setdefault("RIESZFLOW_THREADS", "2")
@@ -414,8 +415,40 @@ def _markdown_source(app, docname, source):
     text = source[0]
     if docname.startswith("specs/"):
         text = _BRACKET_CALL.sub(r"]\\(\1)", text)
-    source[0] = _OUTSIDE.sub(lambda m: f"{m.group(1)} (`{m.group(2)}` in the repository)"
-                             if m.group(1) != f"`{m.group(2)}`" else m.group(1), text)
+    text = _OUTSIDE.sub(lambda m: f"{m.group(1)} (`{m.group(2)}` in the repository)"
+                        if m.group(1) != f"`{m.group(2)}`" else m.group(1), text)
+    source[0] = _api_links(text)
+
+
+_API_SPAN = re.compile(r"(?<!`)`(rf|rieszflow)((?:\.[A-Za-z][A-Za-z0-9_]*)+)(\(\))?`(?!`)")
+
+
+def _api_links(text: str) -> str:
+    """Cross-link the Markdown pages to the API: an inline code span naming a public object
+    (```rf.Ball```, ```rf.simulate()```, ```rieszflow.engine.space```) becomes a reference to its
+    page, shown as written. Only names that import are linked (nothing else changes, so a span
+    that names no object stays code); fenced code blocks are left alone."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and "`r" in line:
+            def link(m):
+                dotted = "rieszflow" + m.group(2)
+                obj = _import_dotted(dotted)
+                if obj is None:
+                    return m.group(0)
+                if inspect.ismodule(obj):
+                    role, page = "py:mod", API / f"{obj.__name__}.rst"
+                else:
+                    home = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
+                    role, page = "py:obj", API / "generated" / f"{home}.rst"
+                if not page.is_file():           # a name with no page of its own (a constant)
+                    return m.group(0)
+                return f"{{{role}}}`{m.group(1)}{m.group(2)}{m.group(3) or ''} <{dotted}>`"
+            line = _API_SPAN.sub(link, line)
+        out.append(line)
+    return "\n".join(out)
 
 
 def setup(app):
