@@ -4,8 +4,8 @@ Run from the repository root, one thread (the counts are pinned before NumPy is 
 
     python benchmarks/bench_fast.py accuracy --n 1000000 --tol 1e-6 1e-8 --rows 100 --json A.json
     python benchmarks/bench_fast.py crossover --sizes 2000 5000 10000 20000 50000 --json C.json
-    python benchmarks/bench_fast.py langevin --n 1000000 --steps 20 --out /work/sweeps/fmm-1e6
-    python benchmarks/bench_fast.py report --json A.json C.json /work/sweeps/fmm-1e6/langevin.json \\
+    python benchmarks/bench_fast.py langevin --n 1000000 --steps 20 --out runs/fmm-1e6
+    python benchmarks/bench_fast.py report --json A.json C.json runs/fmm-1e6/langevin.json \\
         --md docs/results/bench_fast.md
 
 ``accuracy``: N points uniform in the unit ball of R^3 (seed ``--seed``); for each ``tol``
