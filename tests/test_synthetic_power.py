@@ -11,8 +11,8 @@ from rieszflow.studies.cli import main as cli_main
 from rieszflow.studies.sweep import Task
 from rieszflow.studies.synthetic.data import bayes_accuracy, draw_labels, make_dataset, positive_probability
 from rieszflow.studies.synthetic.study import SyntheticConfig, benchmark_task, format_verdicts, task_config
-from rieszflow.studies.synthetic.verdicts import (has_signal, min_pairs, sigma_verdict, split_ceilings,
-                                                  wilcoxon_floor)
+from rieszflow.engine.stats import wilcoxon_floor
+from rieszflow.studies.synthetic.verdicts import has_signal, min_pairs, sigma_verdict, split_ceilings
 
 
 @pytest.mark.parametrize("sigma", [0.0, 0.3, 1.0, 3.0, 100.0])

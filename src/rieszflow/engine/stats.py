@@ -50,6 +50,7 @@ __all__ = ["DecayFit", "fit_decay", "expected_slope",
     "mcnemar",
     "mcnemar_counts",
     "PairedTest",
+    "wilcoxon_floor",
     "paired_test",
     "CMHResult",
     "cmh_test",
@@ -640,6 +641,37 @@ def mcnemar_detectable_effect(discordance, n, *, alpha: float = 0.05, power: flo
     if needed(psi) > 0:
         return psi
     return float(brentq(needed, 1e-12, psi, xtol=1e-12))
+
+
+def wilcoxon_floor(nonzero: int) -> float:
+    """Smallest two-sided p of the exact Wilcoxon signed-rank test with ``nonzero`` non-zero pairs.
+
+    What a paired design of k non-zero pairs can reach at best.
+
+    Every sign pattern of the k differences is equally likely under the null; the most extreme
+    (all of one sign) has probability ``2^-k`` on each side, so ``p >= min(1, 2 / 2^k)``.
+
+    Parameters
+    ----------
+    nonzero : int
+        Pairs with a non-zero difference, ``>= 0``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``nonzero`` is negative.
+
+    References
+    ----------
+    Wilcoxon, Biometrics Bulletin 1 (1945) 80-83.
+    """
+    if nonzero < 0:
+        raise ValueError(f"nonzero must be >= 0; got {nonzero}")
+    return min(1.0, 2.0 / 2.0 ** nonzero)
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,43 +28,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rieszflow.engine.stats import paired_test
+from rieszflow.engine.stats import paired_test, wilcoxon_floor
 from rieszflow.studies.synthetic.data import bayes_accuracy, make_dataset
 
-__all__ = ["ALPHA", "SigmaVerdict", "wilcoxon_floor", "min_pairs", "has_signal", "split_ceilings",
+__all__ = ["ALPHA", "SigmaVerdict", "min_pairs", "has_signal", "split_ceilings",
            "sigma_verdict", "format_claim", "format_resampling", "claim_summary"]
 
 #: Level of every per-sigma test (Bonferroni: 0.05 over five sigmas).
 ALPHA = 0.01
-
-
-def wilcoxon_floor(nonzero: int) -> float:
-    """Smallest two-sided p of the exact Wilcoxon signed-rank test with ``nonzero`` non-zero pairs.
-
-    Every sign pattern of the k differences is equally likely under the null; the most extreme
-    (all of one sign) has probability ``2^-k`` on each side, so ``p >= min(1, 2 / 2^k)``.
-
-    Parameters
-    ----------
-    nonzero : int
-        Pairs with a non-zero difference, ``>= 0``.
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    ValueError
-        If ``nonzero`` is negative.
-
-    References
-    ----------
-    Wilcoxon, Biometrics Bulletin 1 (1945) 80-83.
-    """
-    if nonzero < 0:
-        raise ValueError(f"nonzero must be >= 0; got {nonzero}")
-    return min(1.0, 2.0 / 2.0 ** nonzero)
 
 
 def min_pairs(alpha: float = ALPHA) -> int:
@@ -185,7 +156,7 @@ def sigma_verdict(a, b, ceiling: float, ceiling_sd: float, alpha: float = ALPHA)
     SigmaVerdict
         ``"no signal"`` when :func:`has_signal` is false (the pairs are still summarised);
         ``"too few pairs"`` when the non-zero pairs cannot reach ``alpha``
-        (:func:`wilcoxon_floor`) and the test did not; else holds / fails / no significant
+        (:func:`rieszflow.engine.stats.wilcoxon_floor`) and the test did not; else holds / fails / no significant
         difference by the sign of the mean and ``p < alpha``.
 
     Raises
