@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))    # bench_riesz: the KeOps peer's formula
 
 
 COMMAND = [""]      # this run's command line, stored with each measurement
@@ -130,35 +131,193 @@ def cmd_crossover(args):
     return {"crossover": out, "crossover_n": cross}
 
 
-def cmd_langevin(args):
+def keops_rows(xt, xs, s):
+    """Row sums of g_s and its gradient for targets ``xt`` against sources ``xs`` by PyKeOps-CPU (float64).
+
+    The formula is the benchmark suite's idiomatic KeOps peer
+    (``benchmarks/bench_riesz.py``: :data:`bench_riesz.KEOPS_FORMULA`, ``keops_coulomb``): one
+    factorised ``rsqrt`` of the squared distance per pair (``keopscore.auto_factorize = True``), no
+    ``pow``, potential and gradient in one reduction of the concatenated (1 + d)-vector. ``s = 1``:
+    ``t = D.sqnorm2().rsqrt(); (t | t*t*t*D).sum(j)`` (the same expression as ``keops_coulomb``;
+    ``Rsqrt(0) = 0`` drops a coincident source, so ``xs`` may contain the targets); ``s = 0`` (the
+    log kernel, g = -log r = log t): ``(t.log() | t*t*D).sum(j)``, where ``log(0)`` would be
+    ``-inf``, so ``xs`` must not contain the targets.
+
+    Parameters
+    ----------
+    xt : float64 ndarray, shape (M, d)
+        Target points.
+    xs : float64 ndarray, shape (K, d)
+        Source points.
+    s : {0.0, 1.0}
+        Riesz exponent (log kernel for 0).
+
+    Returns
+    -------
+    rows : float64 ndarray, shape (M,)
+        Sum over the sources of g_s(x_t - x_l).
+    grads : float64 ndarray, shape (M, d)
+        Sum over the sources of grad g_s(x_t - x_l) (with respect to x_t).
+
+    Raises
+    ------
+    ValueError
+        If ``s`` is not 0 or 1.
+    """
+    import keopscore
+    from pykeops.numpy import LazyTensor
+
+    if s not in (0.0, 1.0):
+        raise ValueError(f"keops_rows: s must be 0 or 1, got s={s}")
+    keopscore.auto_factorize = True
+    xi = LazyTensor(np.ascontiguousarray(xt, dtype=np.float64)[:, None, :])
+    xj = LazyTensor(np.ascontiguousarray(xs, dtype=np.float64)[None, :, :])
+    diff = xi - xj
+    t = diff.sqnorm2().rsqrt()
+    out = (t.concat(t * t * t * diff) if s == 1.0 else t.log().concat(t * t * diff)).sum(axis=1)
+    return np.asarray(out[:, 0]), -np.asarray(out[:, 1:])
+
+
+def _block_rows(x, s):
+    """Exact row sums of g_s (and gradient) among the points ``x`` themselves, diagonal excluded (NumPy)."""
+    diff = x[:, None, :] - x[None, :, :]
+    r2 = np.einsum("ijk,ijk->ij", diff, diff)
+    np.fill_diagonal(r2, np.inf)
+    if s == 1.0:
+        t = 1.0 / np.sqrt(r2)
+        return t.sum(1), -np.einsum("ij,ijk->ik", t ** 3, diff)
+    with np.errstate(divide="ignore"):
+        g = -0.5 * np.log(r2)
+    g[~np.isfinite(r2)] = 0.0
+    return g.sum(1), -np.einsum("ij,ijk->ik", 1.0 / r2, diff)
+
+
+def cmd_keops(args):
+    from bench_riesz import KEOPS_FORMULA
+
+    from rieszflow.engine.energy.fast import fmm_pair_sums
+    from rieszflow.engine.energy.fast_nufft import nufft_pair_sums
+    from rieszflow.engine.energy.fast_rows import riesz_row_sums
+
+    if not (len(args.d) == len(args.s) == len(args.method) == len(args.tol)):
+        raise SystemExit("bench_fast.py keops: --d, --s, --method and --tol must have the same length, got "
+                         f"{len(args.d)}, {len(args.s)}, {len(args.method)}, {len(args.tol)}")
+    if not 1 <= args.rows < args.n or not 1 <= args.check_rows <= args.rows:
+        raise SystemExit(f"bench_fast.py keops: need 1 <= --check-rows <= --rows < --n, got --check-rows "
+                         f"{args.check_rows}, --rows {args.rows}, --n {args.n}")
+    out = []
+    for d, s, method, tol in zip(args.d, args.s, args.method, args.tol):
+        rng = np.random.default_rng(args.seed)
+        x = unit_ball(rng, args.n, d)
+        idx = np.sort(rng.choice(args.n, size=args.rows, replace=False))
+        rest = np.setdiff1d(np.arange(args.n), idx)
+        xt = x[idx]
+        # sources: all N for s = 1 (Rsqrt(0) = 0 drops the target itself, as in keops_coulomb);
+        # the N - M others for the log kernel (log 0 = -inf), the M x M block among the targets
+        # then added exactly outside the timing (it is M / N of the pairs)
+        xs = x if s == 1.0 else x[rest]
+        keops_rows(xt[:8], xs[:1000], s)                   # compile (cached) and warm, untimed
+        t0, c0 = time.perf_counter(), time.process_time()
+        krows, kgrads = keops_rows(xt, xs, s)
+        k_wall, k_cpu = time.perf_counter() - t0, time.process_time() - c0
+        pairs = args.rows * xs.shape[0]
+        if s != 1.0:
+            brows, bgrads = _block_rows(xt, s)
+            krows, kgrads = krows + brows, kgrads + bgrads
+        scale = args.n * (args.n - 1.0) / pairs
+        fast = fmm_pair_sums if method == "fmm" else nufft_pair_sums
+        rss0 = peak_rss_mib()
+        t0, c0 = time.perf_counter(), time.process_time()
+        rows, grads = fast(x, s, 0.0, True, tol)
+        f_wall, f_cpu = time.perf_counter() - t0, time.process_time() - c0
+        rss = peak_rss_mib()
+        chk = np.arange(args.check_rows)                   # the reference checked on the first rows
+        t0 = time.perf_counter()
+        e_rows, e_grads = riesz_row_sums(x, idx[chk], s)
+        t_exact = time.perf_counter() - t0
+        er = np.abs(rows[idx] - krows) / np.abs(krows)
+        eg = np.linalg.norm(grads[idx] - kgrads, axis=1) / np.linalg.norm(kgrads, axis=1)
+        res = {"command": COMMAND[0], "n": args.n, "d": d, "s": s, "method": method, "tol": tol,
+               "rows": args.rows, "check_rows": args.check_rows, "keops_formula": KEOPS_FORMULA if s == 1.0
+               else "D = x_i - x_j; t = D.sqnorm2().rsqrt(); (t.log() | t*t*D).sum(j)  [pykeops.numpy LazyTensor, "
+               "keopscore.auto_factorize = True; sources: the N - M points other than the targets]",
+               "keops_sources": int(xs.shape[0]), "keops_pairs": pairs, "keops_scale": scale,
+               "keops_rows_cpu_s": k_cpu, "keops_rows_wall_s": k_wall,
+               "keops_cpu_s": k_cpu * scale, "keops_wall_s": k_wall * scale,
+               "keops_pairs_per_cpu_s": pairs / k_cpu,
+               "fast_cpu_s": f_cpu, "fast_wall_s": f_wall, "ratio_cpu": k_cpu * scale / f_cpu,
+               "peak_rss_mib": rss, "peak_rss_before_fast_mib": rss0,
+               "pot_rel_l2": float(np.linalg.norm(rows[idx] - krows) / np.linalg.norm(krows)),
+               "pot_rel_max": float(er.max()),
+               "grad_rel_l2": float(np.linalg.norm(grads[idx] - kgrads) / np.linalg.norm(kgrads)),
+               "grad_rel_max": float(eg.max()),
+               "keops_vs_exact_pot_rel_max": float(np.max(np.abs(krows[chk] - e_rows) / np.abs(e_rows))),
+               "keops_vs_exact_grad_rel_max": float(np.max(np.linalg.norm(kgrads[chk] - e_grads, axis=1)
+                                                           / np.linalg.norm(e_grads, axis=1))),
+               "exact_rows_wall_s": t_exact}
+        print(json.dumps(res), flush=True)
+        out.append(res)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"keops": out}, indent=1))
+        del x, rows, grads, xs
+    return {"keops": out}
+
+
+def _dynamics_setup(args):
+    """The energy, the space and the sampler's (init, step) of a ``langevin`` run, from its options."""
     from rieszflow.engine.energy import RieszEnergy
-    from rieszflow.engine.simulate import projected_langevin, run_langevin
-    from rieszflow.engine.space import Ball
+    from rieszflow.engine.energy.base import ExternalPotential
+    from rieszflow.engine.simulate import mala, projected_langevin
+    from rieszflow.engine.space import Ball, Cube, Free
+
+    energy = RieszEnergy(s=args.s, lam=args.lam, normalization="mean_field", method=args.method, tol=args.tol)
+    if args.space == "free":
+        a = args.confine       # V(x) = a |x|^2 / 2 per particle, summed ("mean_field" normalisation)
+        energy = energy + ExternalPotential(V=lambda x: 0.5 * a * np.sum(x * x, axis=1), gradV=lambda x: a * x,
+                                            normalization="mean_field")
+        space, space_name = Free(), f"Free() + V(x) = {a:g} |x|^2 / 2"
+    elif args.space == "box":
+        space, space_name = Cube(1.0, args.d), f"Cube(1.0, {args.d}) = [-1, 1]^{args.d}"
+    else:
+        space, space_name = Ball(1.0), "Ball(1.0)"
+    if args.sampler == "mala":
+        init, step = mala(energy.value_and_grad, space, args.eta, args.beta, grad_scale=1.0)
+    else:
+        init, step = projected_langevin(energy.grad, space, args.eta, args.beta, grad_scale=1.0,
+                                        boundary="project")
+    return energy, space_name, init, step
+
+
+def cmd_langevin(args):
+    from rieszflow.engine.simulate import run_langevin
     from rieszflow.engine.storage import TrajectoryWriter
     from rieszflow.solvers.particles import LangevinRecorder
 
+    if args.method == "fmm" and (args.d, args.s) != (3, 1.0):
+        raise SystemExit(f"bench_fast.py langevin: --method fmm needs --d 3 --s 1, got --d {args.d} --s {args.s:g}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    name = args.name or "langevin"
     rng = np.random.default_rng(args.seed)
-    x0 = unit_ball(rng, args.n)
-    energy = RieszEnergy(s=1.0, lam=args.lam, normalization="mean_field", method="fmm", tol=args.tol)
+    x0 = unit_ball(rng, args.n, args.d)
+    energy, space_name, init, step = _dynamics_setup(args)
     step_times, step_cpu = [], []
     last = [time.perf_counter(), time.process_time()]
-
-    def grad(omega):
-        g = energy.grad(omega)
-        return g
-
-    init, step = projected_langevin(grad, Ball(1.0), args.eta, args.beta, grad_scale=1.0,
-                                    boundary="project")
-    config = {"n": args.n, "d": 3, "s": 1.0, "lam": args.lam, "eta": args.eta, "beta": args.beta,
-              "tol": args.tol, "steps": args.steps, "seed": args.seed, "space": "Ball(1.0)",
-              "boundary": "project", "particles": args.particles, "record_every": args.record_every}
+    config = {"n": args.n, "d": args.d, "s": args.s, "lam": args.lam, "eta": args.eta, "beta": args.beta,
+              "tol": args.tol, "method": args.method, "sampler": args.sampler, "space_kind": args.space,
+              "confine": args.confine if args.space == "free" else None,
+              "steps": args.steps, "seed": args.seed, "space": space_name,
+              "boundary": "project" if args.sampler == "langevin" else "reject",
+              "particles": args.particles, "record_every": args.record_every}
     t_start = time.perf_counter()
-    with TrajectoryWriter(out / "langevin.h5", "bench_fast_langevin", config={"json": json.dumps(config)},
+    c_init = time.process_time()
+    state0 = init(x0)                 # MALA: one energy and gradient evaluation
+    init_cpu = time.process_time() - c_init
+    with TrajectoryWriter(out / f"{name}.h5", "bench_fast_langevin", config={"json": json.dumps(config)},
                           overwrite=args.overwrite) as w:
-        rec = LangevinRecorder(w, args.n, 3, args.eta, particles=args.particles,
+        rec = LangevinRecorder(w, args.n, args.d, args.eta, particles=args.particles,
                                energy=None if args.no_energy else energy)
+        last[:] = [time.perf_counter(), time.process_time()]
 
         def callback(st):
             now, cpu = time.perf_counter(), time.process_time()
@@ -166,30 +325,37 @@ def cmd_langevin(args):
             if st.step:
                 step_times.append(now - last[0])
                 step_cpu.append(cpu - last[1])
+            acc = f", accepted {int(st.n_accepted)} of {st.step}" if hasattr(st, "n_accepted") else ""
             print(f"step {st.step}: wall {now - t_start:.1f} s, since last record: wall "
                   f"{now - last[0]:.1f} s, CPU {cpu - last[1]:.1f} s; record wall "
-                  f"{time.perf_counter() - now:.1f} s, peak {peak_rss_mib():.0f} MiB", flush=True)
+                  f"{time.perf_counter() - now:.1f} s, peak {peak_rss_mib():.0f} MiB{acc}", flush=True)
             last[0], last[1] = time.perf_counter(), time.process_time()
 
         try:
-            state = run_langevin(step, init(x0), args.steps, args.seed, record_every=args.record_every,
+            state = run_langevin(step, state0, args.steps, args.seed, record_every=args.record_every,
                                  callback=callback, progress=False)
             steps_done, stopped = int(state.step), None
         except KeyboardInterrupt:          # SIGINT: keep what was recorded, say so
-            steps_done, stopped = int(w.read("step")[-1]), "interrupted (SIGINT) after the last record"
+            state, stopped = None, "interrupted (SIGINT) after the last record"
+            steps_done = int(w.read("step")[-1])
             w.close("interrupted")
     total = time.perf_counter() - t_start
-    res = {"langevin": {**config, "total_s": total, "steps_done": steps_done, "stopped": stopped,
-                        "cpu_s": time.process_time(),
-                        "intervals_s": step_times, "intervals_cpu_s": step_cpu, "peak_rss_mib": peak_rss_mib(),
-                        "file": str(out / "langevin.h5"),
-                        "file_mib": (out / "langevin.h5").stat().st_size / 2 ** 20}}
+    res = {**config, "total_s": total, "steps_done": steps_done, "stopped": stopped,
+           "cpu_s": time.process_time(), "init_cpu_s": init_cpu,
+           "intervals_s": step_times, "intervals_cpu_s": step_cpu, "peak_rss_mib": peak_rss_mib(),
+           "file": str(out / f"{name}.h5"), "file_mib": (out / f"{name}.h5").stat().st_size / 2 ** 20}
+    if state is not None and hasattr(state, "n_accepted"):
+        res["accepted"] = int(state.n_accepted)
+        res["acceptance_rate"] = int(state.n_accepted) / max(steps_done, 1)
     import xarray as xr
-    with xr.open_dataset(out / "langevin.h5", engine="h5netcdf") as ds:
-        res["langevin"]["xarray_vars"] = sorted(ds.data_vars)
-        res["langevin"]["records"] = int(ds.sizes["time"])
-        res["langevin"]["second_moment"] = [float(v) for v in ds["second_moment"].values]
-    (out / "langevin.json").write_text(json.dumps(res, indent=1))
+    with xr.open_dataset(out / f"{name}.h5", engine="h5netcdf") as ds:
+        res["xarray_vars"] = sorted(ds.data_vars)
+        res["records"] = int(ds.sizes["time"])
+        res["second_moment"] = [float(v) for v in ds["second_moment"].values]
+        res["max_radius"] = [float(v) for v in ds["max_radius"].values]
+    res["command"] = COMMAND[0]
+    res = {"dynamics": [res]}
+    (out / f"{name}.json").write_text(json.dumps(res, indent=1))
     print(json.dumps(res), flush=True)
     return res
 
@@ -325,18 +491,35 @@ def main(argv=None):
     lg.add_argument("--no-energy", action="store_true")
     lg.add_argument("--overwrite", action="store_true")
     lg.add_argument("--out", required=True)
+    lg.add_argument("--name", default=None, help="file stem in OUT (default 'langevin')")
+    lg.add_argument("--space", choices=("ball", "box", "free"), default="ball",
+                    help="unit ball, cube [-1, 1]^d, or free space with V(x) = confine |x|^2 / 2")
+    lg.add_argument("--sampler", choices=("langevin", "mala"), default="langevin")
+    lg.add_argument("--d", type=int, choices=(1, 2, 3), default=3)
+    lg.add_argument("--s", type=float, default=1.0)
+    lg.add_argument("--method", choices=("fmm", "nufft", "auto"), default="fmm")
+    lg.add_argument("--confine", type=float, default=1.0, help="a of V(x) = a |x|^2 / 2 (--space free)")
+    k = sub.add_parser("keops")
+    k.add_argument("--n", type=int, default=1_000_000)
+    k.add_argument("--rows", type=int, default=2000, help="M target rows of the KeOps sum (scaled by the pairs)")
+    k.add_argument("--check-rows", type=int, default=20, help="rows of the KeOps reference checked exactly")
+    k.add_argument("--d", type=int, nargs="+", default=[3, 2])
+    k.add_argument("--s", type=float, nargs="+", default=[1.0, 0.0])
+    k.add_argument("--method", choices=("fmm", "nufft"), nargs="+", default=["fmm", "nufft"])
+    k.add_argument("--tol", type=float, nargs="+", default=[1e-6, 1e-7])
     r = sub.add_parser("report")
     r.add_argument("--json", nargs="+", required=True)
     r.add_argument("--md", required=True)
     r.add_argument("--save-json", default=None, help="also write the merged measurements here")
-    for q in (a, c, lg):
+    for q in (a, c, lg, k):
         q.add_argument("--seed", type=int, default=0)
         q.add_argument("--json", default=None)
     args = p.parse_args(argv)
     COMMAND[0] = "python benchmarks/bench_fast.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.cmd == "report":
         return cmd_report(args)
-    res = {"accuracy": cmd_accuracy, "crossover": cmd_crossover, "langevin": cmd_langevin}[args.cmd](args)
+    res = {"accuracy": cmd_accuracy, "crossover": cmd_crossover, "langevin": cmd_langevin,
+           "keops": cmd_keops}[args.cmd](args)
     if getattr(args, "json", None):
         Path(args.json).write_text(json.dumps(res, indent=1))
 
