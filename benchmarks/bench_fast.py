@@ -58,6 +58,12 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def usage_error(msg):
+    """Print ``bench_fast.py: error: msg`` to stderr and exit with status 2 (bad input)."""
+    print(f"bench_fast.py: error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def unit_ball(rng, n, d=3):
     """n points uniform in the unit ball of R^d, float64."""
     x = rng.standard_normal((n, d))
@@ -200,10 +206,10 @@ def cmd_keops(args):
     from rieszflow.engine.energy.fast_rows import riesz_row_sums
 
     if not (len(args.d) == len(args.s) == len(args.method) == len(args.tol)):
-        raise SystemExit("bench_fast.py keops: --d, --s, --method and --tol must have the same length, got "
+        usage_error("keops: --d, --s, --method and --tol must have the same length, got "
                          f"{len(args.d)}, {len(args.s)}, {len(args.method)}, {len(args.tol)}")
     if not 1 <= args.rows < args.n or not 1 <= args.check_rows <= args.rows:
-        raise SystemExit(f"bench_fast.py keops: need 1 <= --check-rows <= --rows < --n, got --check-rows "
+        usage_error(f"keops: need 1 <= --check-rows <= --rows < --n, got --check-rows "
                          f"{args.check_rows}, --rows {args.rows}, --n {args.n}")
     out = []
     for d, s, method, tol in zip(args.d, args.s, args.method, args.tol):
@@ -294,7 +300,7 @@ def cmd_langevin(args):
     from rieszflow.solvers.particles import LangevinRecorder
 
     if args.method == "fmm" and (args.d, args.s) != (3, 1.0):
-        raise SystemExit(f"bench_fast.py langevin: --method fmm needs --d 3 --s 1, got --d {args.d} --s {args.s:g}")
+        usage_error(f"langevin: --method fmm needs --d 3 --s 1, got --d {args.d} --s {args.s:g}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = args.name or "langevin"
@@ -358,6 +364,79 @@ def cmd_langevin(args):
     (out / f"{name}.json").write_text(json.dumps(res, indent=1))
     print(json.dumps(res), flush=True)
     return res
+
+
+def _report_keops(rows):
+    """Markdown lines of the section: the fast methods against PyKeOps-CPU at large N (``keops`` runs)."""
+    n = rows[0]["n"]
+    lines = [f"## 4. Against PyKeOps-CPU (idiomatic formula) at N = {n}: energy and gradient, one thread", "",
+             "Commands: " + "; ".join(f"`{c}`" for c in dict.fromkeys(r.get("command", "?") for r in rows))
+             + ". N points uniform in the unit ball of R^d (seed 0). The fast method's CPU seconds are one "
+             "call for all N rows (potential and gradient). PyKeOps-CPU (float64, `OMP_NUM_THREADS=1`, "
+             "compiled and warmed before the timing) reduces M random target rows against the sources, "
+             "and its CPU seconds are **scaled** by N(N - 1) / (pairs it evaluated): its work is "
+             "proportional to the pairs, so the scaled time is what the full N x N sum would take (not "
+             "run). The fast method's errors are over the same M rows against KeOps's float64 rows; "
+             "KeOps's rows are checked against the exact direct sums (`riesz_row_sums`) on the first "
+             "rows of them.", ""]
+    for r in rows:
+        lines.append(f"* d = {r['d']}, s = {r['s']:g}: KeOps formula `{r['keops_formula']}`")
+    lines += ["", "| d | s | method | tol | fast CPU (s) | fast wall (s) | KeOps rows M | KeOps sources | KeOps CPU "
+              "on M rows (s) | scale | KeOps CPU scaled (s) | KeOps / fast (CPU) | pot. rel. 2-norm err | "
+              "pot. max row rel err | grad rel. 2-norm err | grad max row rel err | KeOps vs exact (max rel, "
+              "rows checked) | peak RSS (MiB) |", "|" + "---|" * 18]
+    for r in rows:
+        lines.append(
+            f"| {r['d']} | {r['s']:g} | {r['method']} | {r['tol']:g} | {r['fast_cpu_s']:.1f} | "
+            f"{r['fast_wall_s']:.1f} | {r['rows']} | {r['keops_sources']} | {r['keops_rows_cpu_s']:.2f} | "
+            f"{r['keops_scale']:.1f} | {r['keops_cpu_s']:.0f} | {r['ratio_cpu']:.0f} | {r['pot_rel_l2']:.2e} | "
+            f"{r['pot_rel_max']:.2e} | {r['grad_rel_l2']:.2e} | {r['grad_rel_max']:.2e} | "
+            f"{max(r['keops_vs_exact_pot_rel_max'], r['keops_vs_exact_grad_rel_max']):.1e} ({r['check_rows']}) | "
+            f"{r['peak_rss_mib']:.0f} |")
+    lines += ["", "KeOps ran at " + ", ".join(f"{r['keops_pairs_per_cpu_s']:.3g} pairs per CPU second (d = {r['d']})"
+                                              for r in rows)
+              + ". Goal of issue 24 at this N: relative error at most 1e-7 within 120 CPU s, and at least 30x "
+              "faster than KeOps: " + "; ".join(
+                  f"d = {r['d']}: {'met' if max(r['pot_rel_l2'], r['grad_rel_l2']) <= 1e-7 and r['fast_cpu_s'] <= 120 and r['ratio_cpu'] >= 30 else 'not met'}"
+                  f" ({r['ratio_cpu']:.0f}x, {r['fast_cpu_s']:.0f} CPU s, largest 2-norm error "
+                  f"{max(r['pot_rel_l2'], r['grad_rel_l2']):.1e}; largest single-row error "
+                  f"{max(r['pot_rel_max'], r['grad_rel_max']):.1e})" for r in rows) + ".", ""]
+    return lines
+
+
+def _report_dynamics(runs):
+    """Markdown lines of the section: Langevin and MALA runs at large N (``langevin`` runs)."""
+    lines = ["## 5. Projected Langevin and MALA: ball, box and free space with a confining potential", "",
+             "Each row is one `python benchmarks/bench_fast.py langevin ...` run (command below the table), "
+             "one configuration at a time, niced, on the shared machine: the mean-field Riesz energy "
+             "(`RieszEnergy(s, normalization=\"mean_field\", method=...)`; in free space plus "
+             "`ExternalPotential` V(x) = a |x|^2 / 2 summed over the particles), `projected_langevin(..., "
+             "grad_scale=1)` or `mala(energy.value_and_grad, ..., grad_scale=1)` (proposals with a particle "
+             "outside the domain rejected), run by `run_langevin` with a `LangevinRecorder` (summaries of all "
+             "N particles and a fixed subsample per record); every file opens with "
+             "`xarray.open_dataset(path, engine=\"h5netcdf\")`. Start: N points uniform in the unit ball "
+             "(inside every domain). A step is one gradient (Langevin) or one energy and gradient at the "
+             "proposal (MALA; its initial evaluation is the column 'init CPU'). CPU seconds per step: the "
+             "mean over the recorded intervals divided by the steps in each, recording included.", "",
+             "| d | s | method | tol | domain | sampler | eta | beta | steps | CPU s / step | init CPU (s) | "
+             "acceptance | peak RSS (MiB) | records | second moment first -> last | max radius last | file (MiB) |",
+             "|" + "---|" * 17]
+    for g in runs:
+        ic = np.asarray(g["intervals_cpu_s"])
+        per = ic.mean() / g["record_every"] if ic.size else float("nan")
+        acc = f"{g['acceptance_rate']:.2f} ({g['accepted']}/{g['steps_done']})" if "acceptance_rate" in g else "-"
+        lines.append(f"| {g['d']} | {g['s']:g} | {g['method']} | {g['tol']:g} | {g['space']} | {g['sampler']} | "
+                     f"{g['eta']:g} | {g['beta']:g} | {g['steps_done']} of {g['steps']} | {per:.1f} | "
+                     f"{g['init_cpu_s']:.1f} | {acc} | {g['peak_rss_mib']:.0f} | {g['records']} | "
+                     f"{g['second_moment'][0]:.5f} -> {g['second_moment'][-1]:.5f} | {g['max_radius'][-1]:.4f} | "
+                     f"{g['file_mib']:.1f} |")
+    lines += ["", "Commands:", ""] + [f"- `{g['command']}`" for g in runs]
+    done = {(g["d"], g["sampler"], g["space_kind"]) for g in runs if g["n"] >= 10 ** 6}
+    todo = [f"d = {d}, {smp}, {sp}" for d in (3, 2) for smp in ("langevin", "mala") for sp in ("box", "free")
+            if (d, smp, sp) not in done]
+    if todo:
+        lines += ["", "Not measured at N = 10^6 (no run in the JSON): " + "; ".join(todo) + "."]
+    return lines + [""]
 
 
 def cmd_report(args):
@@ -445,6 +524,10 @@ def cmd_report(args):
                   f"- peak resident memory: {g['peak_rss_mib']:.0f} MiB; file size {g['file_mib']:.1f} MiB",
                   "- second moment (mean |x|^2 over all N) at the records: "
                   + ", ".join(f"{v:.5f}" for v in g["second_moment"]), ""]
+    if data.get("keops"):
+        lines += _report_keops(data["keops"])
+    if data.get("dynamics"):
+        lines += _report_dynamics(data["dynamics"])
     lines += ["## Notes", "",
               "- `method=\"fmm\"` (FMM3D `lfmm3d`, kernel 1/(4 pi r), self term dropped) is multiplied by "
               "4 pi; its `tol` is FMM3D's `eps`. For near-coincident pairs the error is set by the rounding "
