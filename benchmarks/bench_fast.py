@@ -231,6 +231,13 @@ def cmd_keops(args):
             brows, bgrads = _block_rows(xt, s)
             krows, kgrads = krows + brows, kgrads + bgrads
         scale = args.n * (args.n - 1.0) / pairs
+        # the same formula on a small cloud (sources fit in the caches): KeOps's best pair rate
+        xsm = unit_ball(np.random.default_rng(args.seed + 1), args.small_n, d)
+        half = args.small_n // 2
+        keops_rows(xsm[:half], xsm[half:], s)
+        c0 = time.process_time()
+        keops_rows(xsm[:half], xsm[half:], s)
+        small_rate = half * (args.small_n - half) / (time.process_time() - c0)
         fast = fmm_pair_sums if method == "fmm" else nufft_pair_sums
         rss0 = peak_rss_mib()
         t0, c0 = time.perf_counter(), time.process_time()
@@ -251,6 +258,8 @@ def cmd_keops(args):
                "keops_rows_cpu_s": k_cpu, "keops_rows_wall_s": k_wall,
                "keops_cpu_s": k_cpu * scale, "keops_wall_s": k_wall * scale,
                "keops_pairs_per_cpu_s": pairs / k_cpu,
+               "keops_small_n": args.small_n, "keops_small_pairs_per_cpu_s": small_rate,
+               "ratio_cpu_at_small_rate": args.n * (args.n - 1.0) / small_rate / f_cpu,
                "fast_cpu_s": f_cpu, "fast_wall_s": f_wall, "ratio_cpu": k_cpu * scale / f_cpu,
                "peak_rss_mib": rss, "peak_rss_before_fast_mib": rss0,
                "pot_rel_l2": float(np.linalg.norm(rows[idx] - krows) / np.linalg.norm(krows)),
@@ -393,14 +402,28 @@ def _report_keops(rows):
             f"{r['pot_rel_max']:.2e} | {r['grad_rel_l2']:.2e} | {r['grad_rel_max']:.2e} | "
             f"{max(r['keops_vs_exact_pot_rel_max'], r['keops_vs_exact_grad_rel_max']):.1e} ({r['check_rows']}) | "
             f"{r['peak_rss_mib']:.0f} |")
-    lines += ["", "KeOps ran at " + ", ".join(f"{r['keops_pairs_per_cpu_s']:.3g} pairs per CPU second (d = {r['d']})"
-                                              for r in rows)
+    def rate(r):
+        out = f"{r['keops_pairs_per_cpu_s']:.3g} pairs per CPU second (d = {r['d']}"
+        if "keops_small_pairs_per_cpu_s" in r:
+            out += (f"; {r['keops_small_pairs_per_cpu_s']:.3g} on a cloud of {r['keops_small_n']} points, half "
+                    "targets and half sources, whose sources fit in the caches: at that rate the ratio would "
+                    f"be {r['ratio_cpu_at_small_rate']:.0f}x")
+        return out + ")"
+
+    lines += ["", "KeOps ran at " + ", ".join(rate(r) for r in rows)
+              + ". At this N each KeOps-CPU target row streams all N sources from memory (24 MB in d = 3); "
+              "the M-row subset has the per-row cost of the full sum, so the scaled time is that of the "
+              "full sum on this machine"
               + ". Goal of issue 24 at this N: relative error at most 1e-7 within 120 CPU s, and at least 30x "
-              "faster than KeOps: " + "; ".join(
-                  f"d = {r['d']}: {'met' if max(r['pot_rel_l2'], r['grad_rel_l2']) <= 1e-7 and r['fast_cpu_s'] <= 120 and r['ratio_cpu'] >= 30 else 'not met'}"
+              "faster than KeOps (read here with the relative 2-norm error over the M rows; the single-row "
+              "errors are beside it): " + "; ".join(
+                  f"d = {r['d']}, tol = {r['tol']:g}: "
+                  f"{'met' if max(r['pot_rel_l2'], r['grad_rel_l2']) <= 1e-7 and r['fast_cpu_s'] <= 120 and r['ratio_cpu'] >= 30 else 'not met'}"
                   f" ({r['ratio_cpu']:.0f}x, {r['fast_cpu_s']:.0f} CPU s, largest 2-norm error "
                   f"{max(r['pot_rel_l2'], r['grad_rel_l2']):.1e}; largest single-row error "
-                  f"{max(r['pot_rel_max'], r['grad_rel_max']):.1e})" for r in rows) + ".", ""]
+                  f"{max(r['pot_rel_max'], r['grad_rel_max']):.1e}, "
+                  f"{'within' if max(r['pot_rel_max'], r['grad_rel_max']) <= 1e-7 else 'above'} 1e-7)"
+                  for r in rows) + ".", ""]
     return lines
 
 
@@ -586,6 +609,8 @@ def main(argv=None):
     k.add_argument("--n", type=int, default=1_000_000)
     k.add_argument("--rows", type=int, default=2000, help="M target rows of the KeOps sum (scaled by the pairs)")
     k.add_argument("--check-rows", type=int, default=20, help="rows of the KeOps reference checked exactly")
+    k.add_argument("--small-n", type=int, default=20000,
+                   help="KeOps's pair rate also on a cloud of this size (half targets, half sources)")
     k.add_argument("--d", type=int, nargs="+", default=[3, 2])
     k.add_argument("--s", type=float, nargs="+", default=[1.0, 0.0])
     k.add_argument("--method", choices=("fmm", "nufft"), nargs="+", default=["fmm", "nufft"])

@@ -50,7 +50,7 @@ def test_keops_rows_is_the_suites_idiomatic_peer_and_exact():
 def test_keops_subcommand_writes_its_fields_and_the_report_shows_them(tmp_path):
     pytest.importorskip("pykeops")
     out = tmp_path / "k.json"
-    bench_fast.main(["keops", "--n", "600", "--rows", "40", "--check-rows", "5", "--json", str(out)])
+    bench_fast.main(["keops", "--n", "600", "--rows", "40", "--check-rows", "5", "--small-n", "400", "--json", str(out)])
     rows = json.loads(out.read_text())["keops"]
     assert [(r["d"], r["s"], r["method"]) for r in rows] == [(3, 1.0, "fmm"), (2, 0.0, "nufft")]
     for r in rows:
@@ -59,7 +59,7 @@ def test_keops_subcommand_writes_its_fields_and_the_report_shows_them(tmp_path):
         assert r["keops_cpu_s"] == pytest.approx(r["keops_rows_cpu_s"] * r["keops_scale"])
         assert max(r["keops_vs_exact_pot_rel_max"], r["keops_vs_exact_grad_rel_max"]) < 1e-12
         assert max(r["pot_rel_l2"], r["grad_rel_l2"]) < 1e-5        # tol 1e-6 / 1e-7
-        assert r["fast_cpu_s"] > 0 and r["peak_rss_mib"] > 0
+        assert r["fast_cpu_s"] > 0 and r["peak_rss_mib"] > 0 and r["keops_small_pairs_per_cpu_s"] > 0
     md = tmp_path / "p.md"
     bench_fast.main(["report", "--json", str(out), "--md", str(md)])
     text = md.read_text()
