@@ -1,10 +1,13 @@
-"""Benchmark: fast Riesz sums (FMM3D) at N up to 10^6: accuracy, time, memory, crossover, Langevin.
+"""Benchmark: fast Riesz sums (FMM3D, NUFFT) at N up to 10^6: accuracy, time, memory, crossover, KeOps, dynamics.
 
 Run from the repository root, one thread (the counts are pinned before NumPy is imported)::
 
     python benchmarks/bench_fast.py accuracy --n 1000000 --tol 1e-6 1e-8 --rows 100 --json A.json
     python benchmarks/bench_fast.py crossover --sizes 2000 5000 10000 20000 50000 --json C.json
     python benchmarks/bench_fast.py langevin --n 1000000 --steps 20 --out runs/fmm-1e6
+    python benchmarks/bench_fast.py langevin --n 1000000 --steps 3 --record-every 1 --space free \\
+        --sampler mala --eta 1e-5 --out runs/dyn --name d3_free_mala
+    python benchmarks/bench_fast.py keops --n 1000000 --rows 2000 --json K.json
     python benchmarks/bench_fast.py report --json A.json C.json runs/fmm-1e6/langevin.json \\
         --md docs/results/bench_fast.md
 
@@ -26,6 +29,19 @@ s = 1, the "mean_field" Coulomb energy with ``method="fmm"``, recording every
 ``--record-every`` steps the summaries and ``--particles`` subsampled particles with
 :class:`rieszflow.solvers.particles.LangevinRecorder` to ``OUT/langevin.h5``; the time per step
 and the peak memory go to ``OUT/langevin.json``.
+
+Options of ``langevin`` beyond that run: ``--space ball|box|free`` (the unit ball, the cube
+[-1, 1]^d, or R^d with the confining potential V(x) = a |x|^2 / 2, ``--confine a``, added to the
+energy as an :class:`~rieszflow.engine.energy.base.ExternalPotential`), ``--sampler
+langevin|mala`` (:func:`~rieszflow.engine.simulate.mala` with ``energy.value_and_grad``),
+``--d``, ``--s``, ``--method`` and ``--name`` (the file stem); the measurements then go to
+``OUT/NAME.json`` as a one-element list under ``"dynamics"`` (MALA: with its acceptance rate).
+
+``keops``: for each (``--d``, ``--s``, ``--method``, ``--tol``) the fast method's potential and
+gradient at N (one call, CPU seconds) against PyKeOps-CPU with the suite's idiomatic formula
+(:func:`keops_rows`, as ``bench_riesz.keops_coulomb``) over ``--rows`` random target rows, its CPU
+seconds scaled by N(N - 1) / (pairs evaluated); the fast method's errors over those rows against
+KeOps's float64 rows, which are checked against the exact sums on ``--check-rows`` of them.
 
 ``report``: the markdown page from the JSON files.
 """
