@@ -391,11 +391,19 @@ def cmd_langevin(args):
     return res
 
 
+def _portable(command):
+    """A stored command line without this machine's output paths (``--out DIR``, ``--json NAME.json``)."""
+    import re
+
+    command = re.sub(r"--out \S+", "--out DIR", command)
+    return re.sub(r"--json (\S+)", lambda m: "--json " + Path(m.group(1)).name, command)
+
+
 def _report_keops(rows):
     """Markdown lines of the section: the fast methods against PyKeOps-CPU at large N (``keops`` runs)."""
     n = rows[0]["n"]
     lines = [f"## 4. Against PyKeOps-CPU (idiomatic formula) at N = {n}: energy and gradient, one thread", "",
-             "Commands: " + "; ".join(f"`{c}`" for c in dict.fromkeys(r.get("command", "?") for r in rows))
+             "Commands: " + "; ".join(f"`{_portable(c)}`" for c in dict.fromkeys(r.get("command", "?") for r in rows))
              + ". N points uniform in the unit ball of R^d (seed 0). The fast method's CPU seconds are one "
              "call for all N rows (potential and gradient). PyKeOps-CPU (float64, `OMP_NUM_THREADS=1`, "
              "compiled and warmed before the timing) reduces M random target rows against the sources, "
@@ -469,7 +477,7 @@ def _report_dynamics(runs):
                      f"{g['init_cpu_s']:.1f} | {acc} | {g['peak_rss_mib']:.0f} | {g['records']} | "
                      f"{g['second_moment'][0]:.5f} -> {g['second_moment'][-1]:.5f} | {g['max_radius'][-1]:.4f} | "
                      f"{g['file_mib']:.1f} |")
-    lines += ["", "Commands:", ""] + [f"- `{g['command']}`" for g in runs]
+    lines += ["", "Commands (niced):", ""] + [f"- `{_portable(g['command'])}`" for g in runs]
     done = {(g["d"], g["sampler"], g["space_kind"]) for g in runs if g["n"] >= 10 ** 6}
     todo = [f"d = {d}, {smp}, {sp}" for d in (3, 2) for smp in ("langevin", "mala") for sp in ("box", "free")
             if (d, smp, sp) not in done]
