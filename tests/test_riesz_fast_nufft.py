@@ -109,13 +109,66 @@ def test_auto_takes_nufft_from_its_crossover(monkeypatch):
     assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_direct)
 
 
-def test_near_field_blocks_do_not_change_the_sum(monkeypatch):
-    from rieszflow.engine.energy import fast_nufft
+def brute_near(x, s, eps, alpha, rc):
+    """Every pair, NumPy's near part (the reference of the split) where R < R_c."""
+    n, d = x.shape
+    diff = x[:, None, :] - x[None, :, :]
+    R = np.sqrt(np.sum(diff * diff, axis=-1) + eps * eps)
+    mask = (R < rc) & ~np.eye(n, dtype=bool)
+    val = np.zeros_like(R)
+    dval = np.zeros_like(R)
+    val[mask], dval[mask] = _near(s, alpha, R[mask])
+    rows = val.sum(axis=1)
+    w = np.where(mask, dval / np.where(mask, R, 1.0), 0.0)
+    return rows, np.einsum("kl,kla->ka", w, diff)
 
-    x = ball(np.random.default_rng(8), 700, 2)
-    x[:10] = x[10:20] + 1e-7                    # near pairs that cross block boundaries
-    _, (rows, grads) = _pair_sums(x, 0.5, 0.0, "nufft", True, None, 1e-9)
-    monkeypatch.setattr(fast_nufft, "_ROW_BLOCK", 64)
-    _, (rows_b, grads_b) = _pair_sums(x, 0.5, 0.0, "nufft", True, None, 1e-9)
-    np.testing.assert_allclose(rows_b, rows, rtol=1e-13)
-    np.testing.assert_allclose(grads_b, grads, rtol=1e-12, atol=1e-12 * np.abs(grads).max())
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("s", [0.0, 1.0, 0.5, -1.0, -1.5])
+def test_cell_list_near_field_matches_all_pairs(d, s):
+    """The Numba cell list finds every pair within R_c once (clusters, cell edges, softening)."""
+    from rieszflow.engine.energy._nufft_near import near_field_sums
+
+    rng = np.random.default_rng(10 + d + int(4 * s))
+    x = ball(rng, 500, d) * 2.0 - 0.5
+    x[:30] = x[30:60] + 1e-6 * rng.standard_normal((30, d))   # close pairs
+    x[60:90] = np.round(x[60:90], 1)                          # on cell edges / coincident up to 1e-16
+    x[60:90, 0] += 1e-9 * np.arange(30)                       # (not exactly coincident)
+    for eps, rc in ((0.0, 0.3), (0.05, 0.3), (0.0, 5.0)):     # 5.0: every pair is near (one cell)
+        alpha = 4.0 / rc
+        rows, grads = near_field_sums(x, s, eps, alpha, rc, True)
+        rows0, grads0 = brute_near(x, s, eps, alpha, rc)
+        np.testing.assert_allclose(rows, rows0, rtol=1e-11, atol=1e-11 * np.abs(rows0).max())
+        np.testing.assert_allclose(grads, grads0, rtol=1e-11, atol=1e-11 * np.abs(grads0).max())
+        _, grads_only = near_field_sums(x, s, eps, alpha, rc, False)
+        np.testing.assert_array_equal(grads_only, grads)
+
+
+def test_special_functions_match_scipy():
+    """The compiled E1 and the closed-form Q(b, z) (2b integer) against SciPy, a few ulp."""
+    import numba as nb
+    import scipy.special as sc
+
+    from rieszflow.engine.energy._nufft_near import e1, q_reg
+
+    @nb.njit
+    def both(z, b, half):
+        out = np.empty((2, z.size))
+        for i in range(z.size):
+            out[0, i] = e1(z[i])
+            out[1, i] = q_reg(b, z[i], half)
+        return out
+
+    z = np.concatenate([np.logspace(-14, 0, 3000), np.linspace(1.0, 70.0, 20001)])
+    for b in (0.5, 1.0, 1.5, 2.0, 3.5, 0.75):
+        e, q = both(z, b, b * 2 == round(b * 2))
+        np.testing.assert_allclose(e, sc.exp1(z), rtol=2e-14)
+        ok = sc.gammaincc(b, z) > 1e-290
+        np.testing.assert_allclose(q[ok], sc.gammaincc(b, z[ok]), rtol=2e-13)
+
+
+def test_cell_list_rejects_bad_cutoff():
+    from rieszflow.engine.energy._nufft_near import near_field_sums
+
+    with pytest.raises(ValueError, match="cutoff > softening"):
+        near_field_sums(np.zeros((3, 2)), 0.0, 0.1, 1.0, 0.05, True)

@@ -57,15 +57,21 @@ import math
 import numpy as np
 import scipy.special as sc
 
+from rieszflow.engine.energy._nufft_near import near_field_sums
+
 __all__ = ["NUFFT_MAX_MODES", "NUFFT_NEIGHBOURS", "nufft_pair_sums"]
 
 #: Target number of near pairs per particle (d -> count): the balance of the direct near field
-#: against the Fourier modes of the far field. Chosen by CPU time at N = 20000, tol = 1e-10, unit
-#: ball, s = 0 (d = 1: 32 best of 32/128/512; d = 2: 256 best of 64/256/512/1024; d = 3: not tuned).
-NUFFT_NEIGHBOURS = {1: 32, 2: 256, 3: 512}
+#: (Numba cell list) against the Fourier modes of the far field. Chosen by CPU time, unit ball,
+#: s = 0: d = 1: 32 best of 32/128/512 (N = 20000, tol = 1e-10, before the cell list); d = 2: 512
+#: best of 128/256/512/1024 at N = 2e4 and 2e5 (tol = 1e-10) and of 256/512/1024 at N = 1e6
+#: (tol = 1e-7: 18.1 CPU-s against 22.9 and 26.8); d = 3: not tuned (the mode cap binds from
+#: N of about 1e4 on, so the count follows from the cap).
+NUFFT_NEIGHBOURS = {1: 32, 2: 512, 3: 512}
 #: Largest number of Fourier modes n^d of the far field, per d (memory: FINUFFT's fine grid is
-#: about 2^d times this, in complex128, for each of the d + 1 transforms).
-NUFFT_MAX_MODES = {1: 2 ** 22, 2: 2 ** 22, 3: 2 ** 21}
+#: (upsampfac)^d times this, in complex128, and the d + 1 mode arrays of the potential and the
+#: gradient are held at once: about 100 bytes per mode in d = 2, 1.4 GB at the cap).
+NUFFT_MAX_MODES = {1: 2 ** 22, 2: 2 ** 24, 3: 2 ** 23}
 #: FINUFFT's upsampling factor for ``tol >= 1e-9`` (1.25: a fine grid (2/1.25)^d times smaller
 #: than the default 2, wider spreading; FINUFFT's kernel cannot reach a smaller tol with it, so
 #: below that the default 2 is used).
@@ -73,7 +79,6 @@ NUFFT_UPSAMPFAC = 1.25
 _R_POINTS = 1.0 / 8.0       # scaled particles lie in this ball: differences < 1/4
 _WINDOW_HALF = 0.25 - _R_POINTS          # the window falls from 1 to 0 over [2 R_p, 1/2]
 _WINDOW_CENTRE = 2.0 * _R_POINTS + _WINDOW_HALF
-_ROW_BLOCK = 2 ** 13       # rows per near-field block
 
 
 def _finufft():
@@ -137,22 +142,20 @@ def _far(s, alpha, R):
 
 
 def _near(s, alpha, R):
-    """Near part g - F and its derivative d/dR at R > 0."""
+    """Near part g - F and its derivative d/dR at R > 0 (the reference of the Numba near field).
+
+    d/dR near = -c_s R^{-s-1} Q(a + 1, z) (from d/dz [z^-a Gamma(a, z)] = -z^(-a-1) Gamma(a+1, z)),
+    and for -1 < a < 0 near = alpha^s e^-z / Gamma(a+1) - R^-s Q(a+1, z): no cancellation at small R.
+    """
     a = 0.5 * s
     z = (alpha * R) ** 2
     if s == 0.0:
         return 0.5 * sc.exp1(z), -np.exp(-z) / R
-    coef = abs(s)
-    g = _g(s, R)
-    dg = -coef * R ** (-s - 1.0)                                        # g'(R) = -c_s R^{-s-1}
+    q1 = sc.gammaincc(a + 1.0, z)
+    dval = -abs(s) * R ** (-s - 1.0) * q1
     if a > 0.0:
-        q = sc.gammaincc(a, z)
-        dens = z ** (a - 1.0) * np.exp(-z) / sc.gamma(a)                # dP/dz
-    else:
-        q = sc.gammaincc(a + 1.0, z) - z ** a * np.exp(-z) / sc.gamma(a + 1.0)
-        dens = z ** (a - 1.0) * np.exp(-z) / sc.gamma(a)
-    # near = g Q(a, z); d/dR = g' Q - g dP/dz * 2 alpha^2 R
-    return g * q, dg * q - g * dens * 2.0 * alpha * alpha * R
+        return R ** (-s) * sc.gammaincc(a, z), dval
+    return alpha ** s * np.exp(-z) / sc.gamma(a + 1.0) - R ** (-s) * q1, dval
 
 
 def _log_tol(tol):
@@ -179,12 +182,19 @@ def _plan(n, d, s, tol):
 
 
 def _coefficients(s, alpha_p, rho, eps, nm, d, w):
-    """Fourier coefficients b_l (real, shape (nm,)*d, modes -nm/2..nm/2-1) of the windowed F."""
-    t = (np.arange(nm) - nm // 2) / nm
-    r2 = np.zeros((nm,) * d)
+    """Fourier coefficients b_l (real, shape (nm,)*d, modes -nm/2..nm/2-1) of the windowed F.
+
+    The sample is radial, hence even along every axis: it is evaluated on the grid points with
+    non-negative coordinates only (indices 0..nm/2, a 2^-d part) and transformed by a type-I DCT
+    per axis, which is exactly the DFT of its even extension (no approximation)."""
+    import scipy.fft
+
+    h = nm // 2
+    t = np.arange(h + 1) / nm
+    r2 = np.zeros((h + 1,) * d)
     for ax in range(d):
         shape = [1] * d
-        shape[ax] = nm
+        shape[ax] = h + 1
         r2 = r2 + (t * t).reshape(shape)
     r = np.sqrt(r2)
     R = np.sqrt((rho * r) ** 2 + eps * eps)
@@ -192,8 +202,9 @@ def _coefficients(s, alpha_p, rho, eps, nm, d, w):
     edge = _far(s, alpha_p, np.array([math.sqrt((rho * 0.5) ** 2 + eps * eps)]))[0]
     chi = 0.5 * sc.erfc((r - _WINDOW_CENTRE) / w)
     sample = edge + chi * (far - edge)
-    b = np.fft.fftshift(np.fft.fftn(np.fft.ifftshift(sample))).real / nm ** d
-    return b
+    bq = scipy.fft.dctn(sample, type=1) / float(nm) ** d
+    fold = np.abs(np.arange(nm) - h)
+    return bq[np.ix_(*([fold] * d))]
 
 
 def nufft_pair_sums(omega, s, softening, want_energy, tol):
@@ -234,8 +245,6 @@ def nufft_pair_sums(omega, s, softening, want_energy, tol):
     Potts and Steidl, SIAM J. Sci. Comput. 24 (2003) 2013-2037 (fast summation by NFFTs);
     Barnett, Magland, af Klinteberg, SIAM J. Sci. Comput. 41 (2019) (FINUFFT).
     """
-    from scipy.spatial import cKDTree
-
     from rieszflow.engine._checks import is_host
 
     if not is_host(omega):
@@ -274,23 +283,11 @@ def nufft_pair_sums(omega, s, softening, want_energy, tol):
     out = t2(*pts, stack, isign=1, **opts).real
     rows = out[0] - float(np.sum(b)) if e else None
     grads = np.ascontiguousarray(out[e:].T) / rho
-    # near field: pairs with sqrt(R^2 + eps^2) < R_c (physical), exact near part
+    # near field: pairs with sqrt(R^2 + eps^2) < R_c (physical), exact near part (Numba cell list)
     Rc = rc * rho
     if Rc > eps:
-        r_search = math.sqrt(Rc * Rc - eps * eps) / rho
-        tree = cKDTree(y)
-        for a in range(0, n, _ROW_BLOCK):       # pairs of a block of rows: memory O(block * neighbours)
-            found = cKDTree(y[a:a + _ROW_BLOCK]).sparse_distance_matrix(tree, r_search, output_type="ndarray")
-            i, j = found["i"].astype(np.int64) + a, found["j"].astype(np.int64)
-            keep = i < j                            # each unordered pair once, never the self pair
-            i, j = i[keep], j[keep]
-            diff = x[i] - x[j]
-            R = np.sqrt(np.sum(diff * diff, axis=1) + eps * eps)
-            val, dval = _near(s, alpha_p, R)
-            if want_energy:
-                rows += np.bincount(i, val, n) + np.bincount(j, val, n)
-            wgt = dval / R
-            for ax in range(d):
-                f = wgt * diff[:, ax]
-                grads[:, ax] += np.bincount(i, f, n) - np.bincount(j, f, n)
+        near_rows, near_grads = near_field_sums(x, s, eps, alpha_p, Rc, want_energy)
+        if want_energy:
+            rows += near_rows
+        grads += near_grads
     return rows, grads
