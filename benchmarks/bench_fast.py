@@ -416,12 +416,12 @@ def _report_keops(rows):
              "run). The fast method's errors are over the same M rows against KeOps's float64 rows; "
              "KeOps's rows are checked against the exact direct sums (`riesz_row_sums`) on the first "
              "rows of them.", ""]
-    for r in rows:
-        lines.append(f"* d = {r['d']}, s = {r['s']:g}: KeOps formula `{r['keops_formula']}`")
+    for (d, s_), f in {(r["d"], r["s"]): r["keops_formula"] for r in rows}.items():
+        lines.append(f"* d = {d}, s = {s_:g}: KeOps formula `{f}`")
     lines += ["", "| d | s | method | tol | fast CPU (s) | fast wall (s) | KeOps rows M | KeOps sources | KeOps CPU "
               "on M rows (s) | scale | KeOps CPU scaled (s) | KeOps / fast (CPU) | pot. rel. 2-norm err | "
               "pot. max row rel err | grad rel. 2-norm err | grad max row rel err | KeOps vs exact (max rel, "
-              "rows checked) | peak RSS (MiB) |", "|" + "---|" * 18]
+              "rows checked) | process peak RSS so far (MiB) |", "|" + "---|" * 18]
     for r in rows:
         lines.append(
             f"| {r['d']} | {r['s']:g} | {r['method']} | {r['tol']:g} | {r['fast_cpu_s']:.1f} | "
@@ -438,7 +438,9 @@ def _report_keops(rows):
                     f"be {r['ratio_cpu_at_small_rate']:.0f}x")
         return out + ")"
 
-    lines += ["", "KeOps ran at " + ", ".join(rate(r) for r in rows)
+    lines += ["", "The rows ran in this order in one process (one run: the ratios are comparable); the peak "
+              "RSS is the process's peak so far (`ru_maxrss`), so a row's value includes the earlier rows'.",
+              "", "KeOps ran at " + ", ".join(rate(r) for r in rows)
               + ". At this N each KeOps-CPU target row streams all N sources from memory (24 MB in d = 3); "
               "the M-row subset has the per-row cost of the full sum, so the scaled time is that of the "
               "full sum on this machine"
@@ -451,8 +453,12 @@ def _report_keops(rows):
                   f"{max(r['pot_rel_l2'], r['grad_rel_l2']):.1e}; largest single-row error "
                   f"{max(r['pot_rel_max'], r['grad_rel_max']):.1e}, "
                   f"{'within' if max(r['pot_rel_max'], r['grad_rel_max']) <= 1e-7 else 'above'} 1e-7)"
-                  for r in rows) + ".", ""]
-    return lines
+                  for r in rows) + "."]
+    if any(r["s"] == 0.0 for r in rows):
+        lines += ["", "For the log kernel the row sum of -log r over N points uniform in the unit disk is about "
+                  "N (1 - |x|^2) / 2, which vanishes at the rim: rows near it have small sums, so their relative "
+                  "potential error is large where the absolute error is not (the gradient rows have no such zero)."]
+    return lines + [""]
 
 
 def _report_dynamics(runs):
