@@ -463,7 +463,8 @@ def _report_keops(rows):
 
 def _report_dynamics(runs):
     """Markdown lines of the section: Langevin and MALA runs at large N (``langevin`` runs)."""
-    lines = ["## 5. Projected Langevin and MALA: ball, box and free space with a confining potential", "",
+    lines = ["## 5. Projected Langevin and MALA at large N: the box, and free space with a confining potential "
+             "(the ball: section 3)", "",
              "Each row is one `python benchmarks/bench_fast.py langevin ...` run (command below the table), "
              "one configuration at a time, niced, on the shared machine: the mean-field Riesz energy "
              "(`RieszEnergy(s, normalization=\"mean_field\", method=...)`; in free space plus "
@@ -471,8 +472,9 @@ def _report_dynamics(runs):
              "grad_scale=1)` or `mala(energy.value_and_grad, ..., grad_scale=1)` (proposals with a particle "
              "outside the domain rejected), run by `run_langevin` with a `LangevinRecorder` (summaries of all "
              "N particles and a fixed subsample per record); every file opens with "
-             "`xarray.open_dataset(path, engine=\"h5netcdf\")`. Start: N points uniform in the unit ball "
-             "(inside every domain). A step is one gradient (Langevin) or one energy and gradient at the "
+             "`xarray.open_dataset(path, engine=\"h5netcdf\")`. Start: N points uniform in the unit ball of "
+             "R^d (inside every domain; the equilibrium measure of free space with a = 1, lam = 1 in d = 2 "
+             "and 3). A step is one gradient (Langevin) or one energy and gradient at the "
              "proposal (MALA; its initial evaluation is the column 'init CPU'). CPU seconds per step: the "
              "mean over the recorded intervals divided by the steps in each, recording included.", "",
              "| d | s | method | tol | domain | sampler | eta | beta | steps | CPU s / step | wall s / step | "
