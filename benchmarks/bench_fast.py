@@ -457,7 +457,8 @@ def _report_keops(rows):
     if any(r["s"] == 0.0 for r in rows):
         lines += ["", "For the log kernel the row sum of -log r over N points uniform in the unit disk is about "
                   "N (1 - |x|^2) / 2, which vanishes at the rim: rows near it have small sums, so their relative "
-                  "potential error is large where the absolute error is not (the gradient rows have no such zero)."]
+                  "potential error can be large without a large absolute error (the gradient rows have no such "
+                  "zero)."]
     return lines + [""]
 
 
