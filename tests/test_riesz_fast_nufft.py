@@ -107,6 +107,14 @@ def test_auto_takes_nufft_from_its_crossover(monkeypatch):
     assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_direct)
     monkeypatch.setitem(fast.NUFFT_MIN_N, 2, None)
     assert np.array_equal(riesz_energy_and_grad(x, 0.0, method="auto", tol=1e-4)[1], g_direct)
+    # s != 0 has its own crossover (the near field's incomplete gamma function per pair)
+    monkeypatch.setitem(fast.NUFFT_MIN_N, 2, 300)
+    monkeypatch.setitem(fast.NUFFT_MIN_N_POWER, 2, 301)
+    assert np.array_equal(riesz_energy_and_grad(x, 1.5, method="auto", tol=1e-4)[1],
+                          riesz_energy_and_grad(x, 1.5, method="numba")[1])
+    monkeypatch.setitem(fast.NUFFT_MIN_N_POWER, 2, 300)
+    assert np.array_equal(riesz_energy_and_grad(x, 1.5, method="auto", tol=1e-4)[1],
+                          riesz_energy_and_grad(x, 1.5, method="nufft", tol=1e-4)[1])
 
 
 def brute_near(x, s, eps, alpha, rc):

@@ -48,7 +48,7 @@ import numpy as np
 
 from rieszflow.engine._checks import check_real, is_host
 
-__all__ = ["FAST_METHODS", "FAST_TOL", "FMM_MIN_N", "NUFFT_MIN_N", "auto_fast", "check_tol", "fmm_pair_sums"]
+__all__ = ["FAST_METHODS", "FAST_TOL", "FMM_MIN_N", "NUFFT_MIN_N", "NUFFT_MIN_N_POWER", "auto_fast", "check_tol", "fmm_pair_sums"]
 
 #: The fast methods of the Riesz sums (approximate, to the accuracy ``tol``): ``"fmm"`` here,
 #: ``"nufft"`` in :mod:`~rieszflow.engine.energy.fast_nufft`.
@@ -65,14 +65,22 @@ FAST_TOL = 1e-10
 #: faster at N = 50000 (the crossover lies between; the first measured size past it is taken).
 FMM_MIN_N = 50_000
 
-#: ``method="auto"`` takes ``"nufft"`` (host arrays, d in this mapping, every s and softening) from
-#: this many particles on, where FMM does not apply: the crossover with the Numba kernel measured
-#: by the same command at s = 0 (the cost of the NFFT summation hardly depends on s: the same
-#: transforms, a cut-off radius that changes little). Measured (CPU seconds, one thread, unit ball,
-#: default ``tol``; docs/results/bench_fast.md, table 2): d = 1 faster from the smallest size
-#: measured, N = 2000 (1.8x; 20x at N = 20000); d = 2 Numba faster at N = 5000 (3x), NFFT faster
-#: at 20000 (1.6x) and 50000 (3.1x); d = 3 not measured (None: never taken).
-NUFFT_MIN_N = {1: 2000, 2: 20000, 3: None}
+#: ``method="auto"`` takes ``"nufft"`` for the log kernel (s = 0; host arrays, d in this mapping,
+#: any softening) from this many particles on: the crossover with the Numba kernel measured by
+#: ``python benchmarks/bench_fast.py crossover --sizes 2000 5000 10000 20000 50000 --k 3 --d 2 1
+#: --s 0 0`` (docs/results/bench_fast.md, table 2; CPU seconds, one thread, unit ball, default
+#: ``tol``): d = 1 faster from the smallest size measured, N = 2000 (2.7x; 36x at N = 20000);
+#: d = 2 Numba faster at N = 5000 (1.1x), NFFT faster at 10000 (1.45x), 20000 (2.9x) and 50000
+#: (7.6x); d = 3 never (None; the mode cap binds and the direct kernel is faster up to 5e4).
+NUFFT_MIN_N = {1: 2000, 2: 10000, 3: None}
+#: The same for s != 0, whose near field evaluates an incomplete gamma function per pair
+#: (closed forms through erfc/exp when s is an integer, SciPy's ``gammaincc`` otherwise), so the
+#: crossover lies higher. Measured interleaved (min of 2, tol = 1e-10, one thread, unit ball, in
+#: the development of the cell-list near field; not a page): d = 1, s = 0.5 Numba 2x faster at
+#: N = 2000, NFFT 1.1x at 5000 (s = 1 and 2.5: NFFT 1.1-1.2x at 2000, 2.5-2.8x at 5000); d = 2
+#: NFFT / Numba at N = 20000: 0.62 (s = 0.5), 1.33 (s = 1), 0.96 (s = -0.5), at N = 40000: 1.21
+#: (s = 0.5), 1.78 (s = -0.5).
+NUFFT_MIN_N_POWER = {1: 5000, 2: 40000, 3: None}
 
 
 def check_tol(tol) -> float:
@@ -187,12 +195,13 @@ def auto_fast(omega, s, softening) -> str | None:
     -------
     str or None
         ``"fmm"`` for host arrays with d = 3, s = 1, softening 0 and N >= :data:`FMM_MIN_N`;
-        else ``"nufft"`` for host arrays with N >= :data:`NUFFT_MIN_N` ``[d]``; otherwise None.
+        else ``"nufft"`` for host arrays with N >= :data:`NUFFT_MIN_N` ``[d]`` (s = 0) or
+        :data:`NUFFT_MIN_N_POWER` ``[d]`` (s != 0); otherwise None.
     """
     n, d = omega.shape[-2], omega.shape[-1]
     if not is_host(omega):
         return None
     if d == 3 and s == 1.0 and softening == 0.0:
         return "fmm" if n >= FMM_MIN_N else None
-    start = NUFFT_MIN_N.get(d)
+    start = (NUFFT_MIN_N if s == 0.0 else NUFFT_MIN_N_POWER).get(d)
     return "nufft" if start is not None and n >= start else None

@@ -682,7 +682,8 @@ def riesz_energy_and_grad(omega, s, softening=0.0, method="auto", chunk_size=Non
         NumPy arrays ``"gemm"`` if ``d >= GEMM_MIN_D``, else the Numba kernel; for CuPy
         arrays ``"fused"`` (no host synchronisation) up to ``d = FUSED_MAX_D``, ``"gemm"``
         above; on NumPy arrays ``"fmm"`` instead where it applies and N >= ``FMM_MIN_N``, else
-        ``"nufft"`` from ``NUFFT_MIN_N[d]`` (:mod:`~rieszflow.engine.energy.fast`).
+        ``"nufft"`` from ``NUFFT_MIN_N[d]`` (s = 0) or ``NUFFT_MIN_N_POWER[d]``
+        (:mod:`~rieszflow.engine.energy.fast`).
     chunk_size : int, optional
         Rows per block of the reference implementation (memory
         O(chunk_size * N * d)) or of the GEMM path (memory O(chunk_size * N));
