@@ -43,8 +43,8 @@ between near pairs and modes is :data:`NUFFT_NEIGHBOURS` pairs per particle, and
 cell-list pair sum (:mod:`~rieszflow.engine.energy._nufft_near`: each pair once, O(N) memory,
 E1 and Q(b, z) compiled); the Fourier coefficients come from a type-I DCT of the radial sample
 on the 2^-d part of the grid with non-negative coordinates. Cost at N = 10^6, d = 2, s = 0,
-tol = 1e-7 (one thread): 18 CPU-s, relative errors 5e-10 (potential) and 7e-10 (gradient)
-against exact row sums (``docs/results/bench_fast.md``). Measured errors at small N:
+tol = 1e-7 (one thread): 19.8 CPU-s, relative errors 5.1e-10 (potential) and 5.5e-10
+(gradient) against exact row sums over 100 rows (``docs/results/bench_fast.md``, section 1b). Measured errors at small N:
 ``tests/test_riesz_fast_nufft.py`` (d = 1, 2, 3, s from -1.5 to 2.5 and the log kernel, softening).
 
 References
