@@ -125,7 +125,7 @@ def test_cli_antithetic_run_report_and_resume(tmp_path, capsys):
     out = tmp_path / "a.h5"
     assert _cli(tmp_path, "--out", str(out)) == 0
     text = capsys.readouterr().out
-    assert "antithetic estimate D_N" in text and "rows defined but not run: N=16" in text
+    assert "antithetic estimate D_N" in text and "fewer than 2 triples (not run, or cut short): N=16" in text
     assert missing_cf_attributes(out) == []
     ds = open_run(out, "mean_field_bias")
     assert ds.attrs["estimator"] == "antithetic"

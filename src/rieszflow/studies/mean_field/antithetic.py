@@ -144,7 +144,7 @@ def antithetic_table(ds, problem: str) -> dict:
         with at least 2 triples: slope of :math:`|\\hat D_N| \\sim N^p` with its OLS SE
         (:func:`~rieszflow.engine.stats.power_law_fit`) and its Monte Carlo SE, the W1 slope
         (:func:`~rieszflow.engine.stats.fit_decay`)), ``times``, ``not_run`` (labels of rows
-        without any triple).
+        with fewer than 2 triples).
     """
     p = problem
     f2n = np.asarray(ds[f"{p}_f2n"].values)
@@ -230,7 +230,10 @@ def format_antithetic_tables(ds) -> str:
                        f"{z} {r['sd_n']:>7.3f} {r['b']:>8.4f} {r['b_se']:>7.4f} {r['plain']:>8.3f} "
                        f"{r['plain_se']:>8.3f} {r['w1']:>9.3e} {r['w1_se']:>8.1e} {r['wall']:>7.0f}")
         if tab["not_run"]:
-            out.append(f"rows defined but not run: {', '.join(tab['not_run'])}")
+            out.append(f"rows with fewer than 2 triples (not run, or cut short): {', '.join(tab['not_run'])}")
+        e0 = float(np.asarray(ds[f"{p}_f_pde"].values)[0, OBSERVABLES.index("energy")])
+        out.append(f"check at t = 0 (i.i.d. draws): b(energy) = -E_int(rho_0) = {-e0:.4f} exactly (PDE grid "
+                   f"quadrature); b(m1) = b(m2) = 0 exactly")
         out.append("fitted exponents (|D_N| ~ N^p, expected -1; W1 ~ N^p, expected -1/2), main rows:")
         for fi in tab["fits"]:
             out.append(f"  t={fi['t']:g} {fi['obs']:>6}: p = {fi['slope']:+.3f} +- {fi['slope_se']:.3f} (OLS) "
