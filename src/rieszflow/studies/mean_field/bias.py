@@ -1,6 +1,10 @@
 """The mean-field bias: :math:`|\\mathbb{E} f(\\mu_N(t)) - f(\\rho_t)|` against N for smooth f.
 
-``rieszflow mean-field --preset bias`` (and ``--preset bias-large``, defined for N up to 1e6).
+``rieszflow mean-field --preset bias`` (the plain estimator below) and ``--preset bias-large``
+(N = 1e3..1e6, ``estimator = "antithetic"``: a 2N-particle system against its two halves run as
+coupled N-particle systems, whose R does not grow with N; :mod:`~rieszflow.studies.mean_field.antithetic`).
+This module holds the configuration, the batched replicas (plain or antithetic triples), the
+resumable study and the plain estimator's tables.
 
 Why a second observable
 -----------------------
@@ -102,7 +106,7 @@ class BiasConfig:
         Problems of :mod:`~rieszflow.studies.mean_field.config` (distinct names). Used fields:
         domain, V, kernel, rho_0, ``times`` (the bias is measured at every time), ``eta``,
         ``pde_dt``, ``n_cells``, ``boundary``, ``interaction_method``, and ``n_particles`` with
-        ``n_seeds``, which here is the number of replicas R of each N.
+        ``n_seeds``, which here is the number of replicas R of each N (antithetic: of triples).
     seed : int
         Root seed (>= 0); batch ``b`` of N particles of problem ``p`` draws from
         ``SeedSequence([seed, p, N, b, 7])`` (``p`` the index in :data:`PROBLEM_NAMES`).
