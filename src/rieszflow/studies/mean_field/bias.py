@@ -1,6 +1,10 @@
 """The mean-field bias: :math:`|\\mathbb{E} f(\\mu_N(t)) - f(\\rho_t)|` against N for smooth f.
 
-``rieszflow mean-field --preset bias`` (and ``--preset bias-large``, defined for N up to 1e6).
+``rieszflow mean-field --preset bias`` (the plain estimator below) and ``--preset bias-large``
+(N = 1e3..1e6, ``estimator = "antithetic"``: a 2N-particle system against its two halves run as
+coupled N-particle systems, whose R does not grow with N; :mod:`~rieszflow.studies.mean_field.antithetic`).
+This module holds the configuration, the batched replicas (plain or antithetic triples), the
+resumable study and the plain estimator's tables.
 
 Why a second observable
 -----------------------
@@ -69,19 +73,21 @@ import numpy as np
 from rieszflow.config import from_mapping, load_config_mapping
 from rieszflow.engine.storage import TrajectoryWriter, check_resumable
 from rieszflow.engine.stats import fit_decay, power_law_fit
-from rieszflow.solvers.particles import GridW1
+from rieszflow.solvers.particles import INTERACTION_METHODS, GridW1
 from rieszflow.studies.mean_field.config import PROBLEM_NAMES, ProblemConfig
 from rieszflow.studies.mean_field.study import _particle_setup, _particles, _rng, setup_problem, solve_pde
 from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
 
 __all__ = ["KIND", "OBSERVABLES", "BiasConfig", "bias_config", "bias_large_config", "load_bias_config",
            "observables", "pde_observables", "bias_pde_task", "bias_batch_task", "run_bias_study",
-           "bias_estimate", "bias_table", "format_bias_tables", "Z_DECIDE"]
+           "bias_estimate", "bias_table", "format_bias_tables", "Z_DECIDE", "ESTIMATORS"]
 
 #: ``kind`` attribute of the bias study's HDF5 file.
 KIND = "mean_field_bias"
 #: The observables f, in the order of the last axis of the stored arrays.
 OBSERVABLES = ("m1", "m2", "energy")
+#: ``BiasConfig.estimator`` values.
+ESTIMATORS = ("plain", "antithetic")
 #: Standard errors the bias must stand above (the replica requirement R_need is computed for it).
 Z_DECIDE = 3.0
 _OBS_LONG = {"m1": "first moment int x_1 dmu", "m2": "second moment int |x|^2 dmu",
@@ -100,7 +106,7 @@ class BiasConfig:
         Problems of :mod:`~rieszflow.studies.mean_field.config` (distinct names). Used fields:
         domain, V, kernel, rho_0, ``times`` (the bias is measured at every time), ``eta``,
         ``pde_dt``, ``n_cells``, ``boundary``, ``interaction_method``, and ``n_particles`` with
-        ``n_seeds``, which here is the number of replicas R of each N.
+        ``n_seeds``, which here is the number of replicas R of each N (antithetic: of triples).
     seed : int
         Root seed (>= 0); batch ``b`` of N particles of problem ``p`` draws from
         ``SeedSequence([seed, p, N, b, 7])`` (``p`` the index in :data:`PROBLEM_NAMES`).
@@ -120,6 +126,18 @@ class BiasConfig:
         W1 to the PDE is computed for the first ``w1_replicas`` replicas of each N (>= 1).
     eta_check : bool
         Also run the smallest N with step ``2 * eta`` (same R) to measure the step floor.
+    estimator : {"plain", "antithetic"}
+        ``"plain"``: R independent replicas of N particles, the bias against the PDE.
+        ``"antithetic"``: R antithetic triples (one system of 2N particles and two of N, coupled:
+        :mod:`~rieszflow.studies.mean_field.antithetic`), the difference
+        :math:`D_N = \\mathbb{E}[f(\\mu_{2N}) - (f(\\mu_N^{(1)}) + f(\\mu_N^{(2)}))/2]`.
+    n_max : int
+        Rows with N above ``n_max`` are defined (stored as NaN, "not run") but get no task;
+        0 runs every row. For a ladder run as far as one machine goes.
+    interaction_method : str
+        If not empty, replaces every problem's ``interaction_method`` (one of
+        :data:`rieszflow.studies.mean_field.config.INTERACTION_METHODS`; e.g. ``"numba"``, the
+        direct pair sums, where ``"auto"`` would take a fast method slower at that N).
 
     Raises
     ------
@@ -133,9 +151,22 @@ class BiasConfig:
     chain_pairs: int = 1
     w1_replicas: int = 16
     eta_check: bool = True
+    estimator: str = "plain"
+    n_max: int = 0
+    interaction_method: str = ""
 
     def __post_init__(self):
         probs = tuple(p if isinstance(p, ProblemConfig) else ProblemConfig.from_dict(p) for p in self.problems)
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator={self.estimator!r} is not allowed; choose one of {ESTIMATORS}")
+        if isinstance(self.n_max, bool) or not isinstance(self.n_max, int) or self.n_max < 0:
+            raise ValueError(f"n_max={self.n_max!r} must be an integer >= 0 (0: every row)")
+        if self.interaction_method:
+            if self.interaction_method not in INTERACTION_METHODS:
+                raise ValueError(f"interaction_method={self.interaction_method!r} is not allowed; choose one "
+                                 f"of {INTERACTION_METHODS} or '' (each problem's own)")
+            probs = tuple(ProblemConfig.from_dict({**q.to_dict(), "interaction_method": self.interaction_method})
+                          for q in probs)
         if not probs:
             raise ValueError("problems must not be empty")
         names = [p.name for p in probs]
@@ -234,14 +265,30 @@ def bias_config(seed: int = 0) -> BiasConfig:
 
 
 def bias_large_config(seed: int = 0) -> BiasConfig:
-    """``--preset bias-large`` (issue 24): N = 1e3..1e6, defined, not run on 2 cores.
+    """``--preset bias-large`` (issue 24): the antithetic estimator at N = 1e3 ... 1e6, R = 32 triples.
 
-    R = 10 N up to N = 1e4 and R = 1e5 above (the plain estimator's requirement
-    :math:`R \\ge z^2 N \\sigma_f^2/b_f^2` grows linearly in N; at N >= 1e5 the rows show their
-    measured :math:`R_{\\rm need}`). The pair sums go replica by replica through the interaction's
-    ``method="auto"``, which takes fast summation above its crossover when available. Cost:
-    :math:`\\sum_N R\\,N \\times` steps particle updates, about 1e12 at the largest rows: a
-    cluster job (``--scheduler``), not a laptop one.
+    The estimator (:mod:`~rieszflow.studies.mean_field.antithetic`) is
+    :math:`D_N = \\mathbb{E}[f(\\mu_{2N}) - (f(\\mu_N^{(1)}) + f(\\mu_N^{(2)}))/2] = -b_f/(2N) + O(N^{-2})`
+    from R triples of coupled systems; its per-triple standard deviation is :math:`O(1/N)` like
+    :math:`D_N` itself, so the R needed is the same at every N. R = 32 is chosen from a pilot at
+    N = 1e3 (32 triples): the per-triple ratio :math:`|D_N|/\\mathrm{sd}` was 1.3 (d = 1) and
+    1.5 (d = 2) for the interaction energy and 0.66 and 0.58 for the second moment, so R = 32
+    puts the energy at z of about 7-8 and the second moment at about 3.3-3.7. Same physics as
+    ``--preset bias`` (interval d = 1, s = -1, sorted exact pair sums; rectangle d = 2, log
+    kernel), at the step ``eta = 0.025`` (the step's own error is common to the 2N and N systems
+    at leading order and drops out of :math:`D_N`; the ``2 * eta`` row at N = 1e3 measures what
+    is left), times (0, 0.5, 1) (d = 1) and (0, 0.5) (d = 2). N = 1e3, 3e3, ..., 1e6 (half
+    decades); the pair sums go through ``method="auto"`` (fast summation above its crossover).
+
+    Cost, measured on one core of the project's 2-core machine (shared, niced): one triple is
+    4N particle updates per step; d = 1 (40 steps): 0.04 s at N = 1e3, 6 s at N = 1e5, so about
+    60-100 s at 1e6 and about 1 CPU-hour for R = 32 there; d = 2 (20 steps, direct Numba pair
+    sums): 0.34 s at N = 1e3, about 40 s at N = 1e4 (2N = 2e4), and direct sums grow like
+    :math:`N^2`, so N >= 1e5 in 2-D needs a fast summation of a few seconds per call at 2e5
+    particles (about 1e4 CPU-hours for the whole 2-D ladder with direct sums). ``n_max`` and
+    ``interaction_method`` (``--set``) run the ladder as far as a machine goes; the rows fill
+    together batch by batch (``batch_particles = 32000``), so a run cut short holds every N it
+    reached, with fewer triples at the largest.
 
     Parameters
     ----------
@@ -251,10 +298,12 @@ def bias_large_config(seed: int = 0) -> BiasConfig:
     -------
     BiasConfig
     """
-    n = (1000, 10000, 100000, 1000000)
-    r = (10000, 100000, 100000, 100000)
-    return BiasConfig(problems=(_bias_interval(n, r), _bias_rectangle(n, r)), seed=seed,
-                      batch_particles=1000000, w1_replicas=8)
+    n = (1000, 3000, 10000, 30000, 100000, 300000, 1000000)
+    r = (32,) * len(n)
+    one = dataclasses.replace(_bias_interval(n, r), eta=0.025)
+    two = dataclasses.replace(_bias_rectangle(n, r), eta=0.025)
+    return BiasConfig(problems=(one, two), seed=seed, batch_particles=32000, w1_replicas=8,
+                      estimator="antithetic")
 
 
 def load_bias_config(path) -> BiasConfig:
@@ -376,13 +425,19 @@ def _supports_chains(energy, d: int) -> bool:
 
 
 def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int, eta: float,
-                    chain_pairs: int, n_w1: int, masses) -> dict:
+                    chain_pairs: int, n_w1: int, masses, coupled: bool = False) -> dict:
     """``n_rep`` replicas of N particles of problem ``c``: the observables (and W1) at every time.
 
     Every replica starts from N exact draws of :math:`\\rho_0` and takes the Euler-Maruyama steps
     of :class:`~rieszflow.solvers.particles.MeanFieldParticles` (its
     :func:`~rieszflow.engine.simulate.projected_langevin` step, with the gradient of the potential
     and the interaction passed in, so that several replicas advance on a chain axis).
+
+    With ``coupled`` every replica is an antithetic triple (:mod:`~rieszflow.studies.mean_field.antithetic`):
+    one system of 2N particles (2N exact draws of :math:`\\rho_0`) and two independent systems of N
+    particles that start from exactly the first and the second half of those positions and take
+    exactly the same Brownian increments as those halves at every step (synchronous coupling; one
+    draw of standard normals per step drives all three).
 
     Parameters
     ----------
@@ -400,10 +455,15 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
     masses : ndarray, shape (n_times, n_cells)
         PDE cell masses (:func:`bias_pde_task`).
 
+    coupled : bool, default False
+        Antithetic triples instead of plain replicas (``n`` is then the size N of the halves).
+
     Returns
     -------
     dict
-        ``f`` (n_rep, n_times, 3), ``w1`` (n_w1, n_times), ``wall`` (s).
+        ``f`` (n_rep, n_times, 3) (coupled: (n_rep, 2, n_times, 3), the two N-particle systems),
+        ``w1`` (n_w1, n_times) (coupled: of the first N-particle system of each triple), ``wall``
+        (s); coupled also ``f2n`` (n_rep, n_times, 3), the 2N-particle system.
     """
     ip = PROBLEM_NAMES.index(c.name)
     _, rho0, dist = _particle_setup(c)
@@ -413,35 +473,48 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
     ps = _particles(c, eta)
     inter, pot, space = ps.interaction, ps.potential, ps.space
     init_fn, step_fn = ps.integrator()
-    x = np.stack([rho0.sample(rng, n) for _ in range(n_rep)])          # (C, N, d)
+    m = 2 * n if coupled else n
+    x = np.stack([rho0.sample(rng, m) for _ in range(n_rep)])          # (C, N, d) or (C, 2N, d)
     d = x.shape[2]
-    chunk = max(1, chain_pairs // (n * n)) if _supports_chains(inter, d) else 1
+    chains = _supports_chains(inter, d)
     state = init_fn(x[0])
+    # the coupled N-particle systems: replica r's halves are systems 2r and 2r + 1
+    systems = [x, x.reshape(2 * n_rep, n, d)] if coupled else [x]
 
     def grad(xc):
         gv = pot.grad(xc.reshape(-1, d)).reshape(xc.shape)            # sum of V(x_i): per particle
+        chunk = max(1, chain_pairs // (xc.shape[1] ** 2)) if chains else 1
         if chunk > 1:
             gi = np.concatenate([inter.grad(xc[i:i + chunk]) for i in range(0, len(xc), chunk)])
         else:
             gi = np.stack([inter.grad(xi) for xi in xc])
         return gv + gi
 
+    def step(xc, noise):
+        st = dataclasses.replace(state, omega=xc.reshape(-1, d))
+        new = step_fn(st, noise.reshape(-1, d), grad=grad(xc).reshape(-1, d))
+        return np.asarray(new.omega).reshape(xc.shape)
+
     f = np.empty((n_rep, times.size, len(OBSERVABLES)))
+    fh = np.empty((2 * n_rep, times.size, len(OBSERVABLES))) if coupled else None
     w1 = np.empty((n_w1, times.size))
     t0 = time.perf_counter()
     k = 0
     for it, target in enumerate(steps):
         while k < target:
-            noise = rng.standard_normal(x.shape)
-            st = dataclasses.replace(state, omega=x.reshape(-1, d))
-            new = step_fn(st, noise.reshape(-1, d), grad=grad(x).reshape(-1, d))
-            x = np.asarray(new.omega).reshape(x.shape)
+            noise = rng.standard_normal(x.shape)                       # shared by the coupled systems
+            systems = [step(xs, noise.reshape(xs.shape)) for xs in systems]
             k += 1
-        if not np.isfinite(x).all():
+        if not all(np.isfinite(xs).all() for xs in systems):
             raise FloatingPointError(f"non-finite particle positions at step {k}")
-        f[:, it] = observables(x, inter)
+        f[:, it] = observables(systems[0], inter)
+        if coupled:
+            fh[:, it] = observables(systems[1], inter)
         for r in range(n_w1):
-            w1[r, it] = dist.particles(x[r], masses[it])
+            w1[r, it] = dist.particles(systems[-1][2 * r if coupled else r], masses[it])
+    if coupled:
+        return {"f": fh.reshape(n_rep, 2, times.size, len(OBSERVABLES)), "f2n": f, "w1": w1,
+                "wall": time.perf_counter() - t0}
     return {"f": f, "w1": w1, "wall": time.perf_counter() - t0}
 
 
@@ -515,9 +588,10 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
     with TrajectoryWriter(out, KIND, config=cfg_attr, overwrite=overwrite, resume=resume,
                           attrs={"seed": config.seed, "pde_backend": pde_backend,
                                  "problems": [p.name for p in config.problems],
-                                 "observables": list(OBSERVABLES), "z_decide": Z_DECIDE}) as w, \
+                                 "observables": list(OBSERVABLES), "z_decide": Z_DECIDE,
+                                 "estimator": config.estimator}) as w, \
             Executor(workers, scheduler) as ex:
-        pde = {}
+        pde, coupled = {}, config.estimator == "antithetic"
         summary = run_jobs([Job({"stage": "pde", "problem": c.name}, bias_pde_task, (c, pde_backend))
                             for c in config.problems], executor=ex, progress=progress, desc="bias PDE",
                            on_result=lambda job, r: pde.__setitem__(job.task["problem"], r))
@@ -558,16 +632,27 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
                 w.variable(f"{p}_{name}", (f"{p}_time", "obs"), data=arr, attrs={"long_name": ln, "units": "1"})
             w.set_attrs(**{f"{p}_pde_wall_s": ref["seconds"], f"{p}_n_cells": list(c.n_cells),
                            f"{p}_pde_dt": c.pde_dt})
-            w.variable(f"{p}_f", (f"{p}_row", f"{p}_rep", f"{p}_time", "obs"),
-                       attrs={"long_name": "observables of the particles' empirical measure (NaN: not run)",
+            if coupled:
+                w.dimension(f"{p}_half", 2, coords=np.arange(2),
+                            attrs={"long_name": "N-particle system of an antithetic triple (first or second "
+                                                "half of the 2N system's particles and noise)", "units": "1"})
+                w.variable(f"{p}_f2n", (f"{p}_row", f"{p}_rep", f"{p}_time", "obs"),
+                           attrs={"long_name": "observables of the 2N-particle system of each antithetic "
+                                               "triple (NaN: not run)", "units": "1"})
+            w.variable(f"{p}_f", (f"{p}_row", f"{p}_rep", *((f"{p}_half",) if coupled else ()), f"{p}_time", "obs"),
+                       attrs={"long_name": ("observables of the two coupled N-particle systems of each "
+                                            "antithetic triple" if coupled else
+                                            "observables of the particles' empirical measure") + " (NaN: not run)",
                               "units": "1"})
             w.variable(f"{p}_w1", (f"{p}_row", f"{p}_w1rep", f"{p}_time"),
                        attrs={"long_name": "W1 between the particles and rho_t", "units": "1"})
             w.variable(f"{p}_wall", (f"{p}_row", f"{p}_batch"),
                        attrs={"long_name": "wall-clock time of the batch (simulation and observables)",
                               "units": "s"})
-            st = {k: w.read(f"{p}_{k}") for k in ("f", "w1", "wall")}
+            st = {k: w.read(f"{p}_{k}") for k in ("f", "w1", "wall") + (("f2n",) if coupled else ())}
             for ir, ((lab, n, r, eta), b) in enumerate(zip(rows, batches)):
+                if config.n_max and n > config.n_max:
+                    continue                              # defined, not run: stays NaN
                 for ib, r0 in enumerate(range(0, r, b)):
                     nr = min(b, r - r0)
                     k_w1 = max(0, min(n_w1 - r0, nr))
@@ -576,7 +661,7 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
                         continue
                     job = Job({"stage": "bias", "problem": p, "row": lab, "batch": ib}, bias_batch_task,
                               (c, config.seed if eta == c.eta else config.seed + 1_000_003, n, ib, nr, eta,
-                               config.chain_pairs, k_w1, ref["masses"]))
+                               config.chain_pairs, k_w1, ref["masses"], coupled))
                     # order: the rows fill together (batch b of every row before batch b + 1 of any),
                     # so a study cut short holds every N, with fewer replicas where it stopped
                     jobs.append(((r0 / r, -nr * n * (n if c.d > 1 else math.log2(n)) / eta), job))
@@ -592,8 +677,10 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
             st["wall"][ir, ib] = v["wall"]
             if k_w1:
                 st["w1"][ir, r0:r0 + k_w1] = v["w1"]
+            if coupled:
+                st["f2n"][ir, r0:r0 + nr] = v["f2n"]
             st["f"][ir, r0:r0 + nr] = v["f"]           # last: a finite f marks a stored batch
-            for k in ("wall", "w1", "f"):
+            for k in ("wall", "w1") + (("f2n",) if coupled else ()) + ("f",):
                 w.set(f"{p}_{k}", st[k])
 
         jobs.sort(key=lambda cj: cj[0])               # changes no number: every batch has its own seed

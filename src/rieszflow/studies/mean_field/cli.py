@@ -21,7 +21,7 @@ PRESETS = ("bias", "bias-large")
 
 
 def report_bias_tables(ds) -> str:
-    """The tables of one mean-field bias file (``--preset bias``), as ``rieszflow report`` shows them.
+    """The tables of one mean-field bias file (``--preset bias`` or ``bias-large``), as ``rieszflow report`` shows them.
 
     Parameters
     ----------
@@ -31,10 +31,16 @@ def report_bias_tables(ds) -> str:
     Returns
     -------
     str
-        Bias, SE, z, R_need and W1 per row; PDE floors; fitted exponents.
+        Plain estimator (``--preset bias``): bias, SE, z, R_need and W1 per row; PDE floors;
+        fitted exponents. Antithetic (``--preset bias-large``,
+        :func:`~rieszflow.studies.mean_field.antithetic.format_antithetic_tables`): D_N, SE, z,
+        N sd, b = -2 N D_N, the plain bias and W1 per row; fitted exponents.
     """
+    from rieszflow.studies.mean_field.antithetic import format_antithetic_tables
     from rieszflow.studies.mean_field.bias import format_bias_tables
 
+    if ds.attrs.get("estimator", "plain") == "antithetic":
+        return format_antithetic_tables(ds)
     return format_bias_tables(ds)
 
 
@@ -95,7 +101,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="run the mean-field bias study instead: |E f(mu_N(t)) - f(rho_t)| for the moments "
                         "and the interaction energy against N over R replicas, beside W1 "
                         "(docs/studies_mean_field.md). 'bias': N <= 400 with R = 10 N (about 10-20 "
-                        "CPU-minutes); 'bias-large': N = 1e3..1e6 (issue 24; a cluster job). Not with --quick")
+                        "CPU-minutes); 'bias-large': the antithetic estimator (a 2N-particle system against its two halves run as N-particle systems with the same noise) at N = 1e3..1e6 with R = 32 triples, n_max and interaction_method settable with --set (a full run is CPU-hours; docs/results/mean_field_bias_large.md). Not with --quick")
     p.set_defaults(func=run_from_args)
     return p
 
@@ -169,8 +175,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 def _run_bias(args: argparse.Namespace) -> int:
     """``--preset bias|bias-large``: the bias study (:func:`~rieszflow.studies.mean_field.bias.run_bias_study`)."""
     from rieszflow.engine.storage import open_run
-    from rieszflow.studies.mean_field.bias import (BiasConfig, bias_config, bias_large_config,
-                                                   format_bias_tables, run_bias_study)
+    from rieszflow.studies.mean_field.bias import BiasConfig, bias_config, bias_large_config, run_bias_study
 
     def fail(msg):
         print(f"rieszflow mean-field: error: {msg}", file=sys.stderr)
@@ -211,7 +216,7 @@ def _run_bias(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         print(f"rieszflow mean-field: error: {e}", file=sys.stderr)
         return 1
-    print(format_bias_tables(open_run(out)))
+    print(report_bias_tables(open_run(out)))
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s wall ({time.process_time() - c0:.1f} s CPU "
           f"of this process)")
     return 0

@@ -1,0 +1,144 @@
+"""The antithetic particle-count estimator of the mean-field bias (``--preset bias-large``):
+exact zeros for non-interacting particles, the closed-form t = 0 energy difference
+E_int(rho_0)/(2N), the variance reduction of the coupling, the statistic on fixed numbers,
+the preset and a CLI run with resume."""
+import argparse
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from rieszflow.studies.mean_field.antithetic import (antithetic_estimate, antithetic_samples,
+                                                     antithetic_table, format_antithetic_tables)
+from rieszflow.studies.mean_field.bias import BiasConfig, bias_batch_task, bias_large_config, pde_observables
+from rieszflow.studies.mean_field.config import ProblemConfig
+from rieszflow.studies.mean_field.study import setup_problem
+
+
+def _interval(**kw):
+    base = dict(name="interval", lo=(-1.25,), hi=(1.25,), n_cells=(40,), s=-1.0, rho0_mean=(0.5,),
+                rho0_std=(0.4,), times=(0.0, 0.1), eta=0.025, pde_dt=0.025, n_particles=(8, 16), n_seeds=(6, 4))
+    return ProblemConfig(**{**base, **kw})
+
+
+def _rectangle(**kw):
+    base = dict(name="rectangle", lo=(-2.0, -2.0), hi=(2.0, 2.0), n_cells=(8, 8), s=0.0, rho0_mean=(0.5, 0.0),
+                rho0_std=(0.3, 0.5), times=(0.0, 0.1), eta=0.05, pde_dt=0.025, n_particles=(6, 12),
+                n_seeds=(4, 3))
+    return ProblemConfig(**{**base, **kw})
+
+
+def _triples(c, n, r, seed=0, n_w1=0):
+    ncell = int(np.prod(c.n_cells))
+    v = bias_batch_task(c, seed, n, 0, r, c.eta, 1, n_w1, np.full((len(c.times), ncell), 1 / ncell),
+                        coupled=True)
+    return v, antithetic_samples(v["f2n"], v["f"])               # (R, T, 3)
+
+
+@pytest.mark.parametrize("make", [_interval, _rectangle])
+def test_without_interaction_the_triples_coincide(make):
+    """lam = 0: each half of the 2N system IS its N system (same start, same noise), so the
+    per-triple difference of the moments is 0 up to rounding at every time (the energy is 0)."""
+    c = make(lam=0.0, times=(0.0, 0.1, 0.2))
+    v, dd = _triples(c, 7, 5)
+    assert np.isfinite(v["f2n"]).all() and np.ptp(v["f2n"][:, -1, 1]) > 0     # the particles moved
+    np.testing.assert_allclose(dd, 0.0, atol=1e-14)
+    # with the interaction on, the moments' differences are not 0 at t > 0 (the test can fail)
+    _, dd1 = _triples(make(times=(0.0, 0.1, 0.2)), 7, 5)
+    assert np.abs(dd1[:, -1, 1]).max() > 1e-8
+    np.testing.assert_allclose(dd1[:, 0, :2], 0.0, atol=1e-14)                 # t = 0: linear f exact
+
+
+def test_energy_at_t0_is_e_int_over_2n():
+    """t = 0, i.i.d. draws: E f(mu_N) = (1 - 1/N) E_int(rho_0) exactly, so D_N = E_int(rho_0)/(2N);
+    within 4 SE over 300 triples, E_int(rho_0) by the PDE's exact cell integrals on a fine grid."""
+    c = _interval()
+    n = 8
+    _, dd = _triples(c, n, 300, seed=3)
+    fine = setup_problem(dataclasses.replace(c, n_cells=(2000,)))
+    e_int = pde_observables(fine.problem, fine.rho0_cells)[2]
+    est = antithetic_estimate(dd[:, 0, 2], n)
+    assert abs(est["d"] - e_int / (2 * n)) <= 4 * est["se"]
+    assert abs(e_int / (2 * n)) > 8 * est["se"]                     # and D_N = 0 would fail
+    assert est["b"] == pytest.approx(-2 * n * est["d"])
+
+
+def test_coupling_cancels_the_first_order_fluctuations():
+    """At N = 64 the sd of one triple's difference is far below the sd of f(mu_N) itself (with
+    independent noise it would be about as large), and N sd stays of order 1 from N = 16 to 64."""
+    c = _interval(times=(0.0, 0.25))
+    sd_n = {}
+    for n in (16, 64):
+        v, dd = _triples(c, n, 40, seed=1)
+        sd_n[n] = n * dd[:, 1, 2].std(ddof=1)
+        if n == 64:
+            assert dd[:, 1, 2].std(ddof=1) < 0.3 * v["f"][:, :, 1, 2].std(ddof=1)
+    assert 0.6 < sd_n[64] / sd_n[16] < 1.7          # measured 1.2; sd = O(N^-1/2) would give 2
+
+
+def test_estimate_on_fixed_numbers_and_bad_input():
+    est = antithetic_estimate(np.array([1.0, 3.0, np.nan]), 10)
+    assert (est["d"], est["r"]) == (2.0, 2)
+    assert est["se"] == pytest.approx(1.0) and est["sd_n"] == pytest.approx(10 * np.sqrt(2.0))
+    assert est["b"] == -40.0 and est["z"] == pytest.approx(2.0)
+    assert np.isnan(antithetic_estimate(np.zeros(4), 10)["z"])      # exact zeros: no z
+    np.testing.assert_allclose(antithetic_samples([[4.0]], [[[1.0], [3.0]]]), [[2.0]])
+    with pytest.raises(ValueError, match="fn must have shape"):
+        antithetic_samples(np.zeros((3, 2)), np.zeros((3, 3, 2)))
+    with pytest.raises(ValueError, match="n=0"):
+        antithetic_estimate([1.0, 2.0], 0)
+    with pytest.raises(ValueError, match="estimator"):
+        BiasConfig(problems=(_interval(),), estimator="bogus")
+    with pytest.raises(ValueError, match="n_max"):
+        BiasConfig(problems=(_interval(),), n_max=-1)
+    with pytest.raises(ValueError, match="interaction_method"):
+        BiasConfig(problems=(_interval(),), interaction_method="fast")
+
+
+def test_bias_large_preset():
+    cfg = bias_large_config()
+    assert cfg.estimator == "antithetic"
+    for p in cfg.problems:
+        assert p.n_particles[0] == 1000 and p.n_particles[-1] == 10 ** 6 and set(p.n_seeds) == {32}
+    assert BiasConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert cfg.replace(interaction_method="numba").problems[1].interaction_method == "numba"
+
+
+def _cli(tmp_path, *extra, config=True):
+    from rieszflow.studies.mean_field import cli
+
+    cfg = BiasConfig(problems=(_interval(), _rectangle()), batch_particles=24, w1_replicas=2,
+                     estimator="antithetic", n_max=8)
+    path = tmp_path / "anti.json"
+    path.write_text(json.dumps(cfg.to_dict()))
+    ap = argparse.ArgumentParser()
+    cli.register(ap.add_subparsers())
+    args = ap.parse_args(["mean-field", "--preset", "bias-large", *(["--config", str(path)] if config else []),
+                          "--quiet", "--workers", "0", *extra])
+    return args.func(args)
+
+
+def test_cli_antithetic_run_report_and_resume(tmp_path, capsys):
+    from rieszflow.engine.storage import missing_cf_attributes, open_run
+
+    out = tmp_path / "a.h5"
+    assert _cli(tmp_path, "--out", str(out)) == 0
+    text = capsys.readouterr().out
+    assert "antithetic estimate D_N" in text and "fewer than 2 triples (not run, or cut short): N=16" in text
+    assert missing_cf_attributes(out) == []
+    ds = open_run(out, "mean_field_bias")
+    assert ds.attrs["estimator"] == "antithetic"
+    f, f2 = ds["interval_f"].values, ds["interval_f2n"].values
+    assert f.shape == (3, 6, 2, 2, 3) and f2.shape == (3, 6, 2, 3)   # rows N=8, N=16 (not run), N=8 at 2 eta
+    assert np.isfinite(f[0]).all() and np.isnan(f[1]).all() and np.isfinite(f2[2]).all()
+    tab = antithetic_table(ds, "interval")
+    assert {r["label"] for r in tab["rows"]} == {"N=8", "N=8,2eta"} and tab["not_run"] == ["N=16"]
+    import h5py
+
+    with h5py.File(out, "r+") as h:
+        h["interval_f"][0, 4:] = np.nan
+    assert _cli(tmp_path, "--out", str(out), "--resume", config=False) == 0
+    ds2 = open_run(out, "mean_field_bias")
+    np.testing.assert_array_equal(ds2["interval_f"].values, f)
+    assert "antithetic estimate" in format_antithetic_tables(ds2)
