@@ -62,8 +62,8 @@ import math
 
 import numpy as np
 
-from rieszflow.engine.stats import fit_decay, power_law_fit
-from rieszflow.studies.mean_field.bias import OBSERVABLES, Z_DECIDE, _slope_mc_se, bias_estimate
+from rieszflow.engine.stats import fit_decay
+from rieszflow.studies.mean_field.bias import OBSERVABLES, Z_DECIDE, _slope_row, bias_estimate
 
 __all__ = ["antithetic_samples", "antithetic_estimate", "antithetic_table", "format_antithetic_tables"]
 
@@ -194,12 +194,7 @@ def antithetic_table(ds, problem: str) -> dict:
             se = np.array([e["se"] for e in est])
             if (d == 0).any() or not all(np.isfinite(e["z"]) for e in est):
                 continue
-            fit = power_law_fit(nn, np.abs(d))
-            fits.append({"t": float(t), "obs": o, "slope": fit.slope, "slope_se": fit.slope_se,
-                         "slope_mc_se": _slope_mc_se(nn, d, se), "n_rows": len(done),
-                         "n_decided": int(np.sum(np.abs(d) >= Z_DECIDE * se)),
-                         "sign": "+" if (d > 0).all() else "-" if (d < 0).all() else "mixed",
-                         "w1_slope": w_slope, "w1_slope_se": w_se})
+            fits.append(_slope_row(t, o, nn, d, se, len(done), w_slope, w_se))
     return {"rows": rows, "fits": fits, "times": times, "not_run": not_run}
 
 

@@ -729,6 +729,17 @@ def bias_estimate(values, reference) -> tuple:
     return float(v.mean() - reference), sd / math.sqrt(v.size), sd, int(v.size)
 
 
+def _slope_row(t, obs, n, bias, se, n_rows, w1_slope, w1_slope_se) -> dict:
+    """One row of the slope table: the power-law fit of |bias| against N, its two SEs, the rows
+    decided at |z| >= Z_DECIDE and their sign, beside W1's slope (plain and antithetic estimators)."""
+    fit = power_law_fit(n, np.abs(bias))
+    return {"t": float(t), "obs": obs, "slope": fit.slope, "slope_se": fit.slope_se,
+            "slope_mc_se": _slope_mc_se(n, bias, se), "n_rows": n_rows,
+            "n_decided": int(np.sum(np.abs(bias) >= Z_DECIDE * se)),
+            "sign": "+" if (bias > 0).all() else "-" if (bias < 0).all() else "mixed",
+            "w1_slope": w1_slope, "w1_slope_se": w1_slope_se}
+
+
 def _slope_mc_se(n, bias, se, rng_seed=0, draws=2000):
     """SE of the OLS slope of log|bias| on log N from the Monte Carlo errors alone (parametric bootstrap)."""
     rng = np.random.default_rng(rng_seed)
@@ -805,12 +816,7 @@ def bias_table(ds, problem: str) -> dict:
             se = np.array([e[1] for e in est])
             if (b == 0).any():
                 continue
-            fit = power_law_fit(nn, np.abs(b))
-            fits.append({"t": float(t), "obs": o, "slope": fit.slope, "slope_se": fit.slope_se,
-                         "slope_mc_se": _slope_mc_se(nn, b, se), "n_rows": len(done),
-                         "n_decided": int(np.sum(np.abs(b) >= Z_DECIDE * se)),
-                         "sign": "+" if (b > 0).all() else "-" if (b < 0).all() else "mixed",
-                         "w1_slope": w_slope, "w1_slope_se": w_se})
+            fits.append(_slope_row(t, o, nn, b, se, len(done), w_slope, w_se))
     floors = {k: np.asarray(ds[f"{p}_{k}"].values) for k in ("f_dt_floor", "f_grid_floor")}
     return {"rows": rows, "fits": fits, "floors": floors, "times": times}
 
