@@ -211,11 +211,13 @@ class LayerNorm:
         _check_last_dim("x", x, self.d)
         xp = namespace(x)
         mu = x.mean(axis=-1, keepdims=True)
-        xc = x - mu
-        var = (xc * xc).mean(axis=-1, keepdims=True)
+        xhat = x - mu
+        var = xp.multiply(xhat, xhat)
+        var = var.mean(axis=-1, keepdims=True)
         rstd = 1.0 / xp.sqrt(var + self.eps)
-        xhat = xc * rstd
-        y = xhat * params["gamma"] + params["beta"]
+        xhat *= rstd                        # in place: x - mu is this call's own array
+        y = xhat * params["gamma"]
+        y += params["beta"]
         return y, (xhat, rstd, params["gamma"])
 
     def backward(self, dy, cache):
@@ -236,12 +238,19 @@ class LayerNorm:
         d = self.d
         dy2 = dy.reshape(-1, d)
         xh2 = xhat.reshape(-1, d)
-        dgamma = (dy2 * xh2).sum(axis=0)
+        work = dy2 * xh2
+        dgamma = work.sum(axis=0)
         dbeta = dy2.sum(axis=0)
         dxhat = dy * gamma
-        dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)
-                     - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
-        return dx, {"gamma": dgamma, "beta": dbeta}
+        work = work.reshape(dxhat.shape)
+        xp_ = namespace(dy)
+        xp_.multiply(dxhat, xhat, out=work)
+        proj = work.mean(axis=-1, keepdims=True)      # mean(dxhat * xhat)
+        xp_.multiply(xhat, proj, out=work)
+        work += dxhat.mean(axis=-1, keepdims=True)
+        dxhat -= work                                  # dxhat - mean(dxhat) - xhat mean(dxhat xhat)
+        dxhat *= rstd
+        return dxhat, {"gamma": dgamma, "beta": dbeta}
 
 
 class GELU:
@@ -275,8 +284,16 @@ class GELU:
         cache : tuple
         """
         xp = namespace(x)
-        t = xp.tanh(self._C * (x + self._A * x * x * x))
-        return 0.5 * x * (1.0 + t), (x, t)
+        # t = tanh(C (x + A x^3)) = tanh(x (C + A C x^2)), in place on one work array
+        t = xp.multiply(x, x)
+        t *= self._A * self._C
+        t += self._C
+        t *= x
+        xp.tanh(t, out=t)
+        y = t + 1.0
+        y *= x
+        y *= 0.5
+        return y, (x, t)
 
     def backward(self, dy, cache):
         """VJP of :meth:`forward`.
@@ -294,8 +311,20 @@ class GELU:
             Empty (no parameters).
         """
         x, t = cache
-        dt = self._C * (1.0 + 3.0 * self._A * x * x) * (1.0 - t * t)
-        return dy * (0.5 * (1.0 + t) + 0.5 * x * dt), {}
+        xp = namespace(dy)
+        # gelu'(x) = (1 + t + x dt) / 2 with dt = C (1 + 3 A x^2) (1 - t^2), in place on two arrays
+        w = xp.multiply(x, x)
+        w *= 3.0 * self._A * self._C
+        w += self._C
+        s = xp.multiply(t, t)
+        xp.subtract(1.0, s, out=s)
+        w *= s
+        w *= x
+        w += t
+        w += 1.0
+        w *= 0.5
+        w *= dy
+        return w, {}
 
 
 class Dropout:

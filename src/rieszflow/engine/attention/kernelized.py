@@ -342,10 +342,8 @@ class KernelizedLinearAttention(_MultiHead):
         if self.causal:
             a, _ = causal_linear_attention(phi_q, phi_km, v, eps=self.eps, chunk=self.chunk)
         else:                                     # the forward pass's operations, in its order
-            g = xp.matmul(phi_km.transpose(0, 1, 3, 2), v)                # (H, B, m, d_k)
-            z = phi_km.sum(axis=2)                                        # (H, B, m)
-            num = xp.matmul(phi_q, g)                                     # (H, B, L, d_k)
-            den = self._normaliser(xp, xp.matmul(phi_q, z[..., None])[..., 0])
+            _, _, num, den = self._key_sums(xp, phi_q, phi_km, v)
+            den = self._normaliser(xp, den)
             a = num / den[..., None]
         return {"q": q, "k": k, "v": v, "phi_q": phi_q, "phi_k": phi_km, "caches_q": cq,
                 "caches_k": ck, "den": den, "a": a}
@@ -410,6 +408,26 @@ class KernelizedLinearAttention(_MultiHead):
         keym = mask.astype(x.dtype)[None, :, :, None]                # (1, B, L, 1)
         phi_km = phi_k * keym                                         # (H, B, L, m)
         return xp, q, k, v, phi_q, cq, phi_k, ck, keym, phi_km
+
+    @staticmethod
+    def _key_sums(xp, phi_q, phi_km, v):
+        """The non-causal key sums and the numerator and raw denominator, in two GEMMs.
+
+        ``[G | z] = phi_k^T [v | 1]`` (a column of ones appended to v) and
+        ``[num | den] = phi_q [G | z]``: G = sum_j m_j phi(k_j) v_j^T, z = sum_j m_j phi(k_j).
+
+        Returns
+        -------
+        v1 : (H, B, L, d_k + 1) ``[v | 1]``; gz : (H, B, m, d_k + 1) ``[G | z]``;
+        num : (H, B, L, d_k) and den : (H, B, L), views of one array (den without eps).
+        """
+        dk = v.shape[-1]
+        v1 = xp.empty(v.shape[:3] + (dk + 1,), dtype=v.dtype)
+        v1[..., :dk] = v
+        v1[..., dk] = 1.0
+        gz = xp.matmul(phi_km.transpose(0, 1, 3, 2), v1)
+        nd = xp.matmul(phi_q, gz)
+        return v1, gz, nd[..., :dk], nd[..., dk]
 
     def _normaliser(self, xp, den):
         """``den + eps``, or ``sign(den) max(|den|, eps)`` when signed (no diagnostics)."""
@@ -534,10 +552,7 @@ class KernelizedLinearAttention(_MultiHead):
             g = z = den = None
         else:
             ccausal = None
-            g = xp.matmul(phi_km.transpose(0, 1, 3, 2), v)                # (H, B, m, d_k)
-            z = phi_km.sum(axis=2)                                        # (H, B, m)
-            num = xp.matmul(phi_q, g)                                     # (H, B, L, d_k)
-            den = xp.matmul(phi_q, z[..., None])[..., 0]                  # (H, B, L)
+            v1, gz, num, den = self._key_sums(xp, phi_q, phi_km, v)
             if self.signed:                       # clamped rows logged as device scalars: no host sync
                 self.last_clamped = (xp.abs(den) <= self.eps).mean()
                 self.last_negative = (den < 0).mean()
@@ -551,7 +566,9 @@ class KernelizedLinearAttention(_MultiHead):
             a_out = a
         am = _merge_heads(a_out)
         y = _linear_fwd(am, params["w_o"], params["b_o"])
-        return y, (x, keym, v, phi_q, phi_km, cq, ck, g, z, den, a, am, params, ccausal, cdw)
+        if ccausal is not None:
+            v1 = gz = None
+        return y, (x, keym, v, phi_q, phi_km, cq, ck, (v1, gz), None, den, a, am, params, ccausal, cdw)
 
     def backward(self, dy, cache):
         """VJP of :meth:`forward`.
@@ -568,7 +585,7 @@ class KernelizedLinearAttention(_MultiHead):
             Same keys and shapes as the parameters; ``"omega"`` (S, m, d_k)
             collects the query and key paths.
         """
-        x, keym, v, phi_q, phi_km, cq, ck, g, z, den, a, am, params, ccausal, cdw = cache
+        x, keym, v, phi_q, phi_km, cq, ck, (v1, gz), _, den, a, am, params, ccausal, cdw = cache
         xp = namespace(dy)
         grads = {}
         dam, grads["w_o"], grads["b_o"] = _linear_bwd(dy, am, params["w_o"])
@@ -577,22 +594,24 @@ class KernelizedLinearAttention(_MultiHead):
             dphi_q, dphi_k, dv = causal_linear_attention_backward(da, ccausal)
             dphi_k *= keym
         else:
-            # dnum, dphi_q, dphi_k die with this call: reused work buffers (self._scratch)
-            dnum = xp.divide(da, den[..., None], out=self._scratch_buffer(xp, "dnum", da.shape, da.dtype))
+            # The forward's augmented GEMMs backwards: with dnd = [dnum | dden] (H, B, L, d_k + 1),
+            # dphi_q = dnd [g | z]^T, [dg | dz] = phi_q^T dnd and dphi_k = [v | 1] [dg | dz]^T.
+            # dnd, dphi_q, dphi_k die with this call: reused work buffers (self._scratch)
+            dk = da.shape[-1]
+            dnd = self._scratch_buffer(xp, "dnd", da.shape[:3] + (dk + 1,), da.dtype)
+            xp.divide(da, den[..., None], out=dnd[..., :dk])             # dnum
             dden = -(da * a).sum(axis=-1) / den                           # (H, B, L)
             if self.signed:
                 dden = dden * (xp.abs(den) > self.eps)                    # clamped rows: constant
-            shape_m = phi_q.shape[:3] + (g.shape[2],)
-            dphi_q = xp.matmul(dnum, g.transpose(0, 1, 3, 2),             # (H, B, L, m)
+            dnd[..., dk] = dden
+            shape_m = phi_q.shape[:3] + (gz.shape[2],)
+            dphi_q = xp.matmul(dnd, gz.transpose(0, 1, 3, 2),             # (H, B, L, m)
                                out=self._scratch_buffer(xp, "dphi_q", shape_m, phi_q.dtype))
-            dphi_q += dden[..., None] * z[:, :, None, :]
-            dg = xp.matmul(phi_q.transpose(0, 1, 3, 2), dnum)             # (H, B, m, d_k)
-            dz = xp.matmul(dden[:, :, None, :], phi_q)[:, :, 0, :]        # (H, B, m)
-            dphi_k = xp.matmul(v, dg.transpose(0, 1, 3, 2),               # (H, B, L, m)
+            dgz = xp.matmul(phi_q.transpose(0, 1, 3, 2), dnd)             # (H, B, m, d_k + 1)
+            dphi_k = xp.matmul(v1, dgz.transpose(0, 1, 3, 2),             # (H, B, L, m)
                                out=self._scratch_buffer(xp, "dphi_k", shape_m, phi_q.dtype))
-            dphi_k += dz[:, :, None, :]
             dphi_k *= keym
-            dv = xp.matmul(phi_km, dg)                                    # (H, B, L, d_k)
+            dv = xp.matmul(phi_km, dgz[..., :dk])                         # (H, B, L, d_k)
         if cdw is not None:
             dvc, grads["dwc_w"], grads["dwc_b"] = depthwise_conv_backward(da, cdw)
             dv = dv + dvc * keym

@@ -57,14 +57,44 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 # --------------------------------------------------------------------------- helpers
 def _sigmoid(xp, u):
-    """Logistic sigma(u) = 1 / (1 + exp(-u)) without overflow, accurate for both signs."""
-    e = xp.exp(-xp.abs(u))
-    return xp.where(u >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    """Logistic sigma(u) = 1 / (1 + exp(-u)) without overflow, accurate for both signs.
+
+    Written as ``exp(min(u, 0)) / (1 + exp(-|u|))``: the same value as the two-branch form
+    (u >= 0: ``1 / (1 + e^-u)``; u < 0: ``e^u / (1 + e^u)``), with no select and no overflow.
+    """
+    den = xp.exp(-xp.abs(u))
+    den += 1.0
+    num = xp.exp(xp.minimum(u, 0.0))
+    num /= den
+    return num
 
 
 def _softplus(xp, u):
     """log(1 + exp(u)) without overflow, accurate for very negative u."""
     return xp.maximum(u, 0.0) + xp.log1p(xp.exp(-xp.abs(u)))
+
+
+def _softplus_sigmoid(xp, u, shift=0.0):
+    """``softplus(u) + shift`` and ``sigmoid(u)`` (its derivative) sharing one ``exp(-|u|)``.
+
+    The elementwise work of the softplus feature map, in place on two work arrays of the
+    shape of ``u`` (11 passes, against 16 and a select for :func:`_softplus` plus
+    :func:`_sigmoid`); the formulas are theirs, so the values agree to rounding.
+    """
+    if getattr(u, "ndim", 0) == 0:           # NumPy makes scalars of 0-d results: no out= there
+        return _softplus(xp, u) + shift, _sigmoid(xp, u)
+    e = xp.abs(u)
+    xp.negative(e, out=e)
+    xp.exp(e, out=e)                     # exp(-|u|) in (0, 1]
+    g = xp.log1p(e)
+    g += xp.maximum(u, 0.0)
+    if shift:
+        g += shift
+    e += 1.0                             # 1 + exp(-|u|)
+    dg = xp.minimum(u, 0.0)
+    xp.exp(dg, out=dg)
+    dg /= e
+    return g, dg
 
 
 # --------------------------------------------------------------------------- learned maps (paper 001)

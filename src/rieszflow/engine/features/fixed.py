@@ -21,7 +21,7 @@ import numpy as np
 
 from rieszflow.engine._checks import check_real
 from rieszflow.engine.backend import namespace
-from rieszflow.engine.features.base import FeatureMap, _sigmoid, _softplus
+from rieszflow.engine.features.base import FeatureMap, _sigmoid, _softplus, _softplus_sigmoid
 
 __all__ = [
     "FavorFeatureMap",
@@ -169,12 +169,15 @@ class _L1FeatureMap(FeatureMap):
         return self._g(namespace(u), u)
 
     def _forward(self, xp, x, omega):
-        u = xp.matmul(x, omega.T) / self.tau
+        u = xp.matmul(x, omega.T)
+        u /= self.tau                        # in place: u is this call's own array
         if self.has_bias:
-            u = u + self._bias(xp, u.dtype)
+            u += self._bias(xp, u.dtype)
         g, dg = self._g(xp, u)
+        del u
         s = xp.sum(g, axis=-1, keepdims=True)
-        phi = (math.sqrt(self.m) / s) * g
+        g *= math.sqrt(self.m) / s           # phi, in place: g itself is not kept
+        phi = g
         cache = {"xp": xp, "phi_shape": phi.shape, "x": x, "omega": omega, "phi": phi,
                  "s": s, "dg": dg}
         return phi, cache
@@ -182,10 +185,14 @@ class _L1FeatureMap(FeatureMap):
     def _backward(self, xp, dphi, cache):
         phi, s, dg = cache["phi"], cache["s"], cache["dg"]
         root_m = math.sqrt(self.m)
-        # d phi_i / d g_j = sqrt(M) (delta_ij - phi_i / sqrt(M)) / s
-        inner = xp.sum(dphi * phi, axis=-1, keepdims=True) / root_m
-        dg_up = (root_m / s) * (dphi - inner)
-        dz = dg_up * dg / self.tau
+        # d phi_i / d g_j = sqrt(M) (delta_ij - phi_i / sqrt(M)) / s; then dz = dg_up * g'(u) / tau,
+        # on one work array (dphi belongs to the caller and is not written)
+        dz = xp.multiply(dphi, phi)
+        inner = xp.sum(dz, axis=-1, keepdims=True)
+        inner /= root_m
+        xp.subtract(dphi, inner, out=dz)
+        dz *= (root_m / self.tau) / s
+        dz *= dg
         return self._project_back(xp, dz, cache["x"], cache["omega"])
 
 
@@ -310,7 +317,7 @@ class SoftplusFeatureMap(_L1FeatureMap):
     name = "softplus"
 
     def _g(self, xp, u):
-        return _softplus(xp, u) + self.floor, _sigmoid(xp, u)
+        return _softplus_sigmoid(xp, u, self.floor)
 
 
 class PorfSoftplusFeatureMap(SoftplusFeatureMap):
