@@ -176,6 +176,18 @@ def test_cli_bias_run_report_and_resume(tmp_path, capsys):
     ds2 = open_run(out, "mean_field_bias")
     np.testing.assert_array_equal(ds2["interval_f"].values, f)
     np.testing.assert_array_equal(ds2["rectangle_f"].values, ds["rectangle_f"].values)
+    # --resume without --preset: the file's kind selects the bias study (it was an error about
+    # unknown MeanFieldConfig keys)
+    from rieszflow.studies.mean_field import cli
+
+    with h5py.File(out, "r+") as h:
+        h["interval_f"][1] = np.nan
+    ap = argparse.ArgumentParser()
+    cli.register(ap.add_subparsers())
+    args = ap.parse_args(["mean-field", "--resume", "--out", str(out), "--quiet", "--workers", "0"])
+    assert args.func(args) == 0
+    assert "fitted exponents" in capsys.readouterr().out
+    np.testing.assert_array_equal(open_run(out, "mean_field_bias")["interval_f"].values, f)
     assert _cli(tmp_path, "--out", str(out)) == 2                      # no silent overwrite
     assert _cli(tmp_path, "--out", str(out), "--quick") == 2
     assert "two presets" in capsys.readouterr().err

@@ -88,7 +88,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                         quick_help="the quick preset (about three minutes on 2 cores, "
                                    "docs/studies_mean_field.md)",
                         resume_help="continue an interrupted study in --out (finished cells are kept); "
-                                    "its stored configuration is the default")
+                                    "its stored configuration is the default, and a file of --preset "
+                                    "bias or bias-large resumes as that study without --preset")
     add_sweep_arguments(p, default_help="default: the machine's cores; with --backend cupy 0, one "
                                         "process on the GPU", scheduler_note="its workers need the same rieszflow installation; the results come back and this process writes --out")
     p.add_argument("--problem", action="append", choices=("interval", "rectangle"), default=None,
@@ -125,6 +126,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     from rieszflow.studies.mean_field.config import MeanFieldConfig, full_config, quick_config
     from rieszflow.studies.mean_field.study import run_mean_field_study
 
+    if args.preset is None and args.resume and args.out is not None:
+        args.preset = _bias_preset_of(args.out)      # a bias study's file resumes as one
     if args.preset is not None:
         return _run_bias(args)
 
@@ -170,6 +173,33 @@ def run_from_args(args: argparse.Namespace) -> int:
             log(f"plot: {path}")
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _bias_preset_of(path) -> str | None:
+    """The ``--preset`` of the bias study that wrote ``path``, or None for any other file.
+
+    ``--resume --out FILE`` needs no ``--preset`` when FILE is a bias-study file (kind
+    ``mean_field_bias``): its stored configuration decides the sizes, the estimator decides the
+    name (``antithetic``: ``bias-large``, ``plain``: ``bias``). Missing or unreadable files give
+    None, and the mean-field path reports them as it always does.
+    """
+    import json
+
+    from rieszflow.engine.storage import read_hdf5
+
+    try:
+        with read_hdf5(Path(path)) as f:
+            kind, stored = f.attrs.get("kind"), f.attrs.get("config")
+    except (OSError, ValueError, KeyError, RuntimeError):
+        return None
+    kind = kind.decode() if isinstance(kind, bytes) else kind
+    if kind != "mean_field_bias":
+        return None
+    try:
+        estimator = json.loads(stored).get("estimator", "plain")
+    except (TypeError, ValueError, AttributeError):
+        estimator = "plain"
+    return "bias-large" if estimator == "antithetic" else "bias"
 
 
 def _run_bias(args: argparse.Namespace) -> int:
