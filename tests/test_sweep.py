@@ -389,6 +389,27 @@ def test_local_cluster_workers_are_single_threaded_with_default_malloc(monkeypat
     assert os.environ["OPENBLAS_NUM_THREADS"] == "2"            # the parent's is restored
 
 
+def _sigint_ignored():
+    import signal
+
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def test_local_cluster_workers_ignore_sigint():
+    """Ctrl-C (SIGINT to the process group) is this process's to handle: the workers ignore it,
+    also a worker the nanny restarts; this process keeps its own handler."""
+    import signal
+
+    from rieszflow.studies.sweep import _client
+
+    before = signal.getsignal(signal.SIGINT)
+    with _client(1, None) as client:
+        assert client.submit(_sigint_ignored, pure=False).result()
+        client.restart()
+        assert client.submit(_sigint_ignored, pure=False).result()
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def _blas_threads():
     import threadpoolctl
 

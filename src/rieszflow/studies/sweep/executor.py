@@ -679,8 +679,12 @@ def _client(workers: int | None, scheduler: str | None, dashboard: str | None = 
     # life, not only for the first spawn; this process's own BLAS pools are already started, so
     # its thread counts do not change. Everything is restored when the cluster closes.
     saved = {k: os.environ.get(k) for k in (*THREAD_ENV, "MALLOC_TRIM_THRESHOLD_")}
+    # The workers ignore SIGINT (a preload; see rieszflow.studies.sweep._worker_signals): Ctrl-C
+    # reaches this process, which marks its file and closes the cluster, not a traceback per worker.
     spawn_env = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-                 **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in THREAD_ENV.items()}}
+                 **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in THREAD_ENV.items()},
+                 "distributed.worker.preload": [*dask.config.get("distributed.worker.preload", []),
+                                                "rieszflow.studies.sweep._worker_signals"]}
     os.environ.update(THREAD_ENV)
     os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
     try:
