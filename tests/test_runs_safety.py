@@ -179,3 +179,44 @@ def test_a_signal_whose_exception_python_swallowed_is_raised_at_the_next_record(
     ds = open_run(tmp_path / "x.h5", kind="demo")
     assert ds.attrs["status"] == "interrupted" and ds.sizes["time"] == 1
     assert storage._PENDING_SIGNAL is None
+
+
+def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path):
+    """Old: every process that found the same stale lock deleted the lock file and created its
+    own, so a later one could delete an earlier one's fresh lock and both wrote. New: removal
+    under a takeover mutex, after re-reading the record: exactly one of 8 racing processes holds
+    the lock, the other 7 are refused (repeated over 3 rounds)."""
+    import json
+    import socket
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout.strip())
+    racer = textwrap.dedent(f"""
+        import sys, time, warnings
+        from rieszflow.engine.storage import RunFileError
+        from rieszflow.engine.storage.lock import RunLock
+        warnings.simplefilter("ignore")
+        lock = RunLock(sys.argv[1])
+        while time.time() < float(sys.argv[2]):
+            pass
+        try:
+            lock.acquire()
+        except RunFileError:
+            print("refused", flush=True)
+            sys.exit(0)
+        print("held", flush=True)
+        time.sleep(1.0)                     # hold it while the others try
+        lock.release()
+    """)
+    for round_ in range(3):
+        path = tmp_path / f"r{round_}.h5"
+        (tmp_path / f"r{round_}.h5.lock").write_text(json.dumps(
+            {"pid": dead, "host": socket.gethostname(), "started": "2000-01-01T00:00:00+00:00"}))
+        start = time.time() + 1.5
+        procs = [subprocess.Popen([sys.executable, "-c", racer, str(path), str(start)], env=ENV,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(8)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        said = [o.strip() for o, _ in outs]
+        assert sorted(said) == ["held"] + ["refused"] * 7, (said, [e for _, e in outs])
+        assert not (tmp_path / f"r{round_}.h5.lock.takeover").exists()

@@ -128,10 +128,17 @@ class RunLock:
             return None
 
     def acquire(self) -> None:
-        """Create the lock file atomically, taking over a stale lock of a dead local process."""
+        """Create the lock file atomically, taking over a stale lock of a dead local process.
+
+        The lock file is only ever created with ``O_EXCL``, and a stale one is only removed under
+        the takeover mutex ``<path>.lock.takeover`` (itself created with ``O_EXCL``), after
+        reading it again there and finding the same dead holder: two processes that find the
+        same stale lock cannot both take it (the second would otherwise delete the first's
+        fresh lock and create its own).
+        """
         me = {"pid": os.getpid(), "host": socket.gethostname(),
               "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        for _ in range(3):
+        for _ in range(200):                 # each retry waits 0.05 s or follows a takeover
             try:
                 fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
@@ -143,11 +150,10 @@ class RunLock:
                 pid = other.get("pid")
                 if same_host and isinstance(pid, int) and pid != me["pid"] and \
                         holder_state(other) == GONE:
-                    warnings.warn(f"Taking over the stale lock file {self.lock_path}: the process "
-                                  f"{pid} that held it (since {other.get('started')}) is no longer "
-                                  f"running on this host.", RuntimeWarning, stacklevel=3)
-                    with contextlib.suppress(FileNotFoundError):
-                        self.lock_path.unlink()
+                    if self._remove_stale(other):
+                        warnings.warn(f"Taking over the stale lock file {self.lock_path}: the process "
+                                      f"{pid} that held it (since {other.get('started')}) is no longer "
+                                      f"running on this host.", RuntimeWarning, stacklevel=3)
                     continue
                 raise RunFileError(
                     f"{self.path} is being written by process {pid} on host {other.get('host')} "
@@ -159,6 +165,39 @@ class RunLock:
             self.held = True
             return
         raise RunFileError(f"could not acquire {self.lock_path}")
+
+    #: A takeover mutex older than this (seconds) was left by a process that died inside the
+    #: takeover (which takes milliseconds): it is removed.
+    TAKEOVER_STALE_S = 10.0
+
+    def _remove_stale(self, stale: dict) -> bool:
+        """Remove the lock file if it still records ``stale``, under the takeover mutex.
+
+        Returns
+        -------
+        bool
+            True if this process removed it; False if another process is taking over (the
+            caller looks again after 0.05 s) or the lock file changed since it was judged stale.
+        """
+        mutex = self.lock_path.with_name(self.lock_path.name + ".takeover")
+        try:
+            fd = os.open(mutex, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            with contextlib.suppress(OSError):
+                if time.time() - mutex.stat().st_mtime > self.TAKEOVER_STALE_S:
+                    mutex.unlink()
+            time.sleep(0.05)
+            return False
+        os.close(fd)
+        try:
+            if self.owner() != stale:        # taken over and re-created by another process
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                self.lock_path.unlink()
+            return True
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                mutex.unlink()
 
     def release(self) -> None:
         """Remove the lock file if this process holds it (idempotent)."""
