@@ -265,3 +265,18 @@ def test_l1_map_activation_reproduces_the_features(name):
     hh = 1e-6
     np.testing.assert_allclose(dg, (fm.activation(u + hh)[0] - fm.activation(u - hh)[0]) / (2 * hh),
                                rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_float32_in_float32_out(signed):
+    """float32 parameters and input give float32 outputs and gradients; the signed normaliser's
+    eps was a float64 array and promoted y and grads to float64 before."""
+    attn, params = _linear("rff" if signed else "softplus", "learned", eps=1e-2, signed=signed,
+                           omega_scale=2.0) if signed else _linear("softplus", "shared", eps=1e-3)
+    params = {k: v.astype(np.float32) for k, v in params.items()}
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((B, L, D)).astype(np.float32)
+    y, cache = attn.forward(params, x, _mask())
+    dx, grads = attn.backward(np.ones_like(y), cache)
+    assert y.dtype == dx.dtype == np.float32
+    assert {k: g.dtype for k, g in grads.items()} == {k: np.dtype(np.float32) for k in grads}

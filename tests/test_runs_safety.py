@@ -181,11 +181,13 @@ def test_a_signal_whose_exception_python_swallowed_is_raised_at_the_next_record(
     assert storage._PENDING_SIGNAL is None
 
 
-def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path):
+@pytest.mark.parametrize("mutex", ["flock", "file"])
+def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path, mutex):
     """Old: every process that found the same stale lock deleted the lock file and created its
     own, so a later one could delete an earlier one's fresh lock and both wrote. New: removal
-    under a takeover mutex, after re-reading the record: exactly one of 8 racing processes holds
-    the lock, the other 7 are refused (repeated over 3 rounds)."""
+    under a takeover mutex (the directory's flock, or the O_EXCL mutex file where flock is not
+    available), after re-reading the record: exactly one of 8 racing processes holds the lock,
+    the other 7 are refused (2 rounds each)."""
     import json
     import socket
 
@@ -196,6 +198,8 @@ def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path):
         from rieszflow.engine.storage import RunFileError
         from rieszflow.engine.storage.lock import RunLock
         warnings.simplefilter("ignore")
+        if sys.argv[3] == "file":
+            RunLock._remove_stale = RunLock._remove_stale_mutex_file
         lock = RunLock(sys.argv[1])
         while time.time() < float(sys.argv[2]):
             pass
@@ -205,18 +209,20 @@ def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path):
             print("refused", flush=True)
             sys.exit(0)
         print("held", flush=True)
-        time.sleep(1.0)                     # hold it while the others try
+        sys.stdin.readline()                # hold it until every racer has answered
         lock.release()
     """)
-    for round_ in range(3):
+    for round_ in range(2):
         path = tmp_path / f"r{round_}.h5"
         (tmp_path / f"r{round_}.h5.lock").write_text(json.dumps(
             {"pid": dead, "host": socket.gethostname(), "started": "2000-01-01T00:00:00+00:00"}))
         start = time.time() + 1.5
-        procs = [subprocess.Popen([sys.executable, "-c", racer, str(path), str(start)], env=ENV,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs = [subprocess.Popen([sys.executable, "-c", racer, str(path), str(start), mutex], env=ENV,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
                  for _ in range(8)]
-        outs = [p.communicate(timeout=120) for p in procs]
-        said = [o.strip() for o, _ in outs]
+        said = [p.stdout.readline().strip() for p in procs]   # a holder waits on its stdin
+        outs = [p.communicate(input="\n", timeout=120) for p in procs]
         assert sorted(said) == ["held"] + ["refused"] * 7, (said, [e for _, e in outs])
+        assert all(p.returncode == 0 for p in procs)
         assert not (tmp_path / f"r{round_}.h5.lock.takeover").exists()

@@ -410,6 +410,26 @@ def test_local_cluster_workers_ignore_sigint():
     assert signal.getsignal(signal.SIGINT) is before
 
 
+def test_sigint_preload_keeps_the_users_preloads():
+    """The user's preloads stay first (a single string too) and a per-preload argv list keeps
+    the lengths equal; the SIGINT preload comes last."""
+    from rieszflow.studies.sweep.executor import _SIGINT_PRELOAD, _with_sigint_preload
+
+    def cfg(d):
+        return type("C", (), {"get": staticmethod(lambda k, default=None: d.get(k, default))})
+
+    assert _with_sigint_preload(cfg({})) == {"distributed.worker.preload": [_SIGINT_PRELOAD]}
+    assert _with_sigint_preload(cfg({"distributed.worker.preload": "mymod"}))[
+        "distributed.worker.preload"] == ["mymod", _SIGINT_PRELOAD]
+    out = _with_sigint_preload(cfg({"distributed.worker.preload": ["a", "b"],
+                                    "distributed.worker.preload-argv": [["--x"], []]}))
+    assert out == {"distributed.worker.preload": ["a", "b", _SIGINT_PRELOAD],
+                   "distributed.worker.preload-argv": [["--x"], [], []]}
+    flat = _with_sigint_preload(cfg({"distributed.worker.preload": ["a"],
+                                     "distributed.worker.preload-argv": ["--x"]}))
+    assert "distributed.worker.preload-argv" not in flat       # one argv for all: left as it is
+
+
 def _blas_threads():
     import threadpoolctl
 

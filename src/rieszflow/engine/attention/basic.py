@@ -217,7 +217,7 @@ class LayerNorm:
         rstd = 1.0 / xp.sqrt(var + self.eps)
         xhat *= rstd                        # in place: x - mu is this call's own array
         y = xhat * params["gamma"]
-        y += params["beta"]
+        y = xp.add(y, params["beta"], out=y if y.dtype == xp.result_type(y, params["beta"]) else None)
         return y, (xhat, rstd, params["gamma"])
 
     def backward(self, dy, cache):
@@ -238,13 +238,11 @@ class LayerNorm:
         d = self.d
         dy2 = dy.reshape(-1, d)
         xh2 = xhat.reshape(-1, d)
-        work = dy2 * xh2
-        dgamma = work.sum(axis=0)
-        dbeta = dy2.sum(axis=0)
-        dxhat = dy * gamma
-        work = work.reshape(dxhat.shape)
         xp_ = namespace(dy)
-        xp_.multiply(dxhat, xhat, out=work)
+        dgamma = (dy2 * xh2).sum(axis=0)
+        dbeta = dy2.sum(axis=0)
+        dxhat = xp_.multiply(dy, gamma, dtype=xp_.result_type(dy, gamma, xhat))   # no narrowing below
+        work = xp_.multiply(dxhat, xhat)
         proj = work.mean(axis=-1, keepdims=True)      # mean(dxhat * xhat)
         xp_.multiply(xhat, proj, out=work)
         work += dxhat.mean(axis=-1, keepdims=True)
@@ -313,7 +311,7 @@ class GELU:
         x, t = cache
         xp = namespace(dy)
         # gelu'(x) = (1 + t + x dt) / 2 with dt = C (1 + 3 A x^2) (1 - t^2), in place on two arrays
-        w = xp.multiply(x, x)
+        w = xp.multiply(x, x, dtype=xp.result_type(x, dy))
         w *= 3.0 * self._A * self._C
         w += self._C
         s = xp.multiply(t, t)

@@ -29,6 +29,16 @@ __all__ = [
 FEATURE_CHUNK_BYTES = 4 << 20
 
 
+def _ones_column(xp, v, out=None):
+    """``[v | 1]``: v (..., d_k) with a column of ones appended, (..., d_k + 1), into ``out`` if given."""
+    dk = v.shape[-1]
+    if out is None:
+        out = xp.empty(v.shape[:-1] + (dk + 1,), dtype=v.dtype)
+    out[..., :dk] = v
+    out[..., dk] = 1.0
+    return out
+
+
 class KernelizedLinearAttention(_MultiHead):
     """Normalised (non-causal) linear attention with learnable feature particles per head.
 
@@ -342,7 +352,7 @@ class KernelizedLinearAttention(_MultiHead):
         if self.causal:
             a, _ = causal_linear_attention(phi_q, phi_km, v, eps=self.eps, chunk=self.chunk)
         else:                                     # the forward pass's operations, in its order
-            _, _, num, den = self._key_sums(xp, phi_q, phi_km, v)
+            _, num, den = self._key_sums(xp, phi_q, phi_km, v)
             den = self._normaliser(xp, den)
             a = num / den[..., None]
         return {"q": q, "k": k, "v": v, "phi_q": phi_q, "phi_k": phi_km, "caches_q": cq,
@@ -388,7 +398,7 @@ class KernelizedLinearAttention(_MultiHead):
             kern = kern * xp.asarray(np.tril(np.ones((n, n), dtype=bool)))
             den = kern.sum(axis=-1) + self.eps
         else:
-            den = self._normaliser(xp, xp.matmul(phi_q, phi_km.sum(axis=2)[..., None])[..., 0])
+            den = self._normaliser(xp, self._key_sums(xp, phi_q, phi_km, v)[2])   # forward's den
         return kern / den[..., None]
 
     def _kernel_inputs(self, params, x, mask):
@@ -418,22 +428,21 @@ class KernelizedLinearAttention(_MultiHead):
 
         Returns
         -------
-        v1 : (H, B, L, d_k + 1) ``[v | 1]``; gz : (H, B, m, d_k + 1) ``[G | z]``;
-        num : (H, B, L, d_k) and den : (H, B, L), views of one array (den without eps).
+        gz : (H, B, m, d_k + 1) ``[G | z]``; num : (H, B, L, d_k), a view;
+        den : (H, B, L), contiguous (den without eps; a copy, so that caching it keeps no
+        (H, B, L, d_k + 1) array alive).
         """
         dk = v.shape[-1]
-        v1 = xp.empty(v.shape[:3] + (dk + 1,), dtype=v.dtype)
-        v1[..., :dk] = v
-        v1[..., dk] = 1.0
-        gz = xp.matmul(phi_km.transpose(0, 1, 3, 2), v1)
+        gz = xp.matmul(phi_km.transpose(0, 1, 3, 2), _ones_column(xp, v))
         nd = xp.matmul(phi_q, gz)
-        return v1, gz, nd[..., :dk], nd[..., dk]
+        return gz, nd[..., :dk], xp.ascontiguousarray(nd[..., dk])
 
     def _normaliser(self, xp, den):
         """``den + eps``, or ``sign(den) max(|den|, eps)`` when signed (no diagnostics)."""
-        if self.signed:
+        if self.signed:                           # eps in den's dtype: float32 stays float32
             small = xp.abs(den) <= self.eps
-            return xp.where(small, xp.where(den < 0, -self.eps, self.eps), den)
+            eps = den.dtype.type(self.eps)
+            return xp.where(small, xp.where(den < 0, -eps, eps), den)
         if self.eps:
             return den + self.eps
         return den
@@ -552,7 +561,7 @@ class KernelizedLinearAttention(_MultiHead):
             g = z = den = None
         else:
             ccausal = None
-            v1, gz, num, den = self._key_sums(xp, phi_q, phi_km, v)
+            gz, num, den = self._key_sums(xp, phi_q, phi_km, v)
             if self.signed:                       # clamped rows logged as device scalars: no host sync
                 self.last_clamped = (xp.abs(den) <= self.eps).mean()
                 self.last_negative = (den < 0).mean()
@@ -567,8 +576,8 @@ class KernelizedLinearAttention(_MultiHead):
         am = _merge_heads(a_out)
         y = _linear_fwd(am, params["w_o"], params["b_o"])
         if ccausal is not None:
-            v1 = gz = None
-        return y, (x, keym, v, phi_q, phi_km, cq, ck, (v1, gz), None, den, a, am, params, ccausal, cdw)
+            gz = None
+        return y, (x, keym, v, phi_q, phi_km, cq, ck, gz, None, den, a, am, params, ccausal, cdw)
 
     def backward(self, dy, cache):
         """VJP of :meth:`forward`.
@@ -585,7 +594,7 @@ class KernelizedLinearAttention(_MultiHead):
             Same keys and shapes as the parameters; ``"omega"`` (S, m, d_k)
             collects the query and key paths.
         """
-        x, keym, v, phi_q, phi_km, cq, ck, (v1, gz), _, den, a, am, params, ccausal, cdw = cache
+        x, keym, v, phi_q, phi_km, cq, ck, gz, _, den, a, am, params, ccausal, cdw = cache
         xp = namespace(dy)
         grads = {}
         dam, grads["w_o"], grads["b_o"] = _linear_bwd(dy, am, params["w_o"])
@@ -608,6 +617,7 @@ class KernelizedLinearAttention(_MultiHead):
             dphi_q = xp.matmul(dnd, gz.transpose(0, 1, 3, 2),             # (H, B, L, m)
                                out=self._scratch_buffer(xp, "dphi_q", shape_m, phi_q.dtype))
             dgz = xp.matmul(phi_q.transpose(0, 1, 3, 2), dnd)             # (H, B, m, d_k + 1)
+            v1 = _ones_column(xp, v, out=self._scratch_buffer(xp, "v1", dnd.shape, v.dtype))
             dphi_k = xp.matmul(v1, dgz.transpose(0, 1, 3, 2),             # (H, B, L, m)
                                out=self._scratch_buffer(xp, "dphi_k", shape_m, phi_q.dtype))
             dphi_k *= keym

@@ -131,10 +131,9 @@ class RunLock:
         """Create the lock file atomically, taking over a stale lock of a dead local process.
 
         The lock file is only ever created with ``O_EXCL``, and a stale one is only removed under
-        the takeover mutex ``<path>.lock.takeover`` (itself created with ``O_EXCL``), after
-        reading it again there and finding the same dead holder: two processes that find the
-        same stale lock cannot both take it (the second would otherwise delete the first's
-        fresh lock and create its own).
+        a takeover mutex (:meth:`_remove_stale`), after reading it again there and finding the
+        same dead holder: two processes that find the same stale lock cannot both take it (the
+        second would otherwise delete the first's fresh lock and create its own).
         """
         me = {"pid": os.getpid(), "host": socket.gethostname(),
               "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
@@ -166,12 +165,17 @@ class RunLock:
             return
         raise RunFileError(f"could not acquire {self.lock_path}")
 
-    #: A takeover mutex older than this (seconds) was left by a process that died inside the
-    #: takeover (which takes milliseconds): it is removed.
+    #: A takeover mutex file older than this (seconds) was left by a process that died inside
+    #: the takeover (which takes milliseconds): it is removed (mutex-file fallback only).
     TAKEOVER_STALE_S = 10.0
 
     def _remove_stale(self, stale: dict) -> bool:
         """Remove the lock file if it still records ``stale``, under the takeover mutex.
+
+        The mutex is an exclusive ``flock`` on the output's directory: the kernel releases it
+        when its holder dies, so it can never go stale and leaves no file. Where ``flock`` is not
+        available (no ``fcntl``, or a file system that refuses it) an ``O_EXCL`` mutex file
+        ``<path>.lock.takeover`` takes its place (:meth:`_remove_stale_mutex_file`).
 
         Returns
         -------
@@ -179,6 +183,30 @@ class RunLock:
             True if this process removed it; False if another process is taking over (the
             caller looks again after 0.05 s) or the lock file changed since it was judged stale.
         """
+        try:
+            import fcntl
+
+            dfd = os.open(self.lock_path.parent, os.O_RDONLY)
+        except (ImportError, OSError):
+            return self._remove_stale_mutex_file(stale)
+        try:
+            try:
+                fcntl.flock(dfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                time.sleep(0.05)
+                return False
+            except OSError:
+                return self._remove_stale_mutex_file(stale)
+            if self.owner() != stale:        # taken over and re-created by another process
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                self.lock_path.unlink()
+            return True
+        finally:
+            os.close(dfd)                     # releases the flock
+
+    def _remove_stale_mutex_file(self, stale: dict) -> bool:
+        """:meth:`_remove_stale` under an ``O_EXCL`` mutex file (where ``flock`` is unavailable)."""
         mutex = self.lock_path.with_name(self.lock_path.name + ".takeover")
         try:
             fd = os.open(mutex, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

@@ -647,6 +647,25 @@ def dashboard_link(client) -> str | None:
     return format_dashboard_link(host, port)
 
 
+_SIGINT_PRELOAD = "rieszflow.studies.sweep._worker_signals"
+
+
+def _with_sigint_preload(config) -> dict:
+    """The user's worker preloads (``distributed.worker.preload``) with the SIGINT preload appended.
+
+    A preload given as one string (``DASK_DISTRIBUTED__WORKER__PRELOAD=module``) becomes a
+    list; a ``preload-argv`` given as one list per preload gets an empty list for ours, so the
+    two stay the same length (distributed refuses mismatched lengths).
+    """
+    pre = config.get("distributed.worker.preload", None) or []
+    pre = [pre] if isinstance(pre, str) else list(pre)
+    out = {"distributed.worker.preload": pre + [_SIGINT_PRELOAD]}
+    argv = config.get("distributed.worker.preload-argv", None) or []
+    if argv and all(isinstance(a, (list, tuple)) for a in argv):
+        out["distributed.worker.preload-argv"] = [list(a) for a in argv] + [[]]
+    return out
+
+
 @contextlib.contextmanager
 def _client(workers: int | None, scheduler: str | None, dashboard: str | None = None):
     """A dask.distributed Client: on ``scheduler``, else on a LocalCluster of ``workers`` (serving
@@ -683,8 +702,7 @@ def _client(workers: int | None, scheduler: str | None, dashboard: str | None = 
     # reaches this process, which marks its file and closes the cluster, not a traceback per worker.
     spawn_env = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
                  **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in THREAD_ENV.items()},
-                 "distributed.worker.preload": [*dask.config.get("distributed.worker.preload", []),
-                                                "rieszflow.studies.sweep._worker_signals"]}
+                 **_with_sigint_preload(dask.config)}
     os.environ.update(THREAD_ENV)
     os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
     try:
