@@ -197,13 +197,20 @@ class RunLock:
                 return False
             except OSError:
                 return self._remove_stale_mutex_file(stale)
-            if self.owner() != stale:        # taken over and re-created by another process
-                return False
-            with contextlib.suppress(FileNotFoundError):
-                self.lock_path.unlink()
-            return True
+            return self._unlink_if_still(stale)
         finally:
             os.close(dfd)                     # releases the flock
+
+    def _unlink_if_still(self, stale: dict) -> bool:
+        """Inside a takeover mutex: remove the lock file if it still records ``stale``.
+
+        False if it changed (taken over and re-created by another process) or is gone.
+        """
+        if self.owner() != stale:
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            self.lock_path.unlink()
+        return True
 
     def _remove_stale_mutex_file(self, stale: dict) -> bool:
         """:meth:`_remove_stale` under an ``O_EXCL`` mutex file (where ``flock`` is unavailable)."""
@@ -218,11 +225,7 @@ class RunLock:
             return False
         os.close(fd)
         try:
-            if self.owner() != stale:        # taken over and re-created by another process
-                return False
-            with contextlib.suppress(FileNotFoundError):
-                self.lock_path.unlink()
-            return True
+            return self._unlink_if_still(stale)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 mutex.unlink()
