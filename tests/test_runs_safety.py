@@ -186,8 +186,9 @@ def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path, mu
     """Old: every process that found the same stale lock deleted the lock file and created its
     own, so a later one could delete an earlier one's fresh lock and both wrote. New: removal
     under a takeover mutex (the directory's flock, or the O_EXCL mutex file where flock is not
-    available), after re-reading the record: exactly one of 8 racing processes holds the lock,
-    the other 7 are refused (2 rounds each)."""
+    available), after re-reading the record: exactly one of 6 racing processes (each in its own
+    session, sleeping to a common start time) holds the lock, the other 5 are refused (2 rounds
+    each)."""
     import json
     import socket
 
@@ -201,8 +202,7 @@ def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path, mu
         if sys.argv[3] == "file":
             RunLock._remove_stale = RunLock._remove_stale_mutex_file
         lock = RunLock(sys.argv[1])
-        while time.time() < float(sys.argv[2]):
-            pass
+        time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
         try:
             lock.acquire()
         except RunFileError:
@@ -216,13 +216,13 @@ def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path, mu
         path = tmp_path / f"r{round_}.h5"
         (tmp_path / f"r{round_}.h5.lock").write_text(json.dumps(
             {"pid": dead, "host": socket.gethostname(), "started": "2000-01-01T00:00:00+00:00"}))
-        start = time.time() + 1.5
+        start = time.time() + 3.0
         procs = [subprocess.Popen([sys.executable, "-c", racer, str(path), str(start), mutex], env=ENV,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True)
-                 for _ in range(8)]
+                                  text=True, start_new_session=True)
+                 for _ in range(6)]
         said = [p.stdout.readline().strip() for p in procs]   # a holder waits on its stdin
         outs = [p.communicate(input="\n", timeout=120) for p in procs]
-        assert sorted(said) == ["held"] + ["refused"] * 7, (said, [e for _, e in outs])
+        assert sorted(said) == ["held"] + ["refused"] * 5, (said, [e for _, e in outs])
         assert all(p.returncode == 0 for p in procs)
         assert not (tmp_path / f"r{round_}.h5.lock.takeover").exists()
