@@ -186,8 +186,6 @@ _RACER = textwrap.dedent("""
     from rieszflow.engine.storage import RunFileError
     from rieszflow.engine.storage.lock import RunLock
     warnings.simplefilter("ignore")
-    if sys.argv[3] == "file":
-        RunLock._remove_stale = RunLock._remove_stale_mutex_file
     lock = RunLock(sys.argv[1])
     time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
     try:
@@ -233,17 +231,15 @@ _DRIVER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("mutex", ["flock", "file"])
-def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path, mutex):
+def test_a_stale_lock_is_taken_over_by_one_of_many_racing_processes(tmp_path):
     """Old: every process that found the same stale lock deleted the lock file and created its
     own, so a later one could delete an earlier one's fresh lock and both wrote. New: removal
-    under a takeover mutex (the directory's flock, or the O_EXCL mutex file where flock is not
-    available), after re-reading the record: exactly one of 6 racing processes (each in its own
-    session, sleeping to a common start time) holds the lock, the other 5 are refused (2 rounds
-    each)."""
+    under a takeover mutex (an O_EXCL mutex file), after re-reading the record: exactly one of 6
+    racing processes (each in its own session, sleeping to a common start time) holds the lock,
+    the other 5 are refused (2 rounds)."""
     import json
 
-    run = subprocess.run([sys.executable, "-c", _DRIVER, str(tmp_path), mutex, _RACER], env=ENV,
+    run = subprocess.run([sys.executable, "-c", _DRIVER, str(tmp_path), "file", _RACER], env=ENV,
                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
     for r in json.loads(run.stdout):

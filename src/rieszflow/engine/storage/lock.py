@@ -166,40 +166,8 @@ class RunLock:
         raise RunFileError(f"could not acquire {self.lock_path}")
 
     #: A takeover mutex file older than this (seconds) was left by a process that died inside
-    #: the takeover (which takes milliseconds): it is removed (mutex-file fallback only).
+    #: the takeover (which takes milliseconds): it is removed.
     TAKEOVER_STALE_S = 10.0
-
-    def _remove_stale(self, stale: dict) -> bool:
-        """Remove the lock file if it still records ``stale``, under the takeover mutex.
-
-        The mutex is an exclusive ``flock`` on the output's directory: the kernel releases it
-        when its holder dies, so it can never go stale and leaves no file. Where ``flock`` is not
-        available (no ``fcntl``, or a file system that refuses it) an ``O_EXCL`` mutex file
-        ``<path>.lock.takeover`` takes its place (:meth:`_remove_stale_mutex_file`).
-
-        Returns
-        -------
-        bool
-            True if this process removed it; False if another process is taking over (the
-            caller looks again after 0.05 s) or the lock file changed since it was judged stale.
-        """
-        try:
-            import fcntl
-
-            dfd = os.open(self.lock_path.parent, os.O_RDONLY)
-        except (ImportError, OSError):
-            return self._remove_stale_mutex_file(stale)
-        try:
-            try:
-                fcntl.flock(dfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                time.sleep(0.05)
-                return False
-            except OSError:
-                return self._remove_stale_mutex_file(stale)
-            return self._unlink_if_still(stale)
-        finally:
-            os.close(dfd)                     # releases the flock
 
     def _unlink_if_still(self, stale: dict) -> bool:
         """Inside a takeover mutex: remove the lock file if it still records ``stale``.
@@ -212,8 +180,19 @@ class RunLock:
             self.lock_path.unlink()
         return True
 
-    def _remove_stale_mutex_file(self, stale: dict) -> bool:
-        """:meth:`_remove_stale` under an ``O_EXCL`` mutex file (where ``flock`` is unavailable)."""
+    def _remove_stale(self, stale: dict) -> bool:
+        """Remove the lock file if it still records ``stale``, under the takeover mutex.
+
+        The mutex is the file ``<path>.lock.takeover``, created with ``O_EXCL`` and removed at
+        once (the takeover takes milliseconds); one older than :attr:`TAKEOVER_STALE_S` was
+        left by a process that died inside it and is removed.
+
+        Returns
+        -------
+        bool
+            True if this process removed it; False if another process is taking over (the
+            caller looks again after 0.05 s) or the lock file changed since it was judged stale.
+        """
         mutex = self.lock_path.with_name(self.lock_path.name + ".takeover")
         try:
             fd = os.open(mutex, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
