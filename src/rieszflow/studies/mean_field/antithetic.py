@@ -62,8 +62,7 @@ import math
 
 import numpy as np
 
-from rieszflow.engine.stats import fit_decay
-from rieszflow.studies.mean_field.bias import OBSERVABLES, Z_DECIDE, _slope_row, bias_estimate
+from rieszflow.studies.mean_field.bias import OBSERVABLES, _fit_lines, _slope_row, _w1_slope, bias_estimate
 
 __all__ = ["antithetic_samples", "antithetic_estimate", "antithetic_table", "format_antithetic_tables"]
 
@@ -182,11 +181,7 @@ def antithetic_table(ds, problem: str) -> dict:
         if len(done) < 2:
             continue
         nn = n_arr[done].astype(float)
-        try:
-            wf = fit_decay(nn, w1[done, :, it])
-            w_slope, w_se = wf.slope, wf.slope_se
-        except ValueError:
-            w_slope = w_se = math.nan
+        w_slope, w_se = _w1_slope(nn, w1[done, :, it])
         for io, o in enumerate(OBSERVABLES):
             est = [antithetic_estimate(antithetic_samples(f2n[i, :, it], fn[i, :, :, it])[:, io], int(n_arr[i]))
                    for i in done]
@@ -229,10 +224,5 @@ def format_antithetic_tables(ds) -> str:
         e0 = float(np.asarray(ds[f"{p}_f_pde"].values)[0, OBSERVABLES.index("energy")])
         out.append(f"check at t = 0 (i.i.d. draws): b(energy) = -E_int(rho_0) = {-e0:.4f} exactly (PDE grid "
                    f"quadrature); b(m1) = b(m2) = 0 exactly")
-        out.append("fitted exponents (|D_N| ~ N^p, expected -1; W1 ~ N^p, expected -1/2), main rows:")
-        for fi in tab["fits"]:
-            out.append(f"  t={fi['t']:g} {fi['obs']:>6}: p = {fi['slope']:+.3f} +- {fi['slope_se']:.3f} (OLS) "
-                       f"+- {fi['slope_mc_se']:.3f} (MC), {fi['n_decided']}/{fi['n_rows']} rows at |z| >= "
-                       f"{Z_DECIDE:g}, sign {fi['sign']} | W1: p = {fi['w1_slope']:+.3f} +- {fi['w1_slope_se']:.3f}")
-        out.append("")
+        out += _fit_lines(tab["fits"], "|D_N|")
     return "\n".join(out)

@@ -729,6 +729,25 @@ def bias_estimate(values, reference) -> tuple:
     return float(v.mean() - reference), sd / math.sqrt(v.size), sd, int(v.size)
 
 
+def _w1_slope(n, w1):
+    """(slope, SE) of W1 against N fitted by :func:`fit_decay`; NaN, NaN where it cannot be fitted."""
+    try:
+        wf = fit_decay(n, w1)
+    except ValueError:
+        return math.nan, math.nan
+    return wf.slope, wf.slope_se
+
+
+def _fit_lines(fits, quantity: str) -> list:
+    """The 'fitted exponents' lines of a bias table (``quantity``: what is fitted, e.g. ``|bias|``)."""
+    out = [f"fitted exponents ({quantity} ~ N^p, expected -1; W1 ~ N^p, expected -1/2), main rows:"]
+    for fi in fits:
+        out.append(f"  t={fi['t']:g} {fi['obs']:>6}: p = {fi['slope']:+.3f} +- {fi['slope_se']:.3f} (OLS) "
+                   f"+- {fi['slope_mc_se']:.3f} (MC), {fi['n_decided']}/{fi['n_rows']} rows at |z| >= "
+                   f"{Z_DECIDE:g}, sign {fi['sign']} | W1: p = {fi['w1_slope']:+.3f} +- {fi['w1_slope_se']:.3f}")
+    return out + [""]
+
+
 def _slope_row(t, obs, n, bias, se, n_rows, w1_slope, w1_slope_se) -> dict:
     """One row of the slope table: the power-law fit of |bias| against N, its two SEs, the rows
     decided at |z| >= Z_DECIDE and their sign, beside W1's slope (plain and antithetic estimators)."""
@@ -804,12 +823,7 @@ def bias_table(ds, problem: str) -> dict:
         if len(done) < 2:
             continue
         nn = n_arr[done].astype(float)
-        ww = w1[done, :, it]
-        try:
-            wf = fit_decay(nn, ww)
-            w_slope, w_se = wf.slope, wf.slope_se
-        except ValueError:
-            w_slope = w_se = math.nan
+        w_slope, w_se = _w1_slope(nn, w1[done, :, it])
         for io, o in enumerate(OBSERVABLES):
             est = [bias_estimate(f[i, :, it, io], ref[it, io]) for i in done]
             b = np.array([e[0] for e in est])
@@ -848,10 +862,5 @@ def format_bias_tables(ds) -> str:
         for it, t in enumerate(tab["times"]):
             out.append(f"PDE error in f at t={t:g} (m1, m2, energy): dt {', '.join(f'{v:.1e}' for v in fl['f_dt_floor'][it])}"
                        f"; grid {', '.join(f'{v:.1e}' for v in fl['f_grid_floor'][it])}")
-        out.append("fitted exponents (|bias| ~ N^p, expected -1; W1 ~ N^p, expected -1/2), main rows:")
-        for fi in tab["fits"]:
-            out.append(f"  t={fi['t']:g} {fi['obs']:>6}: p = {fi['slope']:+.3f} +- {fi['slope_se']:.3f} (OLS) "
-                       f"+- {fi['slope_mc_se']:.3f} (MC), {fi['n_decided']}/{fi['n_rows']} rows at |z| >= "
-                       f"{Z_DECIDE:g}, sign {fi['sign']} | W1: p = {fi['w1_slope']:+.3f} +- {fi['w1_slope_se']:.3f}")
-        out.append("")
+        out += _fit_lines(tab["fits"], "|bias|")
     return "\n".join(out)
