@@ -16,7 +16,7 @@ from rieszflow.theory.kgd import spectral as sp
 from rieszflow.engine.features import make_feature_map
 from rieszflow.engine.space import Sphere
 from rieszflow.studies.cli import main as cli_main
-from rieszflow.studies.kgd import learned as L
+from rieszflow.learning import kernel_geometry as L
 
 
 def _rf_values(d, omega, x, y):

@@ -152,3 +152,11 @@ def test_tiny_phase_a_grid_records_how_far_phase_a_moved(tmp_path, capsys):
         assert json.loads(t.attrs["main_job_config"])["radius"] == 3.0
     report = (out / "report.md").read_text()
     assert "Phase A grid" in report and "| softplus | wide | radius=3.0 | 1/1 |" in report
+    # the kernel's movement too: KGD^2 and the noise ratios, recorded for kernel runs only
+    kgd2 = ds["phase_a_kgd2"].values.reshape(4)
+    assert np.isnan(kgd2[[0, 2]]).all() and np.isfinite(kgd2[[1, 3]]).all()
+    row = next(line for line in report.splitlines() if line.startswith("| softplus | wide |"))
+    cells = [c.strip() for c in row.split("|")]
+    assert f"{float(np.nanmean(kgd2[[3]])):.3g} +- " in cells[9]
+    ratio = float(ds["phase_a_kernel_ratio"].values.reshape(4)[3])
+    assert cells[10].startswith(f"{ratio:.3g}, ")

@@ -104,6 +104,13 @@ def test_task_of_one_variant_needs_only_its_own_fields():
     ds = nlp_task(Task("nlp-rt", "Kernel-elu", (("dataset", "rt"),), 0), config, None)
     assert ds.sizes["epoch"] == 1 and ds.sizes["example"] == 32
     assert all({"long_name", "units"} <= set(ds[v].attrs) for v in ds.variables)
+    # how far Phase A moved the kernel: a KGD^2 estimate with its SE and two noise ratios
+    kgd2, se = float(ds["phase_a_kgd2"]), float(ds["phase_a_kgd2_se"])
+    assert np.isfinite(kgd2) and se > 0 and kgd2 > -4 * se
+    assert float(ds["phase_a_kgd"]) == pytest.approx(np.sqrt(max(kgd2, 0.0)))
+    assert float(ds["phase_a_kernel_ratio"]) > 0 and float(ds["phase_a_token_ratio"]) > 0
+    van = nlp_task(Task("nlp-rt", "Vanilla-elu", (("dataset", "rt"),), 0), config, None)
+    assert np.isnan(float(van["phase_a_kgd"])) and np.isnan(float(van["phase_a_token_ratio"]))
     with pytest.raises(ValueError, match="not a variant"):
         nlp_task(Task("nlp-rt", "Kernel-gauss", (("dataset", "rt"),), 0), config, None)
 

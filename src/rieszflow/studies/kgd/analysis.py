@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from rieszflow.theory.kgd import spectral as sp
-from rieszflow.studies.kgd.learned import LearnedKernels
+from rieszflow.learning.kernel_geometry import LearnedKernels
 
 __all__ = ["PAPER_TABLE2", "table2", "asymptotic_table", "kgd_to_initial"]
 
@@ -68,8 +68,8 @@ _LEARNED = {}
 def kgd_to_initial(path, time, layer, head, **options):
     """Did Phase A move the attention kernel, and by how much against random-feature noise?
 
-    Shortcut for :meth:`rieszflow.studies.kgd.learned.LearnedKernels.kgd_to_initial` (the
-    :class:`~rieszflow.studies.kgd.learned.LearnedKernels` of ``path`` is built once per
+    Shortcut for :meth:`rieszflow.learning.kernel_geometry.LearnedKernels.kgd_to_initial` (the
+    :class:`~rieszflow.learning.kernel_geometry.LearnedKernels` of ``path`` is built once per
     ``(path, options)`` and kept).
 
     Parameters

@@ -23,7 +23,10 @@ grid cell (``Vanilla-<map>[-<cell>]`` against ``Kernel-<map>-<cell>``, see
   (:func:`rieszflow.engine.stats.detectable_effect`), and the one McNemar's pooled test detects
   given the observed discordance rate (:func:`rieszflow.engine.stats.mcnemar_detectable_effect`);
 * for the Phase A cells, beside the accuracy change: how far Phase A moved the particles (paired
-  MMD^2 between the initial and the final particles, ``phase_a_mmd2`` of each task).
+  MMD^2 between the initial and the final particles, ``phase_a_mmd2`` of each task) and the
+  kernel (the zonal Kernel Geometry Divergence of the final to the initial kernel,
+  ``phase_a_kgd``, and the kernel's distance on the sphere and on held-out tokens over the
+  random-feature noise at the same m, ``phase_a_kernel_ratio`` and ``phase_a_token_ratio``).
 
 Until every planned seed of a pair is complete the page says "k of n seeds complete; verdict not
 decidable until ...", and the numbers are interim.
@@ -45,11 +48,16 @@ import numpy as np
 from rieszflow.engine import stats
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 
-__all__ = ["PLANNED_TASK_SECONDS", "pairs", "pair_analysis", "task_seconds", "format_power_report"]
+__all__ = ["PLANNED_TASK_SECONDS", "MOVEMENT", "pairs", "pair_analysis", "task_seconds", "format_power_report"]
 
 #: CPU seconds of one main-job run at the default budget on Rotten Tomatoes, measured earlier
 #: (about 8.7 CPU-minutes per run, one thread); used for the estimate until task files exist.
 PLANNED_TASK_SECONDS = 8.7 * 60
+
+#: How far Phase A moved a kernel run: key of :func:`pair_analysis` -> task variable.
+MOVEMENT = {"mmd2": "phase_a_mmd2", "mmd2_se": "phase_a_mmd2_se", "kgd2": "phase_a_kgd2",
+            "kgd2_se": "phase_a_kgd2_se", "kernel_ratio": "phase_a_kernel_ratio",
+            "token_ratio": "phase_a_token_ratio"}
 
 
 def pairs(methods) -> list:
@@ -100,8 +108,9 @@ def pair_analysis(ds, vanilla: str, kernel: str) -> dict:
     dict
         ``seeds`` (trial indices with both tasks complete), ``acc_v``, ``acc_k``, ``delta``
         (kernel minus vanilla), ``mcnemar`` (one :class:`~rieszflow.engine.stats.McNemarResult`
-        per seed, A = vanilla, B = kernel), ``mmd2``, ``mmd2_se`` (the kernel run's
-        ``phase_a_mmd2``; NaN where not recorded), ``n_examples``; with at least one seed
+        per seed, A = vanilla, B = kernel), the kernel run's Phase A movement per seed
+        (the keys of :data:`MOVEMENT`: ``mmd2``, ``mmd2_se``, ``kgd2``, ``kgd2_se``,
+        ``kernel_ratio``, ``token_ratio``; NaN where not recorded), ``n_examples``; with at least one seed
         ``pooled_mcnemar``, ``cmh`` (:func:`~rieszflow.engine.stats.cmh_test`, rows kernel /
         vanilla, columns right / wrong: its odds ratio > 1 favours the kernel), ``discordance``;
         with at least two ``wilcoxon`` (:func:`~rieszflow.engine.stats.paired_test`) and
@@ -116,13 +125,15 @@ def pair_analysis(ds, vanilla: str, kernel: str) -> dict:
     pv = ds["test_proba"].sel({"method": vanilla}).values.reshape(trials.size, -1)
     pk = ds["test_proba"].sel({"method": kernel}).values.reshape(trials.size, -1)
     y = ds["test_label"].sel({"method": vanilla}).values.reshape(trials.size, -1)
-    if "phase_a_mmd2" in ds:
-        mmd = ds["phase_a_mmd2"].sel({"method": kernel}).values.reshape(-1)
-        mmd_se = ds["phase_a_mmd2_se"].sel({"method": kernel}).values.reshape(-1)
-    else:
-        mmd = mmd_se = np.full(trials.size, np.nan)
+    def recorded(name):                    # per seed; NaN where a task predates the variable
+        if name not in ds:
+            return np.full(trials.size, np.nan)
+        return ds[name].sel({"method": kernel}).values.reshape(-1)[ok]
+
     out = {"seeds": [int(t) for t in trials[ok]], "acc_v": Mv[ok], "acc_k": Mk[ok], "delta": (Mk - Mv)[ok],
-           "mcnemar": [], "mmd2": mmd[ok], "mmd2_se": mmd_se[ok], "n_examples": int(y.shape[1])}
+           "mcnemar": [], "n_examples": int(y.shape[1])}
+    for key, name in MOVEMENT.items():
+        out[key] = recorded(name)
     tables = []
     for i in np.flatnonzero(ok):
         right_v, right_k = (pv[i] >= 0.5) == y[i], (pk[i] >= 0.5) == y[i]
@@ -192,10 +203,12 @@ def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper) -> tuple:
     summary = {"kernel": kernel, "vanilla": vanilla, "map": fm, "cell": cell, "k": k, "planned": planned}
     if not k:
         return lines + ["No seed has both runs complete yet.", ""], summary
-    lines += ["| seed | vanilla acc | kernel acc | change | vanilla-only / kernel-only right | McNemar p |"
-              + (" Phase A MMD^2 (+- SE) |" if cell or np.isfinite(r["mmd2"]).any() else ""),
-              "|---|---|---|---|---|---|" + ("---|" if cell or np.isfinite(r["mmd2"]).any() else "")]
     show_mmd = bool(cell) or bool(np.isfinite(r["mmd2"]).any())
+    show_kgd = bool(cell) or bool(np.isfinite(r["kgd2"]).any())
+    lines += ["| seed | vanilla acc | kernel acc | change | vanilla-only / kernel-only right | McNemar p |"
+              + (" Phase A MMD^2 (+- SE) |" if show_mmd else "")
+              + (" Phase A KGD^2 (+- SE) | kernel moved / RF noise: sphere, tokens |" if show_kgd else ""),
+              "|---|---|---|---|---|---|" + ("---|" if show_mmd else "") + ("---|---|" if show_kgd else "")]
     for i, s in enumerate(r["seeds"]):
         m = r["mcnemar"][i]
         row = (f"| {s} | {r['acc_v'][i]:.4f} | {r['acc_k'][i]:.4f} | {r['delta'][i]:+.4f} | "
@@ -203,6 +216,10 @@ def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper) -> tuple:
         if show_mmd:
             row += (f" {_f(r['mmd2'][i], '.3g')} +- {_f(r['mmd2_se'][i], '.2g')} |"
                     if np.isfinite(r["mmd2"][i]) else " not recorded |")
+        if show_kgd:
+            row += (f" {_f(r['kgd2'][i], '.3g')} +- {_f(r['kgd2_se'][i], '.2g')} | "
+                    f"{_f(r['kernel_ratio'][i], '.3g')}, {_f(r['token_ratio'][i], '.3g')} |"
+                    if np.isfinite(r["kgd2"][i]) else " not recorded | not recorded |")
         lines.append(row)
     pm, cmh = r["pooled_mcnemar"], r["cmh"]
     lines += ["", f"- pooled McNemar (summed discordant counts {pm.a_only} vanilla-only / {pm.b_only} "
@@ -293,19 +310,38 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
         summaries.append(summ)
     cells = [s for s in summaries if s["cell"] or any(t["cell"] and t["map"] == s["map"] for t in summaries)]
     if any(s["cell"] for s in summaries):
-        lines += ["#### Phase A grid: accuracy change beside how far Phase A moved the particles", "",
+        lines += ["#### Phase A grid: accuracy change beside how far Phase A moved the particles and the kernel", "",
                   "| map | cell | Phase A settings | seeds | mean change [95 % t interval] | Wilcoxon p | CMH p | "
-                  "mean Phase A MMD^2 | why this cell |", "|---|---|---|---|---|---|---|---|---|"]
+                  "mean Phase A MMD^2 | mean Phase A KGD^2 (+- SE) | kernel moved / RF noise: sphere, tokens | "
+                  "why this cell |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for s in cells:
             r = pair_analysis(ds, s["vanilla"], s["kernel"]) if ds is not None and s["k"] else None
-            mmd = float(np.nanmean(r["mmd2"])) if r is not None and np.isfinite(r["mmd2"]).any() else math.nan
+
+            def mean(key, r=r):
+                return float(np.nanmean(r[key])) if r is not None and np.isfinite(r[key]).any() else math.nan
+
+            kgd = "not recorded"
+            if r is not None and np.isfinite(r["kgd2"]).any():
+                rec = np.isfinite(r["kgd2"])
+                se = math.sqrt(float(np.sum(np.square(r["kgd2_se"][rec])))) / rec.sum()
+                kgd = f"{mean('kgd2'):.3g} +- {se:.2g}" + (f" ({rec.sum()} seeds)" if rec.sum() < len(rec) else "")
             settings, why = PHASE_A_CELLS[s["cell"]] if s["cell"] else ({}, "reference: the paper's Phase A")
             setting = ", ".join(f"{k}={v}" for k, v in settings.items()) or "beta=50, lam=1e-3, C.4, first, R=1.5"
             ci = f"{_f(s.get('mean'))} [{_f(s.get('low'))}, {_f(s.get('high'))}]"
             lines.append(f"| {s['map']} | {s['cell'] or 'paper'} | {setting} | {s['k']}/{s['planned']} | {ci} | "
-                         f"{_f(s.get('wilcoxon_p'), '.3g')} | {_f(s.get('cmh_p'), '.3g')} | {_f(mmd, '.3g')} | {why} |")
+                         f"{_f(s.get('wilcoxon_p'), '.3g')} | {_f(s.get('cmh_p'), '.3g')} | {_f(mean('mmd2'), '.3g')} | "
+                         f"{kgd} | {_f(mean('kernel_ratio'), '.3g')}, {_f(mean('token_ratio'), '.3g')} | {why} |")
         lines += ["", "MMD^2: paired, Gaussian kernel at the median bandwidth, between the initial and the final "
                       "particles of each head (`engine.measures.mmd2`), mean over layers, heads and seeds; about "
-                      "0 when Phase A left the particle law where it started. The learned-kernel KGD "
-                      "(`rieszflow kgd`'s measure) lives in another study and is not recorded per task.", ""]
+                      "0 when Phase A left the particle law where it started. KGD^2: the zonal Kernel Geometry "
+                      "Divergence (paper 003, Def. 4.1; the Funk-Hecke part on the sphere of the head's input "
+                      "dimension) of the final to the initial attention kernel, bias-corrected, mean over layers, "
+                      "heads and seeds (`learning.kernel_geometry.LearnedKernels`, the estimator of "
+                      "`rieszflow kgd --from-run`). \"kernel moved / RF noise\": the kernel's whole L2 distance on "
+                      "the sphere, and its Hilbert-Schmidt distance on held-out validation tokens, each divided "
+                      "by the distance of the initial kernel to independent redraws of its random features at "
+                      "the same m: near 1 or below, Phase A moved the kernel no further than redrawing the "
+                      "features would (tokens n/a for Phase A after k epochs: the network it saw is not stored). "
+                      "\"not recorded\": the runs predate this measure (added 2026-11-27); the reference row's "
+                      "runs belong to the power preset.", ""]
     return "\n".join(lines)

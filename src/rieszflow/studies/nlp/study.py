@@ -362,6 +362,35 @@ def _phase_a_movement(run) -> tuple:
     return float(np.mean(vals)), float(math.sqrt(np.sum(np.square(ses))) / n)
 
 
+#: Probe sizes of the per-task kernel distance (:class:`~rieszflow.learning.kernel_geometry.LearnedKernels`):
+#: about 10 s per task, against a task of about 15 minutes.
+KERNEL_PROBES = {"n_rot": 200, "n_nodes": 16, "n_tokens": 400, "n_noise": 2}
+
+
+def _phase_a_kernel_distance(path, seed: int) -> dict:
+    """How far Phase A moved the attention kernel: distances of the final to the initial kernel.
+
+    Means over (layer, head) of :meth:`LearnedKernels.kgd_to_initial` at the last recorded Phase A
+    step: the zonal KGD (Funk-Hecke part on S^(d_k - 1); the mean of the bias-corrected KGD^2
+    estimates, its root, and the SE of that mean), and the whole distance on the sphere and on
+    held-out tokens each divided by the random-feature noise at the same m (the distance of the
+    initial kernel to redraws of its law: a ratio near 1 or below means Phase A moved the kernel
+    no further than redrawing the features would). NaN entries where the run has no token set
+    (``phase_a_after > 0``); the caller records NaN for a head dimension below 3 (no sphere
+    analysis on S^1)."""
+    from rieszflow.learning.kernel_geometry import LearnedKernels
+
+    lk = LearnedKernels(path, seed=seed, **KERNEL_PROBES)
+    last = lk.times[-1]
+    rows = [lk.kgd_to_initial(last, layer, head) for layer in range(lk.n_layers) for head in range(lk.n_heads)]
+    n = len(rows)
+    kgd2 = float(np.mean([r["sphere_kgd2"] for r in rows]))
+    return {"kgd2": kgd2, "kgd2_se": float(math.sqrt(np.sum(np.square([r["sphere_kgd2_se"] for r in rows]))) / n),
+            "kgd": math.sqrt(max(kgd2, 0.0)),
+            "ratio_sphere": float(np.mean([r["ratio_sphere"] for r in rows])),
+            "ratio_tokens": float(np.mean([r["ratio_tokens"] for r in rows]))}
+
+
 def nlp_task(task: Task, config: dict, rng: np.random.Generator):
     """Run one (variant, seed) main-job task and return its results as a dataset.
 
@@ -385,7 +414,9 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
         ``test_metrics`` (metric), ``test_proba`` (example; P(label 1)), ``test_label``
         (example), ``val_accuracy`` (epoch), ``train_seconds``, ``phase_a_seconds``,
         ``phase_b_seconds``, ``best_epoch``, ``phase_a_mmd2`` and ``phase_a_mmd2_se`` (how far
-        Phase A moved the particles; NaN for a vanilla run); the main job's configuration as attribute
+        Phase A moved the particles), ``phase_a_kgd``, ``phase_a_kgd2``, ``phase_a_kgd2_se``,
+        ``phase_a_kernel_ratio`` and ``phase_a_token_ratio`` (how far it moved the kernel,
+        :func:`_phase_a_kernel_distance`); these are NaN for a vanilla run; the main job's configuration as attribute
         ``main_job_config`` (JSON).
 
     Raises
@@ -418,6 +449,8 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
             label = run["test_label"].values.astype(np.int64)
             val = run["val_accuracy"].values.astype(np.float64)
             moved, moved_se = _phase_a_movement(run) if cfg.kernel else (math.nan, math.nan)
+        kd = (_phase_a_kernel_distance(out, seed) if cfg.kernel and cfg.d_model // cfg.n_heads >= 3
+              else dict.fromkeys(("kgd2", "kgd2_se", "kgd", "ratio_sphere", "ratio_tokens"), math.nan))
     one = {"units": "1"}
     ds = xr.Dataset(
         {"test_metrics": (("metric",), np.array([metrics[k] for k in METRIC_NAMES]),
@@ -440,6 +473,26 @@ def nlp_task(task: Task, config: dict, rng: np.random.Generator):
                                                    "and heads (NaN without Phase A)", "units": "1"}),
          "phase_a_mmd2_se": ((), moved_se, {"long_name": "jackknife standard error of phase_a_mmd2",
                                             "units": "1"}),
+         "phase_a_kgd": ((), kd["kgd"], {"long_name": "how far Phase A moved the attention kernel: zonal "
+                                                 "Kernel Geometry Divergence (Funk-Hecke part on the sphere) "
+                                                 "of the final to the initial kernel, root of the mean "
+                                                 "bias-corrected KGD^2 over layers and heads (NaN without "
+                                                 "Phase A)", "units": "1"}),
+         "phase_a_kgd2": ((), kd["kgd2"], {"long_name": "mean over layers and heads of the bias-corrected "
+                                                     "KGD^2 estimate behind phase_a_kgd (may be negative)",
+                                           "units": "1"}),
+         "phase_a_kgd2_se": ((), kd["kgd2_se"], {"long_name": "standard error of phase_a_kgd2", "units": "1"}),
+         "phase_a_kernel_ratio": ((), kd["ratio_sphere"], {"long_name": "L2 distance on the sphere of the "
+                                                                        "final to the initial kernel divided "
+                                                                        "by the random-feature noise at the "
+                                                                        "same m, mean over layers and heads",
+                                                           "units": "1"}),
+         "phase_a_token_ratio": ((), kd["ratio_tokens"], {"long_name": "Hilbert-Schmidt distance on held-out "
+                                                                       "tokens of the final to the initial "
+                                                                       "kernel divided by the random-feature "
+                                                                       "noise at the same m, mean over layers "
+                                                                       "and heads (NaN without a token set)",
+                                                          "units": "1"}),
          "best_epoch": ((), int(metrics["best_epoch"]), {"long_name": "Phase B epoch selected on "
                                                         "validation accuracy", **one})},
         coords={"metric": ("metric", np.array(METRIC_NAMES), {"long_name": "test metric name", **one}),
