@@ -116,6 +116,13 @@ def test_tiny_power_sweep_resumes_under_the_preset_and_reports_partially(tmp_pat
     assert "0 done, 4 skipped" in capsys.readouterr().out
     report = (out / "report.md").read_text()
     assert "2 of 2 seeds complete" in report and "Wilcoxon" in report and "95 % t interval" in report
+    # the runs by the commit their files record; both runs of each seed came from this process's code
+    from rieszflow.engine.storage.provenance import _COMMIT_AT_IMPORT
+    from rieszflow.studies.nlp.power import task_commits
+
+    commits = task_commits(out / "nlp-rt")
+    assert len(commits) == 4 and set(commits.values()) == {_COMMIT_AT_IMPORT}
+    assert f"{_COMMIT_AT_IMPORT[:7]} (4)" in report and "same commit in 2 of 2 seeds" in report
     # remove one seed's kernel run: --report-only (no rerun) says the verdict is not decidable
     for f in (out / "nlp-rt" / "tasks").glob("Kernel-softplus__*trial1*.h5"):
         f.unlink()

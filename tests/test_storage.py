@@ -183,3 +183,12 @@ def test_check_resumable_names_every_differing_key(tmp_path):
         check_resumable(p, "other", stored)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         check_resumable(tmp_path / "missing.h5", "demo", stored)
+
+
+def test_provenance_records_the_commit_of_the_loaded_code(monkeypatch):
+    """A long run records the commit its code was loaded from, not the checkout's HEAD at write time."""
+    import importlib
+
+    P = importlib.import_module("rieszflow.engine.storage.provenance")     # the module, not the function
+    monkeypatch.setattr(P, "_git_commit", lambda: "0000000-moved-on")
+    assert P.provenance()["git_commit"] == P._COMMIT_AT_IMPORT != "0000000-moved-on"

@@ -24,6 +24,11 @@ def _git_commit() -> str:
         return "unknown"
 
 
+#: The commit of the code this process loaded, read once when this module is imported (every
+#: writer imports it first): a long run records the code it runs, not the checkout's HEAD at the
+#: time of a later write (which moves when commits land while the run goes on).
+_COMMIT_AT_IMPORT = _git_commit()
+
 #: The command line of the running ``rieszflow`` process (set by :func:`record_command`).
 _COMMAND: str | None = None
 
@@ -50,8 +55,9 @@ def provenance() -> dict[str, str]:
     Returns
     -------
     dict of str to str
-        ``version_<package>`` for rieszflow's dependencies, ``git_commit``
-        (``"-dirty"`` appended when tracked files differ), ``python``,
+        ``version_<package>`` for rieszflow's dependencies, ``git_commit`` (of the checkout
+        when this process imported rieszflow's storage layer; ``"-dirty"`` appended when
+        tracked files differed then), ``python``,
         ``platform``, ``created`` (UTC, ISO 8601) and ``command`` (the ``rieszflow`` command
         line that wrote the file, or the Python command of an API call).
     """
@@ -62,7 +68,7 @@ def provenance() -> dict[str, str]:
             info[f"version_{pkg.replace('-', '_')}"] = md.version(pkg)
         except md.PackageNotFoundError:
             continue
-    info["git_commit"] = _git_commit()
+    info["git_commit"] = _COMMIT_AT_IMPORT
     info["python"] = platform.python_version()
     info["platform"] = platform.platform()
     info["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -164,7 +164,7 @@ def write_power_report(out: Path, cfg, command: str) -> Path:
         The report written.
     """
     from rieszflow.engine.storage import atomic_output
-    from rieszflow.studies.nlp.power import format_power_report
+    from rieszflow.studies.nlp.power import format_power_report, task_commits
     from rieszflow.studies.nlp.study import specs
 
     parts = ["**Paper 000's claim with power: matched Kernel against Vanilla runs, pooled over seeds**", ""]
@@ -175,7 +175,8 @@ def write_power_report(out: Path, cfg, command: str) -> Path:
             "trials": sp.trials, "methods": list(sp.methods), "config": sp.config}
         ds = _open_partial(out / sp.name)
         parts += [f"#### Sweep {sp.name}", "", format_power_report(ds, spec, dataset=sp.name.split("-", 1)[1],
-                                                            command=command, regenerate=regen), ""]
+                                                            command=command, regenerate=regen,
+                                                            commits=task_commits(out / sp.name)), ""]
     path = out / "report.md"
     with atomic_output(path) as tmp:
         tmp.write_text("\n".join(parts))

@@ -48,7 +48,8 @@ import numpy as np
 from rieszflow.engine import stats
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 
-__all__ = ["PLANNED_TASK_SECONDS", "MOVEMENT", "pairs", "pair_analysis", "task_seconds", "format_power_report"]
+__all__ = ["PLANNED_TASK_SECONDS", "MOVEMENT", "pairs", "pair_analysis", "task_commits", "task_seconds",
+           "format_power_report"]
 
 #: CPU seconds of one main-job run at the default budget on Rotten Tomatoes, measured earlier
 #: (about 8.7 CPU-minutes per run, one thread); used for the estimate until task files exist.
@@ -151,6 +152,40 @@ def pair_analysis(ds, vanilla: str, kernel: str) -> dict:
     return out
 
 
+def task_commits(sweep_dir) -> dict:
+    """The git commit of every task file of a sweep directory.
+
+    Parameters
+    ----------
+    sweep_dir : str or os.PathLike
+        A sweep directory (``<out>/nlp-<dataset>``) with a ``tasks/`` folder.
+
+    Returns
+    -------
+    dict
+        ``(method, trial) -> commit`` (the ``git_commit`` attribute of the task file; ``"unknown"``
+        without one) for every readable ``<method>__...__trial<k>__<hash>.h5``; files that cannot
+        be read (being written, or corrupt) are left out.
+    """
+    from pathlib import Path
+
+    import h5py
+
+    out = {}
+    for path in sorted((Path(sweep_dir) / "tasks").glob("*.h5")):
+        parts = path.stem.split("__")
+        if len(parts) < 3 or not parts[-2].startswith("trial") or not parts[-2][5:].isdigit():
+            continue
+        try:
+            with h5py.File(path, "r") as h:
+                commit = h.attrs.get("git_commit", "unknown")
+        except OSError:
+            continue
+        commit = commit.decode() if isinstance(commit, bytes) else str(commit)
+        out[(parts[0], int(parts[-2][5:]))] = commit or "unknown"
+    return out
+
+
 def task_seconds(ds) -> np.ndarray:
     """Training wall seconds of every complete task of a merged sweep (``train_seconds``).
 
@@ -186,7 +221,7 @@ def _cpu_lines(ds, n_tasks: int, n_complete: int) -> list:
     return lines
 
 
-def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper) -> tuple:
+def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper, commits=None) -> tuple:
     r = pair_analysis(ds, vanilla, kernel) if ds is not None else {"seeds": [], "delta": np.array([])}
     k = len(r["seeds"])
     title = f"{kernel} against {vanilla}"
@@ -222,6 +257,15 @@ def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper) -> tuple:
                     if np.isfinite(r["kgd2"][i]) else " not recorded | not recorded |")
         lines.append(row)
     pm, cmh = r["pooled_mcnemar"], r["cmh"]
+    if commits:
+        same = sum(commits.get((vanilla, s)) == commits.get((kernel, s)) is not None for s in r["seeds"])
+        lines += ["", f"- code: the task files of the two runs of a seed record the same commit in {same} of "
+                      f"{k} seeds"
+                      + ("" if same == k else " (the others are matched in seed, initial weights, batches and "
+                                              "dropout masks, but their code may differ in float32 rounding, "
+                                              "which training can amplify)")
+                      + "; files written before 2026-11-27 06:30 UTC record the checkout's commit when the "
+                        "file was written, which can be newer than the code the run had loaded"]
     lines += ["", f"- pooled McNemar (summed discordant counts {pm.a_only} vanilla-only / {pm.b_only} "
                   f"kernel-only over {k} seeds x {r['n_examples']} test sentences): p = {pm.p_value:.3g}",
               f"- Cochran-Mantel-Haenszel, stratified by seed (kernel vs vanilla x right/wrong): "
@@ -261,7 +305,8 @@ def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper) -> tuple:
     return lines + [""], summary
 
 
-def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerate: str) -> str:
+def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerate: str,
+                        commits: dict | None = None) -> str:
     """The power page (Markdown) of one NLP sweep, from its complete task files.
 
     Parameters
@@ -277,6 +322,10 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
         The command that runs (and resumes) the sweep.
     regenerate : str
         The command that regenerates this page without running anything.
+    commits : dict, optional
+        ``(method, trial) -> git commit`` of each complete task file (:func:`task_commits`);
+        the page then lists the runs by commit and says, per pair, in how many seeds both runs
+        ran the same code.
 
     Returns
     -------
@@ -301,11 +350,17 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
     lines.append("- complete runs per variant: " + ", ".join(f"{m} {k}/{planned}" for m, k in done.items())
                  + " (the sweep submits its tasks seed by seed, every variant of a seed together, so matched pairs complete early)")
     lines += _cpu_lines(ds, n_tasks, n_complete)
+    if commits:
+        count = {}
+        for c in commits.values():
+            count[c] = count.get(c, 0) + 1
+        lines.append("- runs by git commit of their task file: " + ", ".join(
+            f"{c[:7]} ({n})" for c, n in sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))))
     lines.append("")
     summaries = []
     for van, ker, fm, cell in pairs(methods):
         paper = PAPER_TABLE2.get(dataset, {}).get(fm) if not cell else None
-        sec, summ = _pair_section(ds, van, ker, fm, cell, planned, paper)
+        sec, summ = _pair_section(ds, van, ker, fm, cell, planned, paper, commits)
         lines += sec
         summaries.append(summ)
     cells = [s for s in summaries if s["cell"] or any(t["cell"] and t["map"] == s["map"] for t in summaries)]
