@@ -72,6 +72,7 @@ import numpy as np
 
 from rieszflow.config import from_mapping, load_config_mapping
 from rieszflow.engine.storage import TrajectoryWriter, check_resumable
+from rieszflow.engine.measures import wasserstein1
 from rieszflow.engine.stats import fit_decay, power_law_fit
 from rieszflow.solvers.particles import INTERACTION_METHODS, GridW1
 from rieszflow.studies.mean_field.config import PROBLEM_NAMES, ProblemConfig
@@ -80,7 +81,7 @@ from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, 
 
 __all__ = ["KIND", "OBSERVABLES", "BiasConfig", "bias_config", "bias_large_config", "load_bias_config",
            "observables", "pde_observables", "bias_pde_task", "bias_batch_task", "run_bias_study",
-           "bias_estimate", "bias_table", "format_bias_tables", "Z_DECIDE", "ESTIMATORS"]
+           "bias_estimate", "bias_table", "format_bias_tables", "Z_DECIDE", "ESTIMATORS", "W1_EXACT_MAX_N"]
 
 #: ``kind`` attribute of the bias study's HDF5 file.
 KIND = "mean_field_bias"
@@ -90,6 +91,9 @@ OBSERVABLES = ("m1", "m2", "energy")
 ESTIMATORS = ("plain", "antithetic")
 #: Standard errors the bias must stand above (the replica requirement R_need is computed for it).
 Z_DECIDE = 3.0
+#: 3-D problems (no PDE): W1 is measured between the two N-particle systems of a triple by the
+#: exact transport (POT's network simplex) up to this N, and is NaN above (an N x N cost matrix).
+W1_EXACT_MAX_N = 4000
 _OBS_LONG = {"m1": "first moment int x_1 dmu", "m2": "second moment int |x|^2 dmu",
              "energy": "interaction energy (lam/2) int int_{x != y} g_s dmu dmu"}
 
@@ -172,6 +176,11 @@ class BiasConfig:
         names = [p.name for p in probs]
         if len(set(names)) != len(names):
             raise ValueError(f"problem names must be distinct, got {names}")
+        no_pde = [p.name for p in probs if p.d > 2]
+        if no_pde and self.estimator != "antithetic":
+            raise ValueError(f"problem(s) {no_pde} are 3-D and have no PDE reference: estimator="
+                             f"{self.estimator!r} measures the bias against the PDE; use estimator='antithetic' "
+                             f"(--preset bias-large)")
         object.__setattr__(self, "problems", probs)
         for k in ("seed", "batch_particles", "chain_pairs", "w1_replicas"):
             v = getattr(self, k)
@@ -244,6 +253,13 @@ def _bias_rectangle(n, r) -> ProblemConfig:
         n_particles=n, n_seeds=r)
 
 
+def _bias_box(n, r) -> ProblemConfig:
+    return ProblemConfig(
+        name="box", lo=(-3.0, -3.0, -3.0), hi=(3.0, 3.0, 3.0), n_cells=(4, 4, 4), s=1.0, gamma=1.0, lam=1.0,
+        beta=10.0, rho0_mean=(0.5, 0.0, 0.0), rho0_std=(0.4, 0.5, 0.5), times=(0.0, 0.5), eta=0.025,
+        pde_dt=0.0025, n_particles=n, n_seeds=r)
+
+
 def bias_config(seed: int = 0) -> BiasConfig:
     """``--preset bias``: N = 25..200 (1-D to 400) with R = 10 N replicas (about 20 CPU-minutes).
 
@@ -279,6 +295,9 @@ def bias_large_config(seed: int = 0) -> BiasConfig:
     at leading order and drops out of :math:`D_N`; the ``2 * eta`` row at N = 1e3 measures what
     is left), times (0, 0.5, 1) (d = 1) and (0, 0.5) (d = 2). N = 1e3, 3e3, ..., 1e6 (half
     decades); the pair sums go through ``method="auto"`` (fast summation above its crossover).
+    The third problem, ``box`` (d = 3, Coulomb s = 1, :mod:`~rieszflow.studies.mean_field.config`),
+    has no PDE: its W1 is the exact transport between the two N-particle systems of a triple
+    (N <= :data:`W1_EXACT_MAX_N`; expected slope -1/3), its t = 0 energy check the closed form.
 
     Cost, measured on one core of the project's 2-core machine (shared, niced): one triple is
     4N particle updates per step; d = 1 (40 steps): 0.04 s at N = 1e3, 6 s at N = 1e5, so about
@@ -302,7 +321,7 @@ def bias_large_config(seed: int = 0) -> BiasConfig:
     r = (32,) * len(n)
     one = dataclasses.replace(_bias_interval(n, r), eta=0.025)
     two = dataclasses.replace(_bias_rectangle(n, r), eta=0.025)
-    return BiasConfig(problems=(one, two), seed=seed, batch_particles=32000, w1_replicas=8,
+    return BiasConfig(problems=(one, two, _bias_box(n, r)), seed=seed, batch_particles=32000, w1_replicas=8,
                       estimator="antithetic")
 
 
@@ -394,7 +413,9 @@ def bias_pde_task(c: ProblemConfig, pde_backend: str = "assembled") -> dict:
     dict
         ``f`` (n_times, 3) the observables of :math:`\\rho_t`; ``masses`` (n_times, n_cells);
         ``f_dt_floor`` and ``f_grid_floor`` (n_times, 3): absolute change of f with ``2 * pde_dt``
-        and with half the cells per axis; ``seconds``.
+        and with half the cells per axis; ``seconds``. A 3-D problem has no PDE: ``f`` holds the
+        closed-form observables of :math:`\\rho_0` at t = 0 and NaN after, ``masses`` is None and
+        the floors are NaN.
 
     Raises
     ------
@@ -402,6 +423,8 @@ def bias_pde_task(c: ProblemConfig, pde_backend: str = "assembled") -> dict:
         If a PDE solve did not converge.
     """
     t0 = time.perf_counter()
+    if c.d > 2:
+        return _gaussian_reference(c, t0)
     setup = setup_problem(c)
     ref = solve_pde(setup, c.pde_dt, pde_backend=pde_backend)
     f = np.array([pde_observables(setup.problem, r) for r in ref.rho])
@@ -412,6 +435,21 @@ def bias_pde_task(c: ProblemConfig, pde_backend: str = "assembled") -> dict:
     f_h = np.array([pde_observables(coarse.problem, r) for r in coarse_res.rho])
     return {"f": f, "masses": np.array([GridW1.masses(setup.domain, r) for r in ref.rho]),
             "f_dt_floor": np.abs(f - f_dt), "f_grid_floor": np.abs(f - f_h),
+            "seconds": time.perf_counter() - t0}
+
+
+def _gaussian_reference(c: ProblemConfig, t0: float) -> dict:
+    """The reference of a problem without a PDE (d = 3): the observables of rho_0 at t = 0 in closed
+    form (untruncated normal law: the box holds :data:`~rieszflow.studies.mean_field.config.BOX_MARGIN_SD`
+    standard deviations), NaN at t > 0; no masses; NaN floors."""
+    from rieszflow.engine.energy.interaction import gaussian_riesz_expectation
+
+    times = np.asarray(c.times)
+    f = np.full((times.size, len(OBSERVABLES)), np.nan)
+    mean, sd = np.asarray(c.rho0_mean), np.asarray(c.rho0_std)
+    f[0] = [mean[0], float(mean @ mean + sd @ sd), 0.5 * c.lam * gaussian_riesz_expectation(sd, c.s)]
+    nan = np.full_like(f, np.nan)
+    return {"f": f, "masses": None, "f_dt_floor": nan, "f_grid_floor": nan.copy(),
             "seconds": time.perf_counter() - t0}
 
 
@@ -462,7 +500,9 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
     -------
     dict
         ``f`` (n_rep, n_times, 3) (coupled: (n_rep, 2, n_times, 3), the two N-particle systems),
-        ``w1`` (n_w1, n_times) (coupled: of the first N-particle system of each triple), ``wall``
+        ``w1`` (n_w1, n_times) (coupled: of the first N-particle system of each triple against the
+        PDE; for a 3-D problem between the two N-particle systems, NaN above
+        :data:`W1_EXACT_MAX_N`), ``wall``
         (s); coupled also ``f2n`` (n_rep, n_times, 3), the 2N-particle system.
     """
     ip = PROBLEM_NAMES.index(c.name)
@@ -511,7 +551,11 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
         if coupled:
             fh[:, it] = observables(systems[1], inter)
         for r in range(n_w1):
-            w1[r, it] = dist.particles(systems[-1][2 * r if coupled else r], masses[it])
+            if dist is None:                       # 3-D: the two N systems of triple r, exactly
+                w1[r, it] = (wasserstein1(systems[-1][2 * r], systems[-1][2 * r + 1])
+                             if n <= W1_EXACT_MAX_N else math.nan)
+            else:
+                w1[r, it] = dist.particles(systems[-1][2 * r if coupled else r], masses[it])
     if coupled:
         return {"f": fh.reshape(n_rep, 2, times.size, len(OBSERVABLES)), "f2n": f, "w1": w1,
                 "wall": time.perf_counter() - t0}
@@ -625,7 +669,9 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
                                   "units": "1"})
             w.variable(f"{p}_eta", (f"{p}_row",), data=np.asarray([e for *_, e in rows]),
                        attrs={"long_name": "Euler-Maruyama step of the row", "units": "1"})
-            for name, arr, ln in (("f_pde", ref["f"], "observables of the PDE density rho_t"),
+            for name, arr, ln in (("f_pde", ref["f"], "observables of the PDE density rho_t" if c.d <= 2 else
+                                   "observables of rho_0 at t = 0 in closed form (normal law); NaN at t > 0: "
+                                   "no PDE in 3-D"),
                                   ("f_dt_floor", ref["f_dt_floor"], "|f(rho, pde_dt) - f(rho, 2 pde_dt)|"),
                                   ("f_grid_floor", ref["f_grid_floor"],
                                    "|f(rho, n_cells) - f(rho, n_cells / 2 per axis)|")):
@@ -645,7 +691,9 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
                                             "observables of the particles' empirical measure") + " (NaN: not run)",
                               "units": "1"})
             w.variable(f"{p}_w1", (f"{p}_row", f"{p}_w1rep", f"{p}_time"),
-                       attrs={"long_name": "W1 between the particles and rho_t", "units": "1"})
+                       attrs={"long_name": "W1 between the particles and rho_t" if c.d <= 2 else
+                              f"W1 between the two N-particle systems of the triple (exact transport; NaN "
+                              f"for N > {W1_EXACT_MAX_N}; no PDE in 3-D)", "units": "1"})
             w.variable(f"{p}_wall", (f"{p}_row", f"{p}_batch"),
                        attrs={"long_name": "wall-clock time of the batch (simulation and observables)",
                               "units": "s"})
@@ -738,9 +786,10 @@ def _w1_slope(n, w1):
     return wf.slope, wf.slope_se
 
 
-def _fit_lines(fits, quantity: str) -> list:
-    """The 'fitted exponents' lines of a bias table (``quantity``: what is fitted, e.g. ``|bias|``)."""
-    out = [f"fitted exponents ({quantity} ~ N^p, expected -1; W1 ~ N^p, expected -1/2), main rows:"]
+def _fit_lines(fits, quantity: str, w1: str = "W1 ~ N^p, expected -1/2") -> list:
+    """The 'fitted exponents' lines of a bias table (``quantity``: what is fitted, e.g. ``|bias|``;
+    ``w1``: what the W1 column is and its expected slope)."""
+    out = [f"fitted exponents ({quantity} ~ N^p, expected -1; {w1}), main rows:"]
     for fi in fits:
         out.append(f"  t={fi['t']:g} {fi['obs']:>6}: p = {fi['slope']:+.3f} +- {fi['slope_se']:.3f} (OLS) "
                    f"+- {fi['slope_mc_se']:.3f} (MC), {fi['n_decided']}/{fi['n_rows']} rows at |z| >= "

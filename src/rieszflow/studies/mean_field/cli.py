@@ -92,7 +92,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                                     "bias or bias-large resumes as that study without --preset")
     add_sweep_arguments(p, default_help="default: the machine's cores; with --backend cupy 0, one "
                                         "process on the GPU", scheduler_note="its workers need the same rieszflow installation; the results come back and this process writes --out")
-    p.add_argument("--problem", action="append", choices=("interval", "rectangle"), default=None,
+    # the choices are config.PROBLEM_NAMES, written out: importing the config here costs the CLI's start-up
+    p.add_argument("--problem", action="append", choices=("interval", "rectangle", "box"), default=None,
                    help="run only this problem (repeatable; default: all)")
     p.add_argument("--pde-backend", choices=("assembled", "fipy"), default="assembled",
                    help="who builds and solves the PDE's implicit sweeps: the directly assembled "

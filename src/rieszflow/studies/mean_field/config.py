@@ -17,6 +17,14 @@ uniform disk of radius 1 (particles_pde_reference.md sec. 3.1). :math:`\\rho_0` 
 product of truncated normals centred at (0.5, 0) with standard deviations
 (0.3, 0.5). Interaction by the O(N^2) Numba pair sums.
 
+``box`` (d = 3; only the antithetic bias study, ``--preset bias-large``): :math:`\\Omega = [-3, 3]^3`,
+:math:`V = |x|^2/2`, 3-D Coulomb kernel :math:`s = 1` (:math:`g = 1/|w|`; fast multipole sums above
+the crossover), :math:`\\lambda = 1`, :math:`\\beta = 10`, :math:`\\rho_0` a normal law centred at
+(0.5, 0, 0) with standard deviations (0.4, 0.5, 0.5). There is no 3-D PDE solver, so the problem
+has no :math:`\\rho_t` reference: the antithetic estimator needs none, and at t = 0 its energy row
+is checked against the closed-form interaction energy of the Gaussian :math:`\\rho_0` (the box
+holds 6 standard deviations on every side, so the truncation changes it by less than 1e-8).
+
 Every field can be changed through a JSON file (``--config``); unknown keys raise.
 
 References
@@ -35,11 +43,16 @@ from rieszflow.engine.simulate import BOUNDARIES
 from rieszflow.solvers.particles import INTERACTION_METHODS
 from rieszflow.config import load_config_mapping
 
-__all__ = ["PROBLEM_NAMES", "ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
+__all__ = ["PROBLEM_NAMES", "PROBLEM_DIMS", "BOX_MARGIN_SD", "ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
 
 #: The problems a study can hold, in a fixed order: a problem's position here (not in the
 #: configuration) keys its random streams, so a study of a subset reproduces the full one.
-PROBLEM_NAMES = ("interval", "rectangle")
+PROBLEM_NAMES = ("interval", "rectangle", "box")
+#: The space dimension of each problem.
+PROBLEM_DIMS = {"interval": 1, "rectangle": 2, "box": 3}
+#: Standard deviations of rho_0 a problem without a PDE reference must keep inside its box (the
+#: closed-form check at t = 0 neglects the truncation: a mass below 2e-9 per side).
+BOX_MARGIN_SD = 6.0
 _BOUNDARIES = BOUNDARIES  # the engine's boundary schemes
 _BACKENDS = ("numpy", "cupy")
 _METHODS = INTERACTION_METHODS
@@ -73,9 +86,10 @@ class ProblemConfig:
 
     Parameters
     ----------
-    name : {"interval", "rectangle"}
+    name : {"interval", "rectangle", "box"}
         Problem label (prefix of its variables in the HDF5 file); the dimension
-        is ``len(lo)`` (1 for "interval", 2 for "rectangle").
+        is ``len(lo)`` (:data:`PROBLEM_DIMS`: 1 for "interval", 2 for "rectangle", 3 for "box";
+        "box" has no PDE reference and runs only in the antithetic bias study).
     lo, hi : tuple of float
         Box corners of :math:`\\Omega`.
     n_cells : tuple of int
@@ -150,8 +164,8 @@ class ProblemConfig:
         set_("lo", _tuple("lo", self.lo, float))
         set_("hi", _tuple("hi", self.hi, float))
         d = len(self.lo)
-        if len(self.hi) != d or d != (1 if self.name == "interval" else 2):
-            raise ValueError(f"{self.name}: lo and hi must have length {1 if self.name == 'interval' else 2}, "
+        if len(self.hi) != d or d != PROBLEM_DIMS[self.name]:
+            raise ValueError(f"{self.name}: lo and hi must have length {PROBLEM_DIMS[self.name]}, "
                              f"got lo={self.lo}, hi={self.hi}")
         if any(a >= b for a, b in zip(self.lo, self.hi)):
             raise ValueError(f"need lo < hi, got lo={self.lo}, hi={self.hi}")
@@ -176,6 +190,14 @@ class ProblemConfig:
         set_("rho0_std", _tuple("rho0_std", self.rho0_std, float, positive=True))
         if len(self.rho0_mean) != d or len(self.rho0_std) != d:
             raise ValueError(f"rho0_mean and rho0_std must have length {d}")
+        if d == 3:
+            room = min(min(h - m, m - lo) / sd for lo, h, m, sd in zip(self.lo, self.hi, self.rho0_mean,
+                                                                        self.rho0_std))
+            if room < BOX_MARGIN_SD:
+                raise ValueError(f"{self.name}: rho0_mean={self.rho0_mean} with rho0_std={self.rho0_std} comes "
+                                 f"{room:.2f} standard deviations from the box [lo, hi]; a problem without a PDE "
+                                 f"reference needs at least {BOX_MARGIN_SD:g} (its t = 0 check uses the "
+                                 f"untruncated normal law)")
         set_("times", _tuple("times", self.times, float))
         t = self.times
         if t[0] != 0.0 or any(b <= a for a, b in zip(t, t[1:])) or len(t) < 2:
@@ -258,6 +280,11 @@ class MeanFieldConfig:
         names = [p.name for p in probs]
         if len(set(names)) != len(names):
             raise ValueError(f"problem names must be distinct, got {names}")
+        no_pde = [p.name for p in probs if p.d > 2]
+        if no_pde:
+            raise ValueError(f"problem(s) {no_pde} are 3-D and have no PDE reference: the mean-field study "
+                             f"compares particles with the PDE (d = 1, 2); run them in the antithetic bias "
+                             f"study (rieszflow mean-field --preset bias-large --problem box)")
         object.__setattr__(self, "problems", probs)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed={self.seed!r} must be an integer >= 0")

@@ -129,6 +129,8 @@ def _interaction(c: ProblemConfig) -> Interaction:
 
 
 def _mesh(c: ProblemConfig, coarsen: int = 1):
+    if c.d > 2:
+        raise ValueError(f"problem {c.name!r} is {c.d}-D: the PDE solver has 1-D and 2-D meshes only")
     if c.d == 1:
         return interval_mesh(c.lo[0], c.hi[0], c.n_cells[0] // coarsen)
     return rectangle_mesh(c.lo, c.hi, tuple(n // coarsen for n in c.n_cells))
@@ -216,9 +218,13 @@ def _rng(seed, *keys):
 
 @functools.lru_cache(maxsize=8)
 def _particle_setup(c: ProblemConfig):
-    """Mesh, rho_0 and the W1 of a problem, built once per process (what the particle tasks need)."""
+    """Mesh, rho_0 and the W1 of a problem, built once per process (what the particle tasks need);
+    a 3-D problem (no PDE) has no mesh and no grid W1 (None, rho_0, None)."""
+    rho0 = TruncatedGaussian(c.rho0_mean, c.rho0_std, c.lo, c.hi)
+    if c.d > 2:
+        return None, rho0, None
     dom = _mesh(c)
-    return dom, TruncatedGaussian(c.rho0_mean, c.rho0_std, c.lo, c.hi), GridW1(dom, c.w1_tol)
+    return dom, rho0, GridW1(dom, c.w1_tol)
 
 
 def pde_task(c: ProblemConfig, pde_backend: str = "assembled") -> dict:
