@@ -167,3 +167,22 @@ def test_tiny_phase_a_grid_records_how_far_phase_a_moved(tmp_path, capsys):
     assert f"{float(np.nanmean(kgd2[[3]])):.3g} +- " in cells[9]
     ratio = float(ds["phase_a_kernel_ratio"].values.reshape(4)[3])
     assert cells[10].startswith(f"{ratio:.3g}, ")
+
+
+def test_rerun_task_reproduces_a_stored_task(tmp_path, capsys):
+    """A stored task rerun with this process's code: same accuracy and probabilities to float32
+    rounding, no prediction changed (one thread: the same BLAS blocking as the stored run)."""
+    from rieszflow.studies.nlp.power import rerun_task
+
+    out = tmp_path / "power"
+    run = ["nlp", "--quiet", "--workers", "0", "--no-plots", "--out", str(out)]
+    small = [kv for kv in EXPLICIT if not kv.startswith("seeds")] + ["seeds=1", "feature_maps=softplus"] + TINY
+    assert cli_main([*run, *_sets(small)]) == 0
+    capsys.readouterr()
+    r = rerun_task(out / "nlp-rt", "Kernel-softplus", 0)
+    assert r["accuracy_rerun"] == r["accuracy_stored"] and r["predictions_differ"] == 0
+    assert r["max_abs_proba_diff"] <= 1e-6 and r["stored_commit"] == r["rerun_commit"]
+    with pytest.raises(FileNotFoundError, match="no complete task"):
+        rerun_task(out / "nlp-rt", "Kernel-softplus", 5)
+    with pytest.raises(FileNotFoundError, match="sweep.json"):
+        rerun_task(tmp_path, "Kernel-softplus", 0)

@@ -48,7 +48,7 @@ import numpy as np
 from rieszflow.engine import stats
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 
-__all__ = ["PLANNED_TASK_SECONDS", "MOVEMENT", "pairs", "pair_analysis", "task_commits", "task_seconds",
+__all__ = ["PLANNED_TASK_SECONDS", "MOVEMENT", "pairs", "pair_analysis", "task_commits", "rerun_task", "task_seconds",
            "format_power_report"]
 
 #: CPU seconds of one main-job run at the default budget on Rotten Tomatoes, measured earlier
@@ -184,6 +184,70 @@ def task_commits(sweep_dir) -> dict:
         commit = commit.decode() if isinstance(commit, bytes) else str(commit)
         out[(parts[0], int(parts[-2][5:]))] = commit or "unknown"
     return out
+
+
+def rerun_task(sweep_dir, method: str, trial: int) -> dict:
+    """Rerun one stored task of an NLP sweep with the code of this process and compare.
+
+    The task files record the commit their code came from; a sweep that runs for hours spans
+    commits. Rerunning a task from an older commit says whether the code changes between them
+    moved the results (float32 rounding that training could amplify) or not.
+
+    Parameters
+    ----------
+    sweep_dir : str or os.PathLike
+        A sweep directory of ``rieszflow nlp`` (``<out>/nlp-<dataset>``, with ``sweep.json``).
+    method : str
+        Variant name (e.g. ``"Vanilla-softplus"``).
+    trial : int
+        Trial (seed offset) of the stored task.
+
+    Returns
+    -------
+    dict
+        ``task``, ``stored_commit``, ``rerun_commit``, ``accuracy_stored``, ``accuracy_rerun``,
+        ``max_abs_proba_diff`` (largest difference of the test probabilities),
+        ``predictions_differ`` (test sentences whose predicted label changed), ``best_epoch``
+        (stored, rerun) and ``seconds`` (the rerun's wall time).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the sweep has no ``sweep.json`` or no complete file of that task.
+    """
+    import time
+    from pathlib import Path
+
+    import xarray as xr
+
+    from rieszflow.engine.storage.provenance import provenance
+    from rieszflow.studies.nlp.study import nlp_task
+    from rieszflow.studies.sweep import Task
+
+    sweep_dir = Path(sweep_dir)
+    spec_file = sweep_dir / "sweep.json"
+    if not spec_file.is_file():
+        raise FileNotFoundError(f"{sweep_dir} has no sweep.json: not a sweep directory of rieszflow nlp")
+    spec = json.loads(spec_file.read_text())
+    files = sorted((sweep_dir / "tasks").glob(f"{method}__*__trial{int(trial)}__*.h5"))
+    if not files:
+        raise FileNotFoundError(f"{sweep_dir / 'tasks'} holds no complete task {method!r} trial {trial}")
+    with xr.open_dataset(files[0], engine="h5netcdf") as old:
+        old = old.load()
+    named = dict(part.split("=", 1) for part in files[0].stem.split("__")[1:-2])     # grid point, as in the name
+    params = tuple((k, next(v for v in vals if str(v) == named[k])) for k, vals in spec["grid"])
+    t0 = time.perf_counter()
+    new = nlp_task(Task(spec["name"], method, params, int(trial)), spec["config"], None)
+    seconds = time.perf_counter() - t0
+    acc = [str(m) for m in new["metric"].values].index("accuracy")
+    p_new, p_old = new["test_proba"].values, old["test_proba"].values
+    return {"task": f"{method} trial {int(trial)}", "stored_commit": str(old.attrs.get("git_commit", "unknown")),
+            "rerun_commit": provenance()["git_commit"],
+            "accuracy_stored": float(old["test_metrics"].values[acc]),
+            "accuracy_rerun": float(new["test_metrics"].values[acc]),
+            "max_abs_proba_diff": float(np.max(np.abs(p_new - p_old))),
+            "predictions_differ": int(np.sum((p_new >= 0.5) != (p_old >= 0.5))),
+            "best_epoch": (int(old["best_epoch"]), int(new["best_epoch"])), "seconds": seconds}
 
 
 def task_seconds(ds) -> np.ndarray:
