@@ -298,6 +298,9 @@ def bias_large_config(seed: int = 0) -> BiasConfig:
     The third problem, ``box`` (d = 3, Coulomb s = 1, :mod:`~rieszflow.studies.mean_field.config`),
     has no PDE: its W1 is the exact transport between the two N-particle systems of a triple
     (N <= :data:`W1_EXACT_MAX_N`; expected slope -1/3), its t = 0 energy check the closed form.
+    Measured at N = 1e3 (``scripts/mean_field_step_check.py``): its D_N moves with the step
+    (Euler-Maruyama collision kicks of the 3-D Coulomb force), so its rows do not measure the
+    O(1/N) bias at this eta; see docs/studies_mean_field.md.
 
     Cost, measured on one core of the project's 2-core machine (shared, niced): one triple is
     4N particle updates per step; d = 1 (40 steps): 0.04 s at N = 1e3, 6 s at N = 1e5, so about

@@ -370,7 +370,8 @@ KERNEL_PROBES = {"n_rot": 200, "n_nodes": 16, "n_tokens": 400, "n_noise": 2}
 def _phase_a_kernel_distance(path, seed: int) -> dict:
     """How far Phase A moved the attention kernel: distances of the final to the initial kernel.
 
-    Means over (layer, head) of :meth:`LearnedKernels.kgd_to_initial` at the last recorded Phase A
+    Means over (layer, head) of
+    :meth:`~rieszflow.learning.kernel_geometry.LearnedKernels.kgd_to_initial` at the last recorded Phase A
     step: the zonal KGD (Funk-Hecke part on S^(d_k - 1); the mean of the bias-corrected KGD^2
     estimates, its root, and the SE of that mean), and the whole distance on the sphere and on
     held-out tokens each divided by the random-feature noise at the same m (the distance of the
