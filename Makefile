@@ -95,6 +95,10 @@ results: venv
 	$(RF) nlp --preset power --workers 2 --quiet --no-plots --out runs/nlp-power
 	$(RF) report runs/nlp-power --out docs/results/nlp_power.md --overwrite \
 	  --title "paper 000's central claim with power (rieszflow nlp --preset power), Rotten Tomatoes"
+	# the Phase A grid shares the power sweep's --out (its Vanilla/Kernel-softplus runs of seeds 0-4)
+	$(RF) nlp --preset phase-a --workers 2 --quiet --no-plots --out runs/nlp-power
+	$(RF) report runs/nlp-power --out docs/results/nlp_phase_a.md --overwrite \
+	  --title "where could Phase A matter? (rieszflow nlp --preset phase-a), Rotten Tomatoes"
 	$(RF) mean-field --preset bias --workers 2 --quiet --out runs/mean_field-bias-seed0.h5
 	$(RF) report runs/mean_field-bias-seed0.h5 --overwrite --out docs/results/mean_field_bias.md \
 	  --title 'the O(1/N) mean-field bias against N, --preset bias'

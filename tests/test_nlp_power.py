@@ -186,3 +186,26 @@ def test_rerun_task_reproduces_a_stored_task(tmp_path, capsys):
         rerun_task(out / "nlp-rt", "Kernel-softplus", 5)
     with pytest.raises(FileNotFoundError, match="sweep.json"):
         rerun_task(tmp_path, "Kernel-softplus", 0)
+
+
+def test_power_and_phase_a_presets_share_one_directory_and_report_each_its_own(tmp_path, capsys):
+    """The Phase A grid runs in the power sweep's --out (shared Vanilla/Kernel-softplus tasks); the
+    last run rewrites sweep.json, but each preset's report shows its own variants."""
+    out = tmp_path / "shared"
+    run = ["nlp", "--quiet", "--workers", "0", "--no-plots", "--out", str(out)]
+    sizes = ["seeds=1", "feature_maps=softplus,softmaxfeat"] + TINY
+    assert cli_main([*run, "--preset", "power", *_sets(sizes)]) == 0
+    assert cli_main([*run, "--preset", "phase-a", *_sets(["seeds=1", "phase_a_cells=wide"] + TINY)]) == 0
+    capsys.readouterr()
+    assert "Kernel-softplus-wide" in json.loads((out / "nlp-rt" / "sweep.json").read_text())["methods"]
+    report = ["nlp", "--out", str(out), "--report-only", "--quiet"]
+    assert cli_main([*report, "--preset", "power", *_sets(sizes)]) == 0
+    power = capsys.readouterr().out
+    assert "Kernel-softmaxfeat against Vanilla-softmaxfeat" in power and "wide" not in power
+    assert "1 of 1 seeds complete" in power
+    assert cli_main([*report, "--preset", "phase-a", *_sets(["seeds=1", "phase_a_cells=wide"] + TINY)]) == 0
+    grid = capsys.readouterr().out
+    assert "Kernel-softplus-wide against Vanilla-softplus-wide" in grid and "softmaxfeat" not in grid
+    # a preset whose task configuration differs from the stored runs is refused, by name
+    assert cli_main([*report, "--preset", "power", *_sets(sizes + ["m=16"])]) == 2
+    assert "another task configuration (m: stored 8, --preset power 16)" in capsys.readouterr().err

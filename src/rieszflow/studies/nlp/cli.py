@@ -134,13 +134,21 @@ def write_tables(out: Path, merged: dict, phase_a_after: int) -> list:
     return [md] + files
 
 
-def _open_partial(sweep_dir: Path):
-    """The merged sweep from its complete task files without writing anything; None if none is complete."""
+def _open_partial(sweep_dir: Path, spec=None):
+    """The merged sweep from its complete task files without writing anything; None if none is complete.
+
+    With ``spec`` (a SweepSpec), the tasks of that specification, whatever ``sweep.json`` holds
+    (the power and the Phase A presets share one directory and its task files)."""
     from rieszflow.studies.sweep import open_sweep
 
     if not any((sweep_dir / "tasks").glob("*.h5")):
         return None
-    return open_sweep(sweep_dir.absolute(), write=False)
+    try:
+        return open_sweep(sweep_dir.absolute(), write=False, spec=spec)
+    except ValueError as e:
+        if "no task" in str(e) and "complete" in str(e):
+            return None                           # task files of other variants only
+        raise
 
 
 def write_power_report(out: Path, cfg, command: str) -> Path:
@@ -170,10 +178,9 @@ def write_power_report(out: Path, cfg, command: str) -> Path:
     parts = ["**Paper 000's claim with power: matched Kernel against Vanilla runs, pooled over seeds**", ""]
     regen = f"rieszflow nlp --out {out} --report-only && rieszflow report {out} --out PAGE.md --overwrite"
     for sp in specs(cfg):
-        spec_file = out / sp.name / "sweep.json"
-        spec = json.loads(spec_file.read_text()) if spec_file.is_file() else {
-            "trials": sp.trials, "methods": list(sp.methods), "config": sp.config}
-        ds = _open_partial(out / sp.name)
+        # the preset's own variants and seeds, not whatever sweep.json the last run in `out` wrote
+        spec = {"trials": sp.trials, "methods": list(sp.methods), "config": sp.config}
+        ds = _open_partial(out / sp.name, sp)
         parts += [f"#### Sweep {sp.name}", "", format_power_report(ds, spec, dataset=sp.name.split("-", 1)[1],
                                                             command=command, regenerate=regen,
                                                             commits=task_commits(out / sp.name)), ""]
@@ -196,10 +203,25 @@ def _report_only(prog: str, args) -> int:
     preset = preset.replace(**QUICK_OVERRIDES) if args.quick else preset
     flag = " ".join(f for f in (f"--preset {args.preset}" if args.preset else "",
                                 "--quick" if args.quick else "") if f)
+    given = given_options(seed=args.seed, backend=args.backend, optimizer=args.optimizer)
     try:
-        cfg = resolve_config(NLPConfig, preset, config_file=args.config,
-                             given=given_options(seed=args.seed, backend=args.backend, optimizer=args.optimizer),
-                             overrides=args.set, resume_from=out / "config.json", preset_flag=flag or None)
+        if args.preset:
+            # one --out can hold several presets' grids over shared task files (the power sweep and
+            # the Phase A grid): the preset's grid is reported, its task configuration must be the
+            # stored one (the config.json of the last run in --out)
+            from rieszflow.config import load_config_mapping
+            from rieszflow.studies.nlp.study import task_config
+
+            cfg = resolve_config(NLPConfig, preset, config_file=args.config, given=given, overrides=args.set)
+            stored = NLPConfig.from_dict(load_config_mapping(out / "config.json", option="--report-only"))
+            mine, theirs = task_config(cfg), task_config(stored)
+            diff = [f"{k}: stored {theirs[k]!r}, {flag} {mine[k]!r}" for k in mine if mine[k] != theirs.get(k)]
+            if diff:
+                raise ValueError(f"--report-only: {out / 'config.json'} holds runs of another task configuration "
+                                 f"({'; '.join(diff)})")
+        else:
+            cfg = resolve_config(NLPConfig, preset, config_file=args.config, given=given,
+                                 overrides=args.set, resume_from=out / "config.json", preset_flag=flag or None)
     except (ValueError, FileNotFoundError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2

@@ -141,7 +141,7 @@ def _load_spec(outdir: Path) -> SweepSpec:
         raise ValueError(f"{path} is not a valid sweep description ({e})") from None
 
 
-def open_sweep(outdir, *, write: bool = True):
+def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None):
     """Merge the task files of a sweep into one dataset; NaN where a task is missing.
 
     Parameters
@@ -150,6 +150,11 @@ def open_sweep(outdir, *, write: bool = True):
         A directory written by :func:`run_sweep`.
     write : bool, default True
         Also write the merged dataset to ``outdir/<name>.h5`` (temporary name, then rename).
+    spec : SweepSpec, optional
+        Merge the tasks of this specification instead of the one in ``outdir/sweep.json`` (which
+        the last run in the directory wrote): two sweeps that share task files (the same stored
+        task configuration, other methods or trials) are each read as themselves. Every task file
+        must still hold the configuration ``spec`` gives it.
 
     Returns
     -------
@@ -165,15 +170,21 @@ def open_sweep(outdir, *, write: bool = True):
     Raises
     ------
     FileNotFoundError
-        If ``outdir`` has no ``sweep.json``.
+        If ``outdir`` has no ``sweep.json`` (no ``tasks/`` folder, with ``spec``).
     ValueError
-        If no task is complete yet, a task file holds another configuration than ``sweep.json``,
+        If no task is complete yet, a task file holds another configuration than ``sweep.json``
+        (or ``spec``),
         or a task variable is not numeric or changes shape between tasks.
     """
     import xarray as xr
 
     outdir = Path(outdir)
-    spec = _load_spec(outdir)
+    if spec is None:
+        spec = _load_spec(outdir)
+    elif not isinstance(spec, SweepSpec):
+        raise TypeError(f"spec must be a SweepSpec, got {type(spec).__name__}")
+    elif not (outdir / "tasks").is_dir():
+        raise FileNotFoundError(f"{outdir} holds no tasks/ folder: not a sweep directory written by rieszflow")
     names = [k for k, _ in spec.grid]
     axes = {"method": list(spec.methods), **{k: list(v) for k, v in spec.grid},
             "trial": list(range(spec.trials))}
