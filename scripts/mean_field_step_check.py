@@ -42,6 +42,8 @@ def main(argv=None) -> int:
     c = next(p for p in bias_large_config().problems if p.name == args.problem)
     masses = None if c.d > 2 else np.full((len(c.times), int(np.prod(c.n_cells))), 1.0 / np.prod(c.n_cells))
     for eta in etas:
+        if any(abs(round(t / eta) * eta - t) > 1e-9 * max(1.0, t) for t in c.times):
+            parser.error(f"step {eta} does not divide the problem's times {c.times}")
         t0 = time.process_time()
         v = bias_batch_task(c, args.seed, args.n, 0, args.r, eta, 1, 0, masses, coupled=True)
         dd = antithetic_samples(v["f2n"], v["f"])[:, -1]

@@ -73,7 +73,7 @@ def test_layer_forward_backward_cupy_matches_numpy(kind):
 @pytest.mark.parametrize("cfg", [dict(feature_map="softplus", qk="learned"),
                                  dict(feature_map="rff", qk="shared"),
                                  dict(feature_map="favor", qk="shared")],
-                         ids=["softplus", "rff-signed", "favor"])
+                         ids=["softplus", "rff-signed", "favor"])   # rff is not positive: the model makes it signed
 def test_float32_training_step_cupy_matches_numpy(cfg):
     """One float32 step (forward, backward, Adam) on both backends: dtypes kept, values to float32 round-off."""
     cp = _need_cupy()
@@ -111,6 +111,7 @@ def test_float32_training_step_cupy_matches_numpy(cfg):
         assert pg.dtype == np.float32, k
         np.testing.assert_allclose(pg, mc.params[k], rtol=1e-6, atol=1e-7, err_msg=k)
 
+
 def test_softmax_cross_entropy_on_cupy_keeps_float32():
     cp = _need_cupy()
     rng = np.random.default_rng(4)
@@ -121,3 +122,4 @@ def test_softmax_cross_entropy_on_cupy_keeps_float32():
     assert dg.dtype == cp.float32
     np.testing.assert_allclose(float(lg), float(lc), rtol=1e-6)
     np.testing.assert_allclose(to_numpy(dg), dc, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(to_numpy(pg), pc, rtol=1e-5, atol=1e-7)

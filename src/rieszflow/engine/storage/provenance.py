@@ -57,7 +57,8 @@ def provenance() -> dict[str, str]:
     dict of str to str
         ``version_<package>`` for rieszflow's dependencies, ``git_commit`` (of the checkout
         when this process imported rieszflow's storage layer; ``"-dirty"`` appended when
-        tracked files differed then), ``python``,
+        tracked files differed then), ``git_commit_of`` (``"loaded code"``: files written
+        before this attribute existed record the checkout's commit at write time), ``python``,
         ``platform``, ``created`` (UTC, ISO 8601) and ``command`` (the ``rieszflow`` command
         line that wrote the file, or the Python command of an API call).
     """
@@ -69,6 +70,7 @@ def provenance() -> dict[str, str]:
         except md.PackageNotFoundError:
             continue
     info["git_commit"] = _COMMIT_AT_IMPORT
+    info["git_commit_of"] = "loaded code"          # files without it record HEAD at write time
     info["python"] = platform.python_version()
     info["platform"] = platform.platform()
     info["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

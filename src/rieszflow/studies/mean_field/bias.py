@@ -300,7 +300,9 @@ def bias_large_config(seed: int = 0) -> BiasConfig:
     (N <= :data:`W1_EXACT_MAX_N`; expected slope -1/3), its t = 0 energy check the closed form.
     Measured at N = 1e3 (``scripts/mean_field_step_check.py``): its D_N moves with the step
     (Euler-Maruyama collision kicks of the 3-D Coulomb force), so its rows do not measure the
-    O(1/N) bias at this eta; see docs/studies_mean_field.md.
+    O(1/N) bias at this eta; see docs/studies_mean_field.md. Its cost (20 steps, one thread):
+    0.5 CPU-s per triple at N = 1e3 and 3.5 CPU-s at 3e3 with direct sums; the exact W1 adds about
+    2 CPU-s per pair of systems at N = 1e3-3e3. Run it with ``--problem box --set n_max=...``.
 
     Cost, measured on one core of the project's 2-core machine (shared, niced): one triple is
     4N particle updates per step; d = 1 (40 steps): 0.04 s at N = 1e3, 6 s at N = 1e5, so about
@@ -493,8 +495,8 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
         Chunk size of the chain-axis pair sums (:class:`BiasConfig`).
     n_w1 : int
         Compute W1 for the first ``n_w1`` replicas of the batch (``<= n_rep``).
-    masses : ndarray, shape (n_times, n_cells)
-        PDE cell masses (:func:`bias_pde_task`).
+    masses : ndarray, shape (n_times, n_cells), or None
+        PDE cell masses (:func:`bias_pde_task`); None for a 3-D problem (no PDE).
 
     coupled : bool, default False
         Antithetic triples instead of plain replicas (``n`` is then the size N of the halves).
@@ -507,9 +509,19 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
         PDE; for a 3-D problem between the two N-particle systems, NaN above
         :data:`W1_EXACT_MAX_N`), ``wall``
         (s); coupled also ``f2n`` (n_rep, n_times, 3), the 2N-particle system.
+
+    Raises
+    ------
+    ValueError
+        For a 3-D problem (no PDE) without ``coupled``.
+    FloatingPointError
+        If a particle position becomes non-finite.
     """
     ip = PROBLEM_NAMES.index(c.name)
     _, rho0, dist = _particle_setup(c)
+    if dist is None and not coupled:
+        raise ValueError(f"problem {c.name!r} is {c.d}-D and has no PDE reference: only antithetic triples "
+                         f"(coupled=True) run it")
     times = np.asarray(c.times)
     steps = np.rint(times / eta).astype(np.int64)
     rng = _rng(seed, ip, n, batch, 7)

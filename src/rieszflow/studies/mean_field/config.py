@@ -191,6 +191,9 @@ class ProblemConfig:
         if len(self.rho0_mean) != d or len(self.rho0_std) != d:
             raise ValueError(f"rho0_mean and rho0_std must have length {d}")
         if d == 3:
+            if not 0.0 < self.s < 3.0:
+                raise ValueError(f"{self.name}: s={self.s!r} is not allowed for a problem without a PDE "
+                                 f"reference (d = 3): its t = 0 check needs 0 < s < 3 (s = 1: Coulomb)")
             room = min(min(h - m, m - lo) / sd for lo, h, m, sd in zip(self.lo, self.hi, self.rho0_mean,
                                                                         self.rho0_std))
             if room < BOX_MARGIN_SD:

@@ -183,7 +183,7 @@ def write_power_report(out: Path, cfg, command: str) -> Path:
         ds = _open_partial(out / sp.name, sp)
         parts += [f"#### Sweep {sp.name}", "", format_power_report(ds, spec, dataset=sp.name.split("-", 1)[1],
                                                             command=command, regenerate=regen,
-                                                            commits=task_commits(out / sp.name)), ""]
+                                                            commits=task_commits(out / sp.name, sp.methods)), ""]
     path = out / "report.md"
     with atomic_output(path) as tmp:
         tmp.write_text("\n".join(parts))

@@ -152,20 +152,25 @@ def pair_analysis(ds, vanilla: str, kernel: str) -> dict:
     return out
 
 
-def task_commits(sweep_dir) -> dict:
+def task_commits(sweep_dir, methods=None) -> dict:
     """The git commit of every task file of a sweep directory.
 
     Parameters
     ----------
     sweep_dir : str or os.PathLike
         A sweep directory (``<out>/nlp-<dataset>``) with a ``tasks/`` folder.
+    methods : sequence of str, optional
+        Only these variants (a preset's own; several presets can share one directory).
 
     Returns
     -------
     dict
-        ``(method, trial) -> commit`` (the ``git_commit`` attribute of the task file; ``"unknown"``
-        without one) for every readable ``<method>__...__trial<k>__<hash>.h5``; files that cannot
-        be read (being written, or corrupt) are left out.
+        ``(method, trial) -> commit`` for every readable ``<method>__...__trial<k>__<hash>.h5``:
+        the file's ``git_commit``, suffixed ``" (at write)"`` when the file lacks
+        ``git_commit_of = "loaded code"`` (files written before that attribute existed record the
+        checkout's commit when they were written, which can be newer than the code the run had
+        loaded); ``"unknown"`` without a commit. Files that cannot be read (being written, or
+        corrupt) are left out.
     """
     from pathlib import Path
 
@@ -176,13 +181,17 @@ def task_commits(sweep_dir) -> dict:
         parts = path.stem.split("__")
         if len(parts) < 3 or not parts[-2].startswith("trial") or not parts[-2][5:].isdigit():
             continue
+        if methods is not None and parts[0] not in methods:
+            continue
         try:
             with h5py.File(path, "r") as h:
-                commit = h.attrs.get("git_commit", "unknown")
+                commit, of = h.attrs.get("git_commit", ""), h.attrs.get("git_commit_of", "")
         except OSError:
             continue
-        commit = commit.decode() if isinstance(commit, bytes) else str(commit)
-        out[(parts[0], int(parts[-2][5:]))] = commit or "unknown"
+        commit = (commit.decode() if isinstance(commit, bytes) else str(commit)) or "unknown"
+        of = of.decode() if isinstance(of, bytes) else str(of)
+        out[(parts[0], int(parts[-2][5:]))] = commit if of == "loaded code" or commit == "unknown" \
+            else commit + " (at write)"
     return out
 
 
@@ -223,21 +232,21 @@ def rerun_task(sweep_dir, method: str, trial: int) -> dict:
     from rieszflow.engine.storage.provenance import provenance
     from rieszflow.studies.nlp.study import nlp_task
     from rieszflow.studies.sweep import Task
+    from rieszflow.studies.sweep.tasks import _read_task_config
 
     sweep_dir = Path(sweep_dir)
     spec_file = sweep_dir / "sweep.json"
     if not spec_file.is_file():
         raise FileNotFoundError(f"{sweep_dir} has no sweep.json: not a sweep directory of rieszflow nlp")
-    spec = json.loads(spec_file.read_text())
     files = sorted((sweep_dir / "tasks").glob(f"{method}__*__trial{int(trial)}__*.h5"))
     if not files:
         raise FileNotFoundError(f"{sweep_dir / 'tasks'} holds no complete task {method!r} trial {trial}")
+    stored = _read_task_config(files[0])            # the task and the configuration it ran with
+    t = stored["task"]
     with xr.open_dataset(files[0], engine="h5netcdf") as old:
         old = old.load()
-    named = dict(part.split("=", 1) for part in files[0].stem.split("__")[1:-2])     # grid point, as in the name
-    params = tuple((k, next(v for v in vals if str(v) == named[k])) for k, vals in spec["grid"])
     t0 = time.perf_counter()
-    new = nlp_task(Task(spec["name"], method, params, int(trial)), spec["config"], None)
+    new = nlp_task(Task(t["sweep"], t["method"], tuple(t["params"].items()), int(t["trial"])), stored["config"], None)
     seconds = time.perf_counter() - t0
     acc = [str(m) for m in new["metric"].values].index("accuracy")
     p_new, p_old = new["test_proba"].values, old["test_proba"].values
@@ -322,14 +331,18 @@ def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper, commits=None) -
         lines.append(row)
     pm, cmh = r["pooled_mcnemar"], r["cmh"]
     if commits:
-        same = sum(commits.get((vanilla, s)) == commits.get((kernel, s)) is not None for s in r["seeds"])
-        lines += ["", f"- code: the task files of the two runs of a seed record the same commit in {same} of "
-                      f"{k} seeds"
-                      + ("" if same == k else " (the others are matched in seed, initial weights, batches and "
-                                              "dropout masks, but their code may differ in float32 rounding, "
-                                              "which training can amplify)")
-                      + "; files written before 2026-11-27 06:30 UTC record the checkout's commit when the "
-                        "file was written, which can be newer than the code the run had loaded"]
+        def known(c):                   # a commit that names the code that ran
+            return c is not None and c != "unknown" and not c.endswith(("-dirty", " (at write)"))
+
+        same = sum(known(commits.get((vanilla, s))) and commits.get((vanilla, s)) == commits.get((kernel, s))
+                   for s in r["seeds"])
+        lines += ["", f"- code: both runs of a seed ran the same clean commit in {same} of {k} seeds, as their "
+                      f"task files record it"
+                      + ("" if same == k else " (for the others the commits differ or do not name the code: a "
+                                              "'-dirty' tree, or a commit read when the file was written; they "
+                                              "are matched in seed, initial weights, batches and dropout masks, "
+                                              "but their code may differ in float32 rounding, which training "
+                                              "can amplify)")]
     lines += ["", f"- pooled McNemar (summed discordant counts {pm.a_only} vanilla-only / {pm.b_only} "
                   f"kernel-only over {k} seeds x {r['n_examples']} test sentences): p = {pm.p_value:.3g}",
               f"- Cochran-Mantel-Haenszel, stratified by seed (kernel vs vanilla x right/wrong): "
@@ -431,7 +444,7 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
     if any(s["cell"] for s in summaries):
         lines += ["#### Phase A grid: accuracy change beside how far Phase A moved the particles and the kernel", "",
                   "| map | cell | Phase A settings | seeds | mean change [95 % t interval] | Wilcoxon p | CMH p | "
-                  "mean Phase A MMD^2 | mean Phase A KGD^2 (+- SE) | kernel moved / RF noise: sphere, tokens | "
+                  "mean Phase A MMD^2 | mean Phase A KGD^2 (+- seed SE) | kernel moved / RF noise: sphere, tokens | "
                   "why this cell |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for s in cells:
             r = pair_analysis(ds, s["vanilla"], s["kernel"]) if ds is not None and s["k"] else None
@@ -441,9 +454,9 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
 
             kgd = "not recorded"
             if r is not None and np.isfinite(r["kgd2"]).any():
-                rec = np.isfinite(r["kgd2"])
-                se = math.sqrt(float(np.sum(np.square(r["kgd2_se"][rec])))) / rec.sum()
-                kgd = f"{mean('kgd2'):.3g} +- {se:.2g}" + (f" ({rec.sum()} seeds)" if rec.sum() < len(rec) else "")
+                rec = r["kgd2"][np.isfinite(r["kgd2"])]
+                spread = f" +- {np.std(rec, ddof=1) / math.sqrt(rec.size):.2g}" if rec.size > 1 else " (1 seed)"
+                kgd = f"{rec.mean():.3g}{spread}" + (f" ({rec.size} seeds)" if 1 < rec.size < len(r["kgd2"]) else "")
             settings, why = PHASE_A_CELLS[s["cell"]] if s["cell"] else ({}, "reference: the paper's Phase A")
             setting = ", ".join(f"{k}={v}" for k, v in settings.items()) or "beta=50, lam=1e-3, C.4, first, R=1.5"
             ci = f"{_f(s.get('mean'))} [{_f(s.get('low'))}, {_f(s.get('high'))}]"
@@ -455,7 +468,8 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
                       "0 when Phase A left the particle law where it started. KGD^2: the zonal Kernel Geometry "
                       "Divergence (paper 003, Def. 4.1; the Funk-Hecke part on the sphere of the head's input "
                       "dimension) of the final to the initial attention kernel, bias-corrected, mean over layers, "
-                      "heads and seeds (`learning.kernel_geometry.LearnedKernels`, the estimator of "
+                      "heads and seeds, +- the SD over seeds / sqrt(seeds) (the per-seed table gives each run's "
+                      "probe SE, the estimator's own noise) (`learning.kernel_geometry.LearnedKernels`, the estimator of "
                       "`rieszflow kgd --from-run`). \"kernel moved / RF noise\": the kernel's whole L2 distance on "
                       "the sphere, and its Hilbert-Schmidt distance on held-out validation tokens, each divided "
                       "by the distance of the initial kernel to independent redraws of its random features at "
