@@ -122,7 +122,8 @@ def test_tiny_power_sweep_resumes_under_the_preset_and_reports_partially(tmp_pat
 
     commits = task_commits(out / "nlp-rt")
     assert len(commits) == 4 and set(commits.values()) == {_COMMIT_AT_IMPORT}
-    assert f"{_COMMIT_AT_IMPORT[:7]} (4)" in report
+    dirty = "-dirty" if _COMMIT_AT_IMPORT.endswith("-dirty") else ""
+    assert f"{_COMMIT_AT_IMPORT[:7]}{dirty} (4)" in report
     clean = 0 if _COMMIT_AT_IMPORT.endswith("-dirty") or _COMMIT_AT_IMPORT == "unknown" else 2
     assert f"ran the same clean commit in {clean} of 2 seeds" in report
     # remove one seed's kernel run: --report-only (no rerun) says the verdict is not decidable

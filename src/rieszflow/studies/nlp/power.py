@@ -431,8 +431,13 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
         count = {}
         for c in commits.values():
             count[c] = count.get(c, 0) + 1
-        lines.append("- runs by git commit of their task file: " + ", ".join(
-            f"{c[:7]} ({n})" for c, n in sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))))
+        def short(c):                   # 7 hex digits, keeping the '-dirty' and '(at write)' marks
+            head, _, mark = c.partition(" ")
+            return head[:7] + ("-dirty" if head.endswith("-dirty") else "") + (" " + mark if mark else "")
+
+        lines.append("- runs by git commit of their task file ('(at write)': the checkout's commit when the "
+                     "file was written, which can be newer than the code that ran): " + ", ".join(
+                         f"{short(c)} ({n})" for c, n in sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))))
     lines.append("")
     summaries = []
     for van, ker, fm, cell in pairs(methods):
