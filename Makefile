@@ -101,7 +101,8 @@ results: venv
 	  --title "where could Phase A matter? (rieszflow nlp --preset phase-a), Rotten Tomatoes"
 	$(RF) mean-field --preset bias --workers 2 --quiet --out runs/mean_field-bias-seed0.h5
 	$(RF) report runs/mean_field-bias-seed0.h5 --overwrite --out docs/results/mean_field_bias.md \
-	  --title 'the O(1/N) mean-field bias against N, --preset bias'
+	  --title 'the O(1/N) mean-field bias against N, --preset bias' \
+	  --notes docs/results/notes/mean_field_bias.md
 	# issue 24: the antithetic estimator at large N, the ladder as far as 2 cores go (rows above n_max
 	# are defined, not run; the direct pair sums in 2-D, where auto's NUFFT is slower at 2e4)
 	$(RF) mean-field --preset bias-large --problem interval --set n_max=300000 --workers 2 --quiet \
@@ -110,7 +111,8 @@ results: venv
 	  --workers 2 --quiet --out runs/mean_field-bias-large-rectangle-seed0.h5
 	$(RF) report runs/mean_field-bias-large-interval-seed0.h5 runs/mean_field-bias-large-rectangle-seed0.h5 \
 	  --overwrite --out docs/results/mean_field_bias_large.md \
-	  --title 'the O(1/N) mean-field bias at N = 1e3..3e5, antithetic estimator, --preset bias-large'
+	  --title 'the O(1/N) mean-field bias at N = 1e3..3e5, antithetic estimator, --preset bias-large' \
+	  --notes docs/results/notes/mean_field_bias_large.md
 	$(RF) luna --sweep dead_init --workers 2 --quiet --out runs/luna-dead-seed0
 	$(RF) report runs/luna-dead-seed0 --overwrite --out docs/results/luna_dead_init.md \
 	  --title '`rieszflow luna --sweep dead_init` (paper 001: dead psi channels at initialisation, Monte Carlo)'

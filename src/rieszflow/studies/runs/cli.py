@@ -75,6 +75,9 @@ def register_report(subparsers) -> argparse.ArgumentParser:
                    help="write the page here (default: print it)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing page")
     p.add_argument("--title", default=None, help="page title (default: the kinds of the files)")
+    p.add_argument("--notes", type=Path, default=None, metavar="NOTES.md",
+                   help="hand-written notes appended after the tables (with --out; kept in a file of "
+                        "their own, so regenerating the page keeps them)")
     p.set_defaults(func=_report, writes_hdf5=False)
     return p
 
@@ -115,9 +118,11 @@ def _report(args) -> int:
     from rieszflow.studies.runs.report import report_markdown, write_report
 
     if args.out is None:
+        if args.notes is not None:
+            raise ValueError("--notes appends to a page: give --out PAGE.md too")
         print(report_markdown(args.files, title=args.title))
     else:
-        print(f"wrote {write_report(args.files, args.out, overwrite=args.overwrite, title=args.title)}")
+        print(f"wrote {write_report(args.files, args.out, overwrite=args.overwrite, title=args.title, notes=args.notes)}")
     return 0
 
 

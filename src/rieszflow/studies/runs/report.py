@@ -20,7 +20,7 @@ from rieszflow.studies.reporting import reporter, sweep_reporter
 from rieszflow.engine.storage import _command, open_run
 from rieszflow.studies.runs.inspect import compare_runs, format_compare
 
-__all__ = ["STORED_REPORTS", "report_markdown", "sweep_report", "write_report"]
+__all__ = ["STORED_REPORTS", "report_markdown", "sweep_report", "write_report", "notes_section"]
 
 
 def sweep_report(ds) -> str:
@@ -190,7 +190,39 @@ def report_markdown(paths, *, title: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def write_report(paths, out, *, overwrite: bool = False, title: str | None = None) -> Path:
+def notes_section(path) -> list:
+    """The hand-written notes of a page, as the lines :func:`write_report` appends.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A Markdown file kept beside the generated pages (e.g. ``docs/results/notes/<page>.md``):
+        what a person concluded from the tables, which ``make results`` must not lose.
+
+    Returns
+    -------
+    list of str
+        A ``## Notes`` heading that says where the notes come from, then the file's lines.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` is not a file.
+    ValueError
+        If it is empty.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--notes {str(path)!r} is not a file (the hand-written notes to append)")
+    text = path.read_text().strip()
+    if not text:
+        raise ValueError(f"--notes {str(path)!r} is empty")
+    return ["## Notes", "", f"Written by hand in `{path.as_posix()}` and appended by `rieszflow report --notes`: "
+            f"the tables above are regenerated from the files, these notes are not (they say which "
+            f"numbers they read, and when).", "", text, ""]
+
+
+def write_report(paths, out, *, overwrite: bool = False, title: str | None = None, notes=None) -> Path:
     """Write :func:`report_markdown` to ``out`` atomically (temporary name, then rename).
 
     Parameters
@@ -203,6 +235,8 @@ def write_report(paths, out, *, overwrite: bool = False, title: str | None = Non
         Replace an existing page.
     title : str, optional
         Page title.
+    notes : str or os.PathLike, optional
+        Hand-written notes appended after the tables (:func:`notes_section`).
 
     Returns
     -------
@@ -215,7 +249,7 @@ def write_report(paths, out, *, overwrite: bool = False, title: str | None = Non
     FileExistsError
         If ``out`` exists and ``overwrite`` is False.
     FileNotFoundError
-        If the directory of ``out`` does not exist.
+        If the directory of ``out`` does not exist, or ``notes`` is not a file.
     """
     out = Path(out)
     if out.suffix.lower() != ".md":
@@ -225,6 +259,8 @@ def write_report(paths, out, *, overwrite: bool = False, title: str | None = Non
     if not out.parent.is_dir():
         raise FileNotFoundError(f"the directory {out.parent} of {out} does not exist")
     text = report_markdown(paths, title=title)
+    if notes is not None:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(notes_section(notes))
     with atomic_output(out) as tmp:
         tmp.write_text(text)
     return out
