@@ -84,6 +84,19 @@ def test_report_of_a_sweep_study_directory(tmp_path):
     assert "```text\nTABLE 1\nx  y\n1  1\n2  4\n```" in page
     assert cli_main(["report", str(out), "--out", str(tmp_path / "page.md")]) == 0
     assert (tmp_path / "page.md").read_text().count("TABLE 1") == 1
+    # hand-written notes, kept in a file of their own, come after the regenerated tables
+    notes = tmp_path / "notes.md"
+    notes.write_text("The squares are right.\n")
+    assert cli_main(["report", str(out), "--out", str(tmp_path / "page.md"), "--overwrite",
+                     "--notes", str(notes)]) == 0
+    text = (tmp_path / "page.md").read_text()
+    assert text.index("TABLE 1") < text.index("## Notes") < text.index("The squares are right.")
+    assert f"`{notes.as_posix()}`" in text and text.count("## Notes") == 1
+    assert cli_main(["report", str(out), "--notes", str(notes)]) == 2                 # no --out
+    assert cli_main(["report", str(out), "--out", str(tmp_path / "p2.md"), "--notes", str(tmp_path / "none.md")]) == 2
+    (tmp_path / "empty.md").write_text("\n")
+    assert cli_main(["report", str(out), "--out", str(tmp_path / "p3.md"), "--notes", str(tmp_path / "empty.md")]) == 2
+    assert not (tmp_path / "p2.md").exists() and not (tmp_path / "p3.md").exists()
 
 
 def test_run_labels_are_the_shortest_distinguishing_trailing_paths():
