@@ -176,7 +176,8 @@ def write_power_report(out: Path, cfg, command: str) -> Path:
     from rieszflow.studies.nlp.study import specs
 
     parts = ["**Paper 000's claim with power: matched Kernel against Vanilla runs, pooled over seeds**", ""]
-    regen = f"rieszflow nlp --out {out} --report-only && rieszflow report {out} --out PAGE.md --overwrite"
+    # the preset flag of `command` too: without it --report-only reports the directory's last run
+    regen = f"{command} --report-only && rieszflow report {out} --out PAGE.md --overwrite"
     for sp in specs(cfg):
         # the preset's own variants and seeds, not whatever sweep.json the last run in `out` wrote
         spec = {"trials": sp.trials, "methods": list(sp.methods), "config": sp.config}

@@ -342,7 +342,8 @@ def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper, commits=None) -
                                               "'-dirty' tree, or a commit read when the file was written; they "
                                               "are matched in seed, initial weights, batches and dropout masks, "
                                               "but their code may differ in float32 rounding, which training "
-                                              "can amplify)")]
+                                              "can amplify; scripts/nlp_rerun_check.py reruns a stored task with "
+                                              "today's code and says whether that changed its predictions)")]
     lines += ["", f"- pooled McNemar (summed discordant counts {pm.a_only} vanilla-only / {pm.b_only} "
                   f"kernel-only over {k} seeds x {r['n_examples']} test sentences): p = {pm.p_value:.3g}",
               f"- Cochran-Mantel-Haenszel, stratified by seed (kernel vs vanilla x right/wrong): "
@@ -420,6 +421,8 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
              f"({len(methods)} variants, {n_tasks} main-job runs; {n_complete} complete).", "",
              f"- run or resume (only the missing tasks run): `{command}`",
              f"- regenerate this page from the task files, running nothing: `{regenerate}`",
+             "- this report reads the complete task files of these variants; a merged sweep file in the "
+             "directory is the last finished run's (presets can share one directory and its task files)",
              f"- sweep configuration: `{json.dumps(spec['config'], sort_keys=True)}`"]
     done = {m: 0 if ds is None or m not in [str(v) for v in ds["method"].values]
             else int(np.isfinite(np.asarray(ds["train_seconds"].sel({"method": m}).values, float)).sum())
