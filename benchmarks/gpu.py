@@ -106,6 +106,18 @@ def riesz_correctness(quick, n=None):
     return out
 
 
+def synced_riesz(be, xg, s, method):
+    """A no-argument call of ``riesz_energy_and_grad(xg, s, method=method)`` that returns after a
+    device synchronisation (what the GPU timings time); shared with ``gpu_crossover.py``."""
+    from rieszflow.engine.energy.riesz import riesz_energy_and_grad
+
+    def f():
+        out = riesz_energy_and_grad(xg, s, method=method)
+        be.synchronize()
+        return out
+    return f
+
+
 def riesz_rows(k, quick, threads, sizes=None):
     """Fused vs GEMM (CuPy), vs torch CUDA dense, vs the CPU; ``sizes``: (d, N) pairs."""
     import numpy as np
@@ -129,14 +141,7 @@ def riesz_rows(k, quick, threads, sizes=None):
             x = np.random.default_rng(n + d).normal(size=(n, d))
             xg = be.asarray(x)
 
-            def gpu(method, xg=xg, s=s):
-                def f():
-                    out = riesz_energy_and_grad(xg, s, method=method)
-                    be.synchronize()
-                    return out
-                return f
-
-            fns = {"cupy fused": gpu("fused"), "cupy gemm": gpu("gemm")}
+            fns = {"cupy fused": synced_riesz(be, xg, s, "fused"), "cupy gemm": synced_riesz(be, xg, s, "gemm")}
             if torch_cuda is not None and n <= 10000:
                 fns["torch cuda dense"] = _torch_dense(torch_cuda, x, s)
             if n <= 4000:

@@ -31,12 +31,13 @@ def main(argv=None) -> int:
     import numpy as np
 
     from rieszflow.engine.backend import cupy_available, get_backend, to_numpy
-    from rieszflow.engine.energy.riesz import FUSED_MAX_D, riesz_energy_and_grad
+    from rieszflow.engine.energy.riesz import FUSED_MAX_D
 
     if not cupy_available():
         print("no CUDA device (CuPy is not installed or no GPU answers); nothing was measured", file=sys.stderr)
         return 2
     from _interleave import interleaved
+    from gpu import synced_riesz
 
     be = get_backend("cupy")
     t_start = time.time()
@@ -47,14 +48,7 @@ def main(argv=None) -> int:
             for s in (0.0, 1.0):
                 xg = be.asarray(np.random.default_rng(n + d).normal(size=(n, d)))
 
-                def run(method, xg=xg, s=s):
-                    def f():
-                        out = riesz_energy_and_grad(xg, s, method=method)
-                        be.synchronize()
-                        return out
-                    return f
-
-                fns = {"fused": run("fused"), "gemm": run("gemm")}
+                fns = {"fused": synced_riesz(be, xg, s, "fused"), "gemm": synced_riesz(be, xg, s, "gemm")}
                 ef, gf = fns["fused"]()
                 eg, gg = fns["gemm"]()
                 gf, gg = to_numpy(gf), to_numpy(gg)

@@ -141,14 +141,11 @@ def _open_partial(sweep_dir: Path, spec=None):
     (the power and the Phase A presets share one directory and its task files)."""
     from rieszflow.studies.sweep import open_sweep
 
-    if not any((sweep_dir / "tasks").glob("*.h5")):
-        return None
-    try:
-        return open_sweep(sweep_dir.absolute(), write=False, spec=spec)
-    except ValueError as e:
-        if "no task" in str(e) and "complete" in str(e):
-            return None                           # task files of other variants only
-        raise
+    names = None if spec is None else [t.filename for t in spec.tasks()]
+    if not (any((sweep_dir / "tasks" / f).exists() for f in names) if names is not None
+            else any((sweep_dir / "tasks").glob("*.h5"))):
+        return None                               # none yet (or only other variants' task files)
+    return open_sweep(sweep_dir.absolute(), write=False, spec=spec)
 
 
 def write_power_report(out: Path, cfg, command: str) -> Path:
