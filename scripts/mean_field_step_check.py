@@ -3,7 +3,7 @@
 Usage::
 
     OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python scripts/mean_field_step_check.py box 1000 24 \\
-        --etas 0.025,0.0125,0.00625,0.003125
+        --etas 0.025,0.0125,0.00625,0.003125 [--integrator metropolized]
 
 For a problem of ``rieszflow mean-field --preset bias-large`` (``interval``, ``rectangle`` or
 ``box``), runs R antithetic triples of N (one batch, seed ``--seed``) at each step and prints one
@@ -27,6 +27,8 @@ def main(argv=None) -> int:
     parser.add_argument("r", type=int, help="antithetic triples per step (>= 2)")
     parser.add_argument("--etas", default="0.025,0.0125,0.00625", help="comma-separated steps")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--integrator", choices=("euler", "metropolized"), default="euler",
+                        help="the particle step (ProblemConfig.integrator)")
     args = parser.parse_args(argv)
     try:
         etas = [float(e) for e in args.etas.split(",")]
@@ -39,7 +41,10 @@ def main(argv=None) -> int:
     from rieszflow.studies.mean_field.antithetic import antithetic_estimate, antithetic_samples
     from rieszflow.studies.mean_field.bias import OBSERVABLES, bias_batch_task, bias_large_config
 
+    import dataclasses
+
     c = next(p for p in bias_large_config().problems if p.name == args.problem)
+    c = dataclasses.replace(c, integrator=args.integrator)
     masses = None if c.d > 2 else np.full((len(c.times), int(np.prod(c.n_cells))), 1.0 / np.prod(c.n_cells))
     for eta in etas:
         if any(abs(round(t / eta) * eta - t) > 1e-9 * max(1.0, t) for t in c.times):
@@ -48,7 +53,8 @@ def main(argv=None) -> int:
         v = bias_batch_task(c, args.seed, args.n, 0, args.r, eta, 1, 0, masses, coupled=True)
         dd = antithetic_samples(v["f2n"], v["f"])[:, -1]
         est = {o: antithetic_estimate(dd[:, i], args.n) for i, o in enumerate(OBSERVABLES)}
-        print(json.dumps({"problem": c.name, "N": args.n, "R": args.r, "eta": eta, "t": c.times[-1],
+        print(json.dumps({"problem": c.name, "integrator": c.integrator, "N": args.n, "R": args.r, "eta": eta,
+                          "t": c.times[-1], **({"acceptance": round(v["acceptance"], 5)} if "acceptance" in v else {}),
                           "cpu_s": round(time.process_time() - t0, 1),
                           **{f"b_{o}": [round(e["b"], 4), round(e["b_se"], 4)] for o, e in est.items()}}),
               flush=True)

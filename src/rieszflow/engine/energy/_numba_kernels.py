@@ -415,3 +415,79 @@ def component_sweep(omega, proposal, log_a, log_u, inside, coef, s, eps):
             for j in range(dim):
                 omega[k, j] = proposal[k, j]
     return acc
+
+
+@nb.njit(cache=True)
+def _pair_sums(z, k, omega, s, eps2, grad, skip):
+    """``sum_{l != k} g_s(z - omega_l)`` and, in ``grad`` (length d, overwritten), its gradient in z (0 when ``skip``)."""
+    n, dim = omega.shape
+    e = 0.0
+    for a in range(dim):
+        grad[a] = 0.0
+    if skip:
+        return e
+    coef = 1.0 if s == 0.0 else abs(s)
+    for l in range(n):
+        if l == k:
+            continue
+        r2 = eps2
+        for a in range(dim):
+            w = z[a] - omega[l, a]
+            r2 += w * w
+        if s == 0.0:
+            e -= 0.5 * math.log(r2)
+            fw = 1.0 / r2
+        else:
+            fw = r2 ** (-0.5 * s - 1.0)
+            e += fw * r2 if s > 0.0 else -fw * r2
+        for a in range(dim):
+            grad[a] -= coef * fw * (z[a] - omega[l, a])
+    return e
+
+
+@nb.njit(cache=True)
+def metropolized_sweep(omega, xi, log_u, lo, hi, gamma, pair_coef, s, eps2, h, beta):
+    """One sweep of the Metropolized Euler-Maruyama step, particle by particle, in place.
+
+    For k = 0..N-1 (in order, at the current positions of the others): the Euler proposal
+    ``y = x_k + h b(x_k) + sqrt(2 h / beta) xi_k`` with the full drift
+    ``b(z) = -gamma z - pair_coef sum_{l != k} grad g_s(z - omega_l)``, rejected outside the
+    box ``[lo, hi]``, else accepted when ``log_u[k] < -beta dH - beta / (4 h) (|x - y - h b(y)|^2 -
+    |y - x - h b(x)|^2)`` with ``dH = gamma (|y|^2 - |x|^2) / 2 + pair_coef (sum g(y - .) - sum g(x - .))``.
+    Returns the outcome per particle (int8, (N,)): 1 accepted, 0 rejected, -1 outside the box.
+    """
+    n, dim = omega.shape
+    acc = np.zeros(n, dtype=np.int8)
+    gx = np.empty(dim)
+    gy = np.empty(dim)
+    x = np.empty(dim)
+    y = np.empty(dim)
+    noise = math.sqrt(2.0 * h / beta)
+    for k in range(n):
+        for a in range(dim):
+            x[a] = omega[k, a]
+        ex = _pair_sums(x, k, omega, s, eps2, gx, pair_coef == 0.0)
+        out = False
+        for a in range(dim):
+            y[a] = x[a] + h * (-gamma * x[a] - pair_coef * gx[a]) + noise * xi[k, a]
+            if not (lo[a] <= y[a] <= hi[a]):           # NaN is outside too
+                out = True
+        if out:
+            acc[k] = -1
+            continue
+        ey = _pair_sums(y, k, omega, s, eps2, gy, pair_coef == 0.0)
+        dh = pair_coef * (ey - ex)
+        fwd = 0.0
+        back = 0.0
+        for a in range(dim):
+            dh += 0.5 * gamma * (y[a] * y[a] - x[a] * x[a])
+            f = y[a] - x[a] - h * (-gamma * x[a] - pair_coef * gx[a])
+            b = x[a] - y[a] - h * (-gamma * y[a] - pair_coef * gy[a])
+            fwd += f * f
+            back += b * b
+        la = -beta * dh - beta / (4.0 * h) * (back - fwd)
+        if log_u[k] < la:                              # NaN rejects
+            acc[k] = 1
+            for a in range(dim):
+                omega[k, a] = y[a]
+    return acc

@@ -474,7 +474,10 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
     Every replica starts from N exact draws of :math:`\\rho_0` and takes the Euler-Maruyama steps
     of :class:`~rieszflow.solvers.particles.MeanFieldParticles` (its
     :func:`~rieszflow.engine.simulate.projected_langevin` step, with the gradient of the potential
-    and the interaction passed in, so that several replicas advance on a chain axis).
+    and the interaction passed in, so that several replicas advance on a chain axis); with ``c.integrator = "metropolized"`` the
+    Metropolized step of :func:`~rieszflow.engine.metropolized.metropolized_langevin` instead, one
+    replica at a time, from the same normals plus one uniform per particle and step (shared by
+    coupled systems like the normals).
 
     With ``coupled`` every replica is an antithetic triple (:mod:`~rieszflow.studies.mean_field.antithetic`):
     one system of 2N particles (2N exact draws of :math:`\\rho_0`) and two independent systems of N
@@ -508,7 +511,8 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
         ``w1`` (n_w1, n_times) (coupled: of the first N-particle system of each triple against the
         PDE; for a 3-D problem between the two N-particle systems, NaN above
         :data:`W1_EXACT_MAX_N`), ``wall``
-        (s); coupled also ``f2n`` (n_rep, n_times, 3), the 2N-particle system.
+        (s); coupled also ``f2n`` (n_rep, n_times, 3), the 2N-particle system; metropolized also
+        ``acceptance``, the accepted fraction of all proposals.
 
     Raises
     ------
@@ -545,7 +549,21 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
             gi = np.stack([inter.grad(xi) for xi in xc])
         return gv + gi
 
-    def step(xc, noise):
+    metro = c.integrator == "metropolized"
+    if metro:                      # particle-by-particle accept/reject, one system (chain) at a time
+        from rieszflow.engine.metropolized import metropolized_langevin
+
+        m_init, m_step = metropolized_langevin(space, eta, c.beta, gamma=c.gamma, lam=c.lam, s=c.s)
+    counts = np.zeros(2, dtype=np.int64)                               # accepted, proposed
+
+    def step(xc, noise, log_u):
+        if metro:
+            out = np.empty_like(xc)
+            for i in range(xc.shape[0]):
+                st = m_step(m_init(xc[i]), (noise[i], log_u[i]))
+                out[i] = st.omega
+                counts[:] += (int(st.n_accepted.sum()), xc.shape[1])
+            return out
         st = dataclasses.replace(state, omega=xc.reshape(-1, d))
         new = step_fn(st, noise.reshape(-1, d), grad=grad(xc).reshape(-1, d))
         return np.asarray(new.omega).reshape(xc.shape)
@@ -558,7 +576,9 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
     for it, target in enumerate(steps):
         while k < target:
             noise = rng.standard_normal(x.shape)                       # shared by the coupled systems
-            systems = [step(xs, noise.reshape(xs.shape)) for xs in systems]
+            log_u = np.log(rng.random(x.shape[:2])) if metro else None
+            systems = [step(xs, noise.reshape(xs.shape), log_u.reshape(xs.shape[:2]) if metro else None)
+                       for xs in systems]
             k += 1
         if not all(np.isfinite(xs).all() for xs in systems):
             raise FloatingPointError(f"non-finite particle positions at step {k}")
@@ -571,10 +591,11 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
                              if n <= W1_EXACT_MAX_N else math.nan)
             else:
                 w1[r, it] = dist.particles(systems[-1][2 * r if coupled else r], masses[it])
+    acc = {"acceptance": counts[0] / counts[1]} if metro else {}
     if coupled:
         return {"f": fh.reshape(n_rep, 2, times.size, len(OBSERVABLES)), "f2n": f, "w1": w1,
-                "wall": time.perf_counter() - t0}
-    return {"f": f, "w1": w1, "wall": time.perf_counter() - t0}
+                "wall": time.perf_counter() - t0, **acc}
+    return {"f": f, "w1": w1, "wall": time.perf_counter() - t0, **acc}
 
 
 # ----------------------------------------------------------------------------- the study
@@ -712,7 +733,12 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
             w.variable(f"{p}_wall", (f"{p}_row", f"{p}_batch"),
                        attrs={"long_name": "wall-clock time of the batch (simulation and observables)",
                               "units": "s"})
-            st = {k: w.read(f"{p}_{k}") for k in ("f", "w1", "wall") + (("f2n",) if coupled else ())}
+            if c.integrator == "metropolized":
+                w.variable(f"{p}_acceptance", (f"{p}_row", f"{p}_batch"),
+                           attrs={"long_name": "accepted fraction of the Metropolized step's proposals in the "
+                                               "batch (NaN: not run)", "units": "1"})
+            st = {k: w.read(f"{p}_{k}") for k in ("f", "w1", "wall") + (("f2n",) if coupled else ())
+                  + (("acceptance",) if c.integrator == "metropolized" else ())}
             for ir, ((lab, n, r, eta), b) in enumerate(zip(rows, batches)):
                 if config.n_max and n > config.n_max:
                     continue                              # defined, not run: stays NaN
@@ -738,6 +764,9 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
             ir, ib, r0, nr, k_w1 = where[id(job)]
             st = state[p]
             st["wall"][ir, ib] = v["wall"]
+            if "acceptance" in v:
+                st["acceptance"][ir, ib] = v["acceptance"]
+                w.set(f"{p}_acceptance", st["acceptance"])
             if k_w1:
                 st["w1"][ir, r0:r0 + k_w1] = v["w1"]
             if coupled:

@@ -43,7 +43,7 @@ from rieszflow.engine.simulate import BOUNDARIES
 from rieszflow.solvers.particles import INTERACTION_METHODS
 from rieszflow.config import load_config_mapping
 
-__all__ = ["PROBLEM_NAMES", "PROBLEM_DIMS", "BOX_MARGIN_SD", "ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
+__all__ = ["PROBLEM_NAMES", "PROBLEM_DIMS", "BOX_MARGIN_SD", "INTEGRATORS", "ProblemConfig", "MeanFieldConfig", "quick_config", "full_config", "load_config"]
 
 #: The problems a study can hold, in a fixed order: a problem's position here (not in the
 #: configuration) keys its random streams, so a study of a subset reproduces the full one.
@@ -56,6 +56,8 @@ BOX_MARGIN_SD = 6.0
 _BOUNDARIES = BOUNDARIES  # the engine's boundary schemes
 _BACKENDS = ("numpy", "cupy")
 _METHODS = INTERACTION_METHODS
+#: The particle steps of a problem (:class:`ProblemConfig` ``integrator``).
+INTEGRATORS = ("euler", "metropolized")
 
 
 def _tuple(name, value, kind, *, positive=False, minimum=None, nonempty=True):
@@ -126,6 +128,12 @@ class ProblemConfig:
     w1_tol : float
         2-D only: cells with mass ``<= w1_tol`` in both measures are dropped
         from the transport problem.
+    integrator : {"euler", "metropolized"}
+        The particle step of the bias study: ``"euler"`` (Euler-Maruyama with ``boundary``) or
+        ``"metropolized"`` (:func:`~rieszflow.engine.metropolized.metropolized_langevin`: the same
+        proposal, accepted or rejected particle by particle, so that no collision kick is taken;
+        proposals outside the box are rejected and ``boundary`` is not used). The W1 study runs
+        ``"euler"`` only.
 
     Raises
     ------
@@ -156,6 +164,7 @@ class ProblemConfig:
     refinement_seeds: int = 2
     interaction_method: str = "auto"
     w1_tol: float = 1e-10
+    integrator: str = "euler"
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -210,6 +219,8 @@ class ProblemConfig:
         if self.interaction_method not in _METHODS:
             raise ValueError(f"interaction_method={self.interaction_method!r} is not allowed; "
                              f"choose one of {_METHODS}")
+        if self.integrator not in INTEGRATORS:
+            raise ValueError(f"integrator={self.integrator!r} is not allowed; choose one of {INTEGRATORS}")
         for a, b in (("n_particles", "n_seeds"), ("gpu_n_particles", "gpu_n_seeds")):
             set_(a, _tuple(a, getattr(self, a), int, minimum=2, nonempty=(a == "n_particles")))
             set_(b, _tuple(b, getattr(self, b), int, minimum=1, nonempty=(a == "n_particles")))
@@ -245,9 +256,13 @@ class ProblemConfig:
         Returns
         -------
         dict
-            Field name to value.
+            Field name to value; ``integrator`` only when it is not ``"euler"`` (the field came
+            later: files written before it keep the configuration they stored, and resume).
         """
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["integrator"] == "euler":
+            del d["integrator"]
+        return d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +283,8 @@ class MeanFieldConfig:
     Raises
     ------
     ValueError
-        On an empty or duplicated problem list, a bad seed or backend.
+        On an empty or duplicated problem list, a problem with ``integrator`` other than
+        ``"euler"``, a bad seed or backend.
     """
 
     problems: tuple
@@ -283,6 +299,10 @@ class MeanFieldConfig:
         names = [p.name for p in probs]
         if len(set(names)) != len(names):
             raise ValueError(f"problem names must be distinct, got {names}")
+        for p in probs:
+            if p.integrator != "euler":
+                raise ValueError(f"{p.name}: integrator={p.integrator!r} runs in the bias study only "
+                                 f"(--preset bias or bias-large); the W1 study steps with 'euler'")
         no_pde = [p.name for p in probs if p.d > 2]
         if no_pde:
             raise ValueError(f"problem(s) {no_pde} are 3-D and have no PDE reference: the mean-field study "

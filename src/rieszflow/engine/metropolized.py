@@ -1,0 +1,188 @@
+"""The Metropolized Euler-Maruyama step of a mean-field particle system: the dynamics, not only its law.
+
+Why
+---
+For a singular repulsion (Coulomb :math:`g_1 = 1/r` in 3-D) the Euler-Maruyama step of the
+particle system (paper 000, eq. (E.2)) gives a pair at distance r a kick of order
+:math:`\\eta\\lambda/(N r^2)`. In continuous time the repulsion keeps the pair apart; one explicit
+step instead throws it across the domain, and the kicks are heavy-tailed (their second moment
+diverges at r -> 0), so the step, not N, sets the finite-N statistics (docs/studies_mean_field.md).
+
+The step
+--------
+For the Hamiltonian :math:`H_N(x) = \\sum_i V(x_i) + \\frac{\\lambda}{2N}\\sum_{i\\ne j} g_s(x_i -
+x_j)` with :math:`V(x) = \\gamma|x|^2/2` (the mean-field normalisation of
+:func:`~rieszflow.solvers.particles.make_interaction`), the drift of particle k is
+:math:`b_k(z) = -\\nabla_k H_N = -\\gamma z - \\frac{\\lambda}{N}\\sum_{l\\ne k}\\nabla g_s(z - x_l)`.
+One sweep visits k = 0..N-1 in order and, at the current positions of the others,
+
+1. proposes the Euler-Maruyama move :math:`y = x_k + \\eta\\,b_k(x_k) + \\sqrt{2\\eta/\\beta}\\,\\xi_k`;
+2. rejects it when y leaves the box;
+3. accepts it with probability
+   :math:`\\min\\{1, e^{-\\beta(H_N(y; x_{-k}) - H_N(x_k; x_{-k}))}\\,q(x_k\\mid y)/q(y\\mid x_k)\\}`,
+   where :math:`q(y\\mid x) \\propto \\exp(-\\beta|y - x - \\eta b_k(x)|^2/(4\\eta))` is the Euler
+   proposal density.
+
+Each update is a Metropolis-Hastings step of the full conditional, so every sweep leaves the
+Gibbs measure :math:`\\propto e^{-\\beta H_N}\\,1_{\\Omega^N}` exactly invariant (Metropolis within
+Gibbs). Away from close pairs the acceptance is :math:`1 - O(\\eta^{3/2})` and the step is the
+Euler-Maruyama step (weak order 1 on finite time intervals); a move that a collision kick would
+make is rejected instead. This is the Metropolized integrator of Bou-Rabee and Vanden-Eijnden
+(2010), applied particle by particle as Bou-Rabee, Donev and Vanden-Eijnden (2014) do for
+Brownian dynamics with singular pair potentials. Each particle's proposal and acceptance are
+decided with the others at their current positions (particles ``0..k-1`` already moved), so
+the sweep's order is part of the scheme. Direct pair sums, O(N^2 d) per sweep, in Numba
+(``engine.energy._numba_kernels.metropolized_sweep``): this step is for N up to about 10^4.
+
+References
+----------
+N. Bou-Rabee and E. Vanden-Eijnden, Pathwise accuracy and ergodicity of metropolized
+integrators for SDEs, Comm. Pure Appl. Math. 63 (2010) 655-696, doi:10.1002/cpa.20306.
+N. Bou-Rabee, A. Donev and E. Vanden-Eijnden, Metropolis integration schemes for self-adjoint
+diffusions, Multiscale Model. Simul. 12 (2014) 781-831, doi:10.1137/130937470.
+Paper 000 (Random features as interacting particles), eq. (E.2) (the particle system).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from rieszflow.engine._checks import check_points, check_real
+from rieszflow.engine.energy.interaction import check_s, check_softening
+from rieszflow.engine.space import Box
+
+__all__ = ["MetropolizedState", "metropolized_langevin"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MetropolizedState:
+    """State of the Metropolized Euler-Maruyama chain (:func:`metropolized_langevin`).
+
+    Parameters
+    ----------
+    omega : numpy.ndarray, shape (N, d), float64
+        Particle positions.
+    step : int
+        Sweeps taken (one sweep updates every particle once).
+    n_accepted : numpy.ndarray, shape (N,), int64
+        Accepted proposals per particle so far.
+    n_outside : int
+        Proposals rejected because they left the box.
+    """
+
+    omega: Any
+    step: int = 0
+    n_accepted: Any = 0
+    n_outside: int = 0
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted proposals per particle update so far (NaN before the first sweep)."""
+        if not self.step:
+            return math.nan
+        return float(np.sum(self.n_accepted)) / (self.step * self.omega.shape[0])
+
+    def draw_noise(self, rng: np.random.Generator, backend=None):
+        """Noise of one sweep: ``(xi, log_u)``, standard normals (N, d) and logs of N Unif(0, 1).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        backend : ignored (the sweep runs on the host)
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+        """
+        n, d = self.omega.shape
+        return rng.standard_normal((n, d)), np.log(rng.random(n))
+
+
+def metropolized_langevin(space: Box, eta: float, beta: float, *, gamma: float = 0.0, lam: float = 0.0,
+                          s: float = 0.0, softening: float = 0.0):
+    """Metropolized Euler-Maruyama step of the mean-field particle system in a box (module docstring).
+
+    Parameters
+    ----------
+    space : engine.space.Box
+        The box :math:`\\Omega` (an :class:`~rieszflow.engine.space.Interval` in 1-D); proposals
+        outside it are rejected (no reflection, no projection).
+    eta : float
+        Time step, > 0 (the time of eq. (E.2)).
+    beta : float
+        Inverse temperature, > 0 (noise :math:`\\sqrt{2\\eta/\\beta}\\,\\xi`).
+    gamma : float, default 0.0
+        Confinement :math:`V(x) = \\gamma|x|^2/2`, >= 0.
+    lam : float, default 0.0
+        Interaction strength, >= 0, mean-field scaling :math:`\\lambda/N`.
+    s : float, default 0.0
+        Riesz exponent of :func:`~rieszflow.engine.energy.interaction.riesz_kernel` (0: log kernel).
+    softening : float, default 0.0
+        Plummer softening of the pair kernel, >= 0.
+
+    Returns
+    -------
+    init_fn : callable
+        ``init_fn(omega) -> MetropolizedState`` for ``omega`` of shape (N, d) inside ``space``.
+    step_fn : callable
+        ``step_fn(state, noise) -> MetropolizedState``, one sweep; ``noise = (xi, log_u)`` with
+        ``xi`` of shape (N, d) and ``log_u`` of shape (N,) (:meth:`MetropolizedState.draw_noise`).
+        Pure: the input state is not modified.
+
+    Raises
+    ------
+    TypeError
+        If ``space`` is not a Box.
+    ValueError
+        If ``eta`` or ``beta`` is not a positive finite number, ``gamma``, ``lam`` or
+        ``softening`` is negative, ``s`` is out of range; (``init_fn``) if ``omega`` is not finite
+        (N, d) with N >= 2 or lies outside ``space``; (``step_fn``) on noise of the wrong shape.
+
+    References
+    ----------
+    Bou-Rabee and Vanden-Eijnden, Comm. Pure Appl. Math. 63 (2010) 655-696; Bou-Rabee, Donev and
+    Vanden-Eijnden, Multiscale Model. Simul. 12 (2014) 781-831; paper 000, eq. (E.2).
+    """
+    if not isinstance(space, Box):
+        raise TypeError(f"space must be an engine.space.Box (or Interval), got {space!r}")
+    eta = check_real("eta", eta, positive=True)
+    beta = check_real("beta", beta, positive=True)
+    gamma = check_real("gamma", gamma, nonnegative=True)
+    lam = check_real("lam", lam, nonnegative=True)
+    s = check_s(s)
+    eps = check_softening(softening)
+
+    def init_fn(omega) -> MetropolizedState:
+        omega = np.array(check_points("omega", omega), dtype=np.float64)
+        if omega.shape[0] < 2:
+            raise ValueError(f"omega must hold N >= 2 particles, got shape {omega.shape}")
+        if space.dim is not None and omega.shape[1] != space.dim:
+            raise ValueError(f"omega must have d={space.dim} columns for {space!r}, got shape {omega.shape}")
+        if not np.all(np.asarray(space.contains(omega))):
+            raise ValueError(f"omega has particles outside {space!r}")
+        return MetropolizedState(omega=omega, step=0, n_accepted=np.zeros(omega.shape[0], dtype=np.int64))
+
+    def step_fn(state: MetropolizedState, noise) -> MetropolizedState:
+        from rieszflow.engine.energy._numba_kernels import metropolized_sweep
+
+        xi, log_u = noise
+        x = state.omega
+        n, d = x.shape
+        xi = np.ascontiguousarray(xi, dtype=np.float64)
+        log_u = np.ascontiguousarray(log_u, dtype=np.float64).reshape(-1)
+        if xi.shape != x.shape or log_u.shape != (n,):
+            raise ValueError(f"noise must be (xi of shape {x.shape}, log_u of shape ({n},)), got "
+                             f"{xi.shape} and {log_u.shape}")
+        lo = np.broadcast_to(np.asarray(space.lo, dtype=np.float64), (d,)).copy()
+        hi = np.broadcast_to(np.asarray(space.hi, dtype=np.float64), (d,)).copy()
+        new = np.array(x, dtype=np.float64, order="C")
+        out = metropolized_sweep(new, xi, log_u, lo, hi, gamma, lam / n, s, eps * eps, eta, beta)
+        return dataclasses.replace(state, omega=new, step=state.step + 1,
+                                   n_accepted=state.n_accepted + (out == 1).astype(np.int64),
+                                   n_outside=state.n_outside + int(np.sum(out == -1)))
+
+    return init_fn, step_fn
+
