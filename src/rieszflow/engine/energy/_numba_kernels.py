@@ -437,6 +437,14 @@ def _pair_sums(z, k, omega, s, eps2, grad, skip):
         if s == 0.0:
             e -= 0.5 * math.log(r2)
             fw = 1.0 / r2
+        elif s == 1.0:                     # Coulomb in 3-D: one sqrt and one divide, no pow
+            inv = 1.0 / math.sqrt(r2)
+            e += inv
+            fw = inv * inv * inv
+        elif s == -1.0:                    # Coulomb in 1-D
+            rr = math.sqrt(r2)
+            e -= rr
+            fw = 1.0 / rr
         else:
             fw = r2 ** (-0.5 * s - 1.0)
             e += fw * r2 if s > 0.0 else -fw * r2
