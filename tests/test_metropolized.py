@@ -135,9 +135,16 @@ def test_bias_study_integrator():
     from rieszflow.studies.mean_field.bias import bias_batch_task, bias_large_config
     from rieszflow.studies.mean_field.config import MeanFieldConfig, ProblemConfig
 
-    c = next(p for p in bias_large_config().problems if p.name == "box")
-    assert "integrator" not in c.to_dict()                     # euler: files before the field resume
-    cm = dataclasses.replace(c, integrator="metropolized", times=(0.0, 0.05))
+    cfg = bias_large_config()
+    c = next(p for p in cfg.problems if p.name == "box")
+    rect = next(p for p in cfg.problems if p.name == "rectangle")
+    assert c.integrator == "metropolized" and c.to_dict()["integrator"] == "metropolized"
+    assert "integrator" not in rect.to_dict() and "integrator" not in cfg.to_dict()   # older files resume
+    over = cfg.replace(integrator="euler")
+    assert {p.integrator for p in over.problems} == {"euler"} and over.to_dict()["integrator"] == "euler"
+    with pytest.raises(ValueError, match="integrator='rk4'"):
+        cfg.replace(integrator="rk4")
+    cm = dataclasses.replace(c, times=(0.0, 0.05))
     assert ProblemConfig.from_dict(cm.to_dict()) == cm
     v = bias_batch_task(cm, 1, 40, 0, 2, 0.025, 1, 0, None, coupled=True)
     assert 0.9 < v["acceptance"] <= 1.0
@@ -145,6 +152,5 @@ def test_bias_study_integrator():
     np.testing.assert_allclose(v["f2n"][:, 0, 0], v["f"][:, :, 0, 0].mean(1), atol=1e-15)  # m1 at t = 0
     with pytest.raises(ValueError, match="integrator"):
         dataclasses.replace(c, integrator="leapfrog")
-    rect = next(p for p in bias_large_config().problems if p.name == "rectangle")
     with pytest.raises(ValueError, match="bias study only"):
         MeanFieldConfig(problems=(dataclasses.replace(rect, integrator="metropolized"),))

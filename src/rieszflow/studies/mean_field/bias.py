@@ -75,7 +75,7 @@ from rieszflow.engine.storage import TrajectoryWriter, check_resumable
 from rieszflow.engine.measures import wasserstein1
 from rieszflow.engine.stats import fit_decay, power_law_fit
 from rieszflow.solvers.particles import INTERACTION_METHODS, GridW1
-from rieszflow.studies.mean_field.config import PROBLEM_NAMES, ProblemConfig
+from rieszflow.studies.mean_field.config import INTEGRATORS, PROBLEM_NAMES, ProblemConfig
 from rieszflow.studies.mean_field.study import _particle_setup, _particles, _rng, setup_problem, solve_pde
 from rieszflow.studies.sweep import Executor, Job, TasksFailed, check_executor, run_jobs
 
@@ -142,6 +142,9 @@ class BiasConfig:
         If not empty, replaces every problem's ``interaction_method`` (one of
         :data:`rieszflow.studies.mean_field.config.INTERACTION_METHODS`; e.g. ``"numba"``, the
         direct pair sums, where ``"auto"`` would take a fast method slower at that N).
+    integrator : str
+        If not empty, replaces every problem's ``integrator`` (``"euler"`` or ``"metropolized"``,
+        :data:`rieszflow.studies.mean_field.config.INTEGRATORS`).
 
     Raises
     ------
@@ -158,6 +161,7 @@ class BiasConfig:
     estimator: str = "plain"
     n_max: int = 0
     interaction_method: str = ""
+    integrator: str = ""
 
     def __post_init__(self):
         probs = tuple(p if isinstance(p, ProblemConfig) else ProblemConfig.from_dict(p) for p in self.problems)
@@ -171,6 +175,11 @@ class BiasConfig:
                                  f"of {INTERACTION_METHODS} or '' (each problem's own)")
             probs = tuple(ProblemConfig.from_dict({**q.to_dict(), "interaction_method": self.interaction_method})
                           for q in probs)
+        if self.integrator:
+            if self.integrator not in INTEGRATORS:
+                raise ValueError(f"integrator={self.integrator!r} is not allowed; choose one of {INTEGRATORS} "
+                                 f"or '' (each problem's own)")
+            probs = tuple(dataclasses.replace(q, integrator=self.integrator) for q in probs)
         if not probs:
             raise ValueError("problems must not be empty")
         names = [p.name for p in probs]
@@ -222,6 +231,8 @@ class BiasConfig:
         """
         d = dataclasses.asdict(self)
         d["problems"] = [p.to_dict() for p in self.problems]
+        if not d["integrator"]:                  # came later: files written before it resume
+            del d["integrator"]
         return d
 
     def replace(self, **changes) -> "BiasConfig":
@@ -257,7 +268,7 @@ def _bias_box(n, r) -> ProblemConfig:
     return ProblemConfig(
         name="box", lo=(-3.0, -3.0, -3.0), hi=(3.0, 3.0, 3.0), n_cells=(4, 4, 4), s=1.0, gamma=1.0, lam=1.0,
         beta=10.0, rho0_mean=(0.5, 0.0, 0.0), rho0_std=(0.4, 0.5, 0.5), times=(0.0, 0.5), eta=0.025,
-        pde_dt=0.0025, n_particles=n, n_seeds=r)
+        pde_dt=0.0025, n_particles=n, n_seeds=r, integrator="metropolized")
 
 
 def bias_config(seed: int = 0) -> BiasConfig:
@@ -298,11 +309,13 @@ def bias_large_config(seed: int = 0) -> BiasConfig:
     The third problem, ``box`` (d = 3, Coulomb s = 1, :mod:`~rieszflow.studies.mean_field.config`),
     has no PDE: its W1 is the exact transport between the two N-particle systems of a triple
     (N <= :data:`W1_EXACT_MAX_N`; expected slope -1/3), its t = 0 energy check the closed form.
-    Measured at N = 1e3 (``scripts/mean_field_step_check.py``): its D_N moves with the step
-    (Euler-Maruyama collision kicks of the 3-D Coulomb force), so its rows do not measure the
-    O(1/N) bias at this eta; see docs/studies_mean_field.md. Its cost (20 steps, one thread):
-    0.5 CPU-s per triple at N = 1e3 and 3.5 CPU-s at 3e3 with direct sums; the exact W1 adds about
-    2 CPU-s per pair of systems at N = 1e3-3e3. Run it with ``--problem box --set n_max=...``.
+    It steps with the Metropolized Euler-Maruyama step (``integrator="metropolized"``,
+    :mod:`~rieszflow.engine.metropolized`): with plain Euler-Maruyama its D_N moved with the step at
+    N = 1e3 (collision kicks of the 3-D Coulomb force), with the Metropolized step it does not
+    (``scripts/mean_field_step_check.py``; docs/studies_mean_field.md). Its cost (20 sweeps, one
+    thread, direct sums, sequential): about 1 CPU-s per triple at N = 1e3, growing like
+    :math:`N^2` (about 2 CPU-minutes at 1e4); the exact W1 adds about 2 CPU-s per pair of
+    systems at N = 1e3-3e3. Run it with ``--problem box --set n_max=...``.
 
     Cost, measured on one core of the project's 2-core machine (shared, niced): one triple is
     4N particle updates per step; d = 1 (40 steps): 0.04 s at N = 1e3, 6 s at N = 1e5, so about
