@@ -12,8 +12,9 @@ Energies (they add up: ``E1 + E2``)
     :class:`SumEnergy`, :class:`Interaction`, :func:`make_energy`, :func:`hamiltonian`,
     :func:`riesz_energy`, :func:`kernel_target_alignment`.
 Integrators and the one loop
-    :func:`projected_langevin`, :func:`mala`, :func:`run`, :func:`run_langevin`,
-    :class:`LangevinState`, :class:`MALAState`.
+    :func:`projected_langevin`, :func:`mala`, :func:`metropolized_langevin` (the Metropolized
+    Euler-Maruyama step of a mean-field particle system), :func:`run`, :func:`run_langevin`,
+    :class:`LangevinState`, :class:`MALAState`, :class:`MetropolizedState`.
 Empirical measures and transport
     :func:`empirical_measure`, :class:`EmpiricalMeasure`, :func:`wasserstein1`, :func:`mmd2`.
 The mean-field side
@@ -72,6 +73,7 @@ _API = {
     # integrators and the loop
     **dict.fromkeys(["projected_langevin", "mala", "run", "run_langevin", "LangevinState", "MALAState",
                      "adapt_step_size"], "rieszflow.engine.simulate"),
+    **dict.fromkeys(["metropolized_langevin", "MetropolizedState"], "rieszflow.engine.metropolized"),
     # measures
     **dict.fromkeys(["empirical_measure", "EmpiricalMeasure", "wasserstein1", "mmd2"],
                     "rieszflow.engine.measures"),

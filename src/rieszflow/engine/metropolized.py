@@ -25,12 +25,16 @@ One sweep visits k = 0..N-1 in order and, at the current positions of the others
 
 Each update is a Metropolis-Hastings step of the full conditional, so every sweep leaves the
 Gibbs measure :math:`\\propto e^{-\\beta H_N}\\,1_{\\Omega^N}` exactly invariant (Metropolis within
-Gibbs). Away from close pairs the acceptance is :math:`1 - O(\\eta^{3/2})` and the step is the
-Euler-Maruyama step (weak order 1 on finite time intervals); a move that a collision kick would
-make is rejected instead. This is the Metropolized integrator of Bou-Rabee and Vanden-Eijnden
-(2010), applied particle by particle as Bou-Rabee, Donev and Vanden-Eijnden (2014) do for
-Brownian dynamics with singular pair potentials. Each particle's proposal and acceptance are
-decided with the others at their current positions (particles ``0..k-1`` already moved), so
+Gibbs). Where the drift is smooth on the scale of one step the rejection probability of a move
+is :math:`O(\\eta^{3/2})` and the step is the Euler-Maruyama step; a move that a collision kick
+would make is rejected instead. Near close pairs the rejections are more frequent: measured in
+the 3-D Coulomb problem of the bias study at N = 1e3, the rejected fraction is 0.030, 0.018,
+0.010 and 0.005 at :math:`\\eta` = 0.025, 0.0125, 0.00625 and 0.003125 (about linear in
+:math:`\\eta`). Metropolized Euler schemes are pathwise accurate on finite time intervals
+(Bou-Rabee and Vanden-Eijnden 2010) and weakly accurate (Bou-Rabee, Donev and Vanden-Eijnden
+2014); updating particle by particle (not one joint proposal for all N particles, whose
+acceptance would decay with N) is the choice made here. Each particle's proposal and acceptance
+are decided with the others at their current positions (particles ``0..k-1`` already moved), so
 the sweep's order is part of the scheme. Direct pair sums, O(N^2 d) per sweep, in Numba
 (``engine.energy._numba_kernels.metropolized_sweep``): this step is for N up to about 10^4.
 
