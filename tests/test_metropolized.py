@@ -109,6 +109,28 @@ def test_invariant_law_exact_with_interaction():
     assert abs(np.mean(out ** 2) - m2) < 4 * se, (np.mean(out ** 2), m2, se)
 
 
+def test_invariant_law_exact_log_kernel_2d():
+    """Two particles in 2-D with the log kernel (s = 0): w = (x1 - x2)/sqrt 2 has the density
+    |w|^(beta lam / 2) exp(-beta gamma |w|^2 / 2), so with beta = 2, gamma = lam = 1 its radius has
+    the density r^2 exp(-r^2) (polar Jacobian r) and E|w|^2 = 3/2, E|w|^4 = 15/4; K systems started
+    from it keep E|w|^2 after three sweeps at a large step."""
+    beta, gamma, lam, eta, k = 2.0, 1.0, 1.0, 0.4, 6000
+    rng = np.random.default_rng(9)
+    r = np.sqrt(rng.gamma(1.5, 1.0, k))                  # r^2 ~ Gamma(3/2, 1): density r^2 exp(-r^2) in r
+    phi = rng.uniform(0, 2 * np.pi, k)
+    w = np.stack([r * np.cos(phi), r * np.sin(phi)], 1)
+    u = rng.standard_normal((k, 2)) / math.sqrt(beta * gamma)
+    init, step = metropolized_langevin(Box((-20.0, -20.0), (20.0, 20.0)), eta, beta, gamma=gamma, lam=lam, s=0.0)
+    out = np.empty(k)
+    for i in range(k):
+        st = init(np.stack([u[i] + w[i], u[i] - w[i]]) / math.sqrt(2))
+        for _ in range(3):
+            st = step(st, st.draw_noise(rng))
+        out[i] = np.sum((st.omega[0] - st.omega[1]) ** 2) / 2
+    se = math.sqrt((15 / 4 - 9 / 4) / k)
+    assert abs(out.mean() - 1.5) < 4 * se, (out.mean(), se)
+
+
 def test_bad_input():
     init, step = metropolized_langevin(Box((-1.0, -1.0), (1.0, 1.0)), 0.1, 1.0, lam=1.0)
     with pytest.raises(TypeError, match="Box"):
