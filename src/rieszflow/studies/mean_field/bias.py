@@ -487,10 +487,11 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
     Every replica starts from N exact draws of :math:`\\rho_0` and takes the Euler-Maruyama steps
     of :class:`~rieszflow.solvers.particles.MeanFieldParticles` (its
     :func:`~rieszflow.engine.simulate.projected_langevin` step, with the gradient of the potential
-    and the interaction passed in, so that several replicas advance on a chain axis); with ``c.integrator = "metropolized"`` the
-    Metropolized step of :func:`~rieszflow.engine.metropolized.metropolized_langevin` instead, one
-    replica at a time, from the same normals plus one uniform per particle and step (shared by
-    coupled systems like the normals).
+    and the interaction passed in, so that several replicas advance on a chain axis); with
+    ``c.integrator = "metropolized"`` the Metropolized step of
+    :func:`~rieszflow.engine.metropolized.metropolized_langevin` instead, one replica at a time,
+    from the same normals plus one uniform per particle and step (shared by coupled systems like
+    the normals).
 
     With ``coupled`` every replica is an antithetic triple (:mod:`~rieszflow.studies.mean_field.antithetic`):
     one system of 2N particles (2N exact draws of :math:`\\rho_0`) and two independent systems of N
