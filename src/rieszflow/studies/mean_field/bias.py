@@ -312,7 +312,9 @@ def bias_large_config(seed: int = 0) -> BiasConfig:
     It steps with the Metropolized Euler-Maruyama step (``integrator="metropolized"``,
     :mod:`~rieszflow.engine.metropolized`): with plain Euler-Maruyama its D_N moved with the step at
     N = 1e3 (collision kicks of the 3-D Coulomb force), with the Metropolized step it does not
-    (``scripts/mean_field_step_check.py``; docs/studies_mean_field.md). Its cost (20 sweeps, one
+    (``scripts/mean_field_step_check.py``). Neither decides the 3-D ladder: with the Metropolized
+    step the first moment's b (exactly 0 in the limit dynamics) reads 3.2 +- 0.9 at N = 3e3 and the
+    triples decouple as N grows (docs/studies_mean_field.md). Its cost (20 sweeps, one
     thread, direct sums, sequential): about 1 CPU-s per triple at N = 1e3, growing like
     :math:`N^2` (about 2 CPU-minutes at 1e4); the exact W1 adds about 2 CPU-s per pair of
     systems at N = 1e3-3e3. Run it with ``--problem box --set n_max=...``.
