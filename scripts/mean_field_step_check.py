@@ -27,8 +27,9 @@ def main(argv=None) -> int:
     parser.add_argument("r", type=int, help="antithetic triples per step (>= 2)")
     parser.add_argument("--etas", default="0.025,0.0125,0.00625", help="comma-separated steps")
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--integrator", choices=("euler", "metropolized"), default="euler",
-                        help="the particle step (ProblemConfig.integrator)")
+    parser.add_argument("--integrator", choices=("euler", "metropolized", "metropolized_simultaneous"),
+                        default=None, help="the particle step (ProblemConfig.integrator); default: the "
+                        "problem's own in the bias-large preset (box: metropolized, others: euler)")
     args = parser.parse_args(argv)
     try:
         etas = [float(e) for e in args.etas.split(",")]
@@ -44,7 +45,8 @@ def main(argv=None) -> int:
     import dataclasses
 
     c = next(p for p in bias_large_config().problems if p.name == args.problem)
-    c = dataclasses.replace(c, integrator=args.integrator)
+    if args.integrator:
+        c = dataclasses.replace(c, integrator=args.integrator)
     masses = None if c.d > 2 else np.full((len(c.times), int(np.prod(c.n_cells))), 1.0 / np.prod(c.n_cells))
     for eta in etas:
         if any(abs(round(t / eta) * eta - t) > 1e-9 * max(1.0, t) for t in c.times):

@@ -13,25 +13,30 @@ from rieszflow.engine.metropolized import MetropolizedState, metropolized_langev
 from rieszflow.engine.space import Ball, Box, Interval
 
 
-def _grad_g(w, s):
-    """Gradient of g_s(w) for w of shape (..., d)."""
-    r2 = np.sum(w * w, -1, keepdims=True)
-    if s == 0.0:
-        return -w / r2
-    return -abs(s) * r2 ** (-0.5 * s - 1.0) * w
+def _reference_sweep(x, xi, log_u, lo, hi, gamma, lam, s, h, beta, *, simultaneous=False, eps=0.0,
+                     knife_edge=None):
+    """One sweep written from the module docstring, particle by particle, in NumPy.
 
+    The pair energy comes from ``riesz_kernel`` and the drift from the engine's NumPy pair
+    sums (``make_interaction(..., method="numpy").grad``, mean-field normalisation), neither
+    from the Numba kernel. With ``knife_edge`` (+1 or -1 per particle) the uniform
+    of particle k is put 1e-9 below (accept) or above (reject) its own log acceptance ratio, so
+    that an error above 1e-9 in that ratio flips the decision; returns the log_u used."""
+    from rieszflow.solvers.particles import make_interaction
 
-def _reference_sweep(x, xi, log_u, lo, hi, gamma, lam, s, h, beta):
-    """One sweep written from the module docstring, particle by particle, in NumPy."""
     x = x.copy()
-    n = len(x)
+    frozen = x.copy()
+    n, d = x.shape
+    inter = make_interaction(s=s, lam=lam, d=d, method="numpy", softening=eps)
     out = np.zeros(n, dtype=int)
+    log_u = np.array(log_u, dtype=float)
 
     def h_and_b(z, k):
-        others = np.delete(x, k, axis=0)
-        w = z - others
-        e = riesz_kernel(np.sqrt(np.sum(w * w, 1)), s).sum()
-        b = -gamma * z - lam / n * _grad_g(w, s).sum(0)
+        conf = (frozen if simultaneous else x).copy()
+        others = np.delete(conf, k, axis=0)
+        e = riesz_kernel(np.sqrt(np.sum((z - others) ** 2, 1)), s, softening=eps).sum()
+        conf[k] = z
+        b = -gamma * z - np.asarray(inter.grad(conf))[k]     # mean-field grad: (lam/N) sum_l grad g
         return 0.5 * gamma * z @ z + lam / n * e, b
 
     for k in range(n):
@@ -43,30 +48,73 @@ def _reference_sweep(x, xi, log_u, lo, hi, gamma, lam, s, h, beta):
         hy, by = h_and_b(y, k)
         la = (-beta * (hy - hx) - beta / (4 * h) * (np.sum((x[k] - y - h * by) ** 2)
                                                   - np.sum((y - x[k] - h * bx) ** 2)))
+        if knife_edge is not None:
+            log_u[k] = la - 1e-9 * knife_edge[k] * max(1.0, abs(la))
         if log_u[k] < la:
             out[k] = 1
             x[k] = y
-    return x, out
+    return x, out, log_u
 
 
-@pytest.mark.parametrize("d,s,lam,h", [(1, -1.0, 1.0, 0.05), (2, 0.0, 1.0, 0.05), (3, 1.0, 1.0, 0.02),
-                                       (3, 1.0, 2.0, 0.3), (2, 0.5, 1.5, 0.1)])
-def test_sweep_matches_reference(d, s, lam, h):
-    rng = np.random.default_rng(3 + d)
+CASES = [(1, -1.0, 1.0, 0.05, 0.0), (1, -0.5, 1.0, 0.05, 0.0), (2, 0.0, 1.0, 0.05, 0.0),
+         (3, 1.0, 1.0, 0.02, 0.0), (3, 1.0, 2.0, 0.3, 0.0), (2, 0.5, 1.5, 0.1, 0.0), (3, 1.0, 1.0, 0.05, 0.05)]
+
+
+@pytest.mark.parametrize("sweep", ["sequential", "simultaneous"])
+@pytest.mark.parametrize("d,s,lam,h,eps", CASES)
+def test_sweep_matches_reference(d, s, lam, h, eps, sweep):
+    rng = np.random.default_rng(3 + d + int(10 * h))
     n, beta, gamma = 9, 4.0, 1.0
-    lo, hi = -np.full(d, 1.5), np.full(d, 1.5)
+    lo, hi = -np.full(d, 2.5), np.full(d, 2.5)
     x = rng.uniform(-1, 1, (n, d))
-    x[1] = x[0] + 0.01                                # a close pair: its proposals are rejected
-    xi, log_u = rng.standard_normal((n, d)), np.log(rng.random(n))
-    init, step = metropolized_langevin(Box(tuple(lo), tuple(hi)) if d > 1 else Interval(-1.5, 1.5), h, beta,
-                                       gamma=gamma, lam=lam, s=s)
+    x[1] = x[0] + 0.01                                # a close pair
+    xi = rng.standard_normal((n, d))
+    space = Box(tuple(lo), tuple(hi)) if d > 1 else Interval(-2.5, 2.5)
+    init, step = metropolized_langevin(space, h, beta, gamma=gamma, lam=lam, s=s, softening=eps, sweep=sweep)
+    sim = sweep == "simultaneous"
+    edge = np.where(np.arange(n) % 3 == 0, -1.0, 1.0)            # every third particle rejected
+    _, want, log_u = _reference_sweep(x, xi, np.zeros(n), lo, hi, gamma, lam, s, h, beta, simultaneous=sim,
+                                      eps=eps, knife_edge=edge)
+    ref, out, _ = _reference_sweep(x, xi, log_u, lo, hi, gamma, lam, s, h, beta, simultaneous=sim, eps=eps)
+    assert out.tolist() == want.tolist() and np.sum(out == 0) >= 2 and np.sum(out == 1) >= 3
     st = step(init(x), (xi, log_u))
-    ref, out = _reference_sweep(x, xi, log_u, lo, hi, gamma, lam, s, h, beta)
     np.testing.assert_allclose(st.omega, ref, rtol=0, atol=1e-12)
     assert st.n_accepted.tolist() == (out == 1).astype(int).tolist()
-    assert st.n_outside == int(np.sum(out == -1))
-    assert 0 < np.sum(out == 1) and st.step == 1
-    np.testing.assert_array_equal(x[2:], init(x).omega[2:])      # the input was not modified
+    assert st.n_outside == int(np.sum(out == -1)) and st.step == 1
+
+
+def test_simultaneous_sweep_is_euler_when_all_accepted():
+    """sweep='simultaneous' with every move accepted is exactly the engine's Euler-Maruyama step."""
+    from rieszflow.engine.simulate import projected_langevin
+    from rieszflow.solvers.particles import make_interaction, quadratic_potential
+
+    rng = np.random.default_rng(21)
+    n, d, eta, beta = 40, 3, 0.02, 10.0
+    x = rng.normal(size=(n, d)) * 0.5
+    xi = rng.standard_normal((n, d))
+    box = Box((-3.0,) * 3, (3.0,) * 3)
+    h_n = quadratic_potential(1.0) + make_interaction(s=1.0, lam=1.0, d=d)
+    e_init, e_step = projected_langevin(h_n.grad, box, eta, beta, grad_scale=1.0, boundary="reflect")
+    euler = np.asarray(e_step(e_init(x), xi).omega)
+    init, step = metropolized_langevin(box, eta, beta, gamma=1.0, lam=1.0, s=1.0, sweep="simultaneous")
+    st = step(init(x), (xi, np.full(n, -np.inf)))
+    np.testing.assert_allclose(st.omega, euler, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(st.omega.mean(0), (1 - eta) * x.mean(0) + math.sqrt(2 * eta / beta) * xi.mean(0),
+                               rtol=0, atol=1e-14)       # the pair forces cancel in the centre of mass
+    seq = metropolized_langevin(box, eta, beta, gamma=1.0, lam=1.0, s=1.0)[1](init(x), (xi, np.full(n, -np.inf)))
+    assert np.abs(seq.omega - euler).max() > 1e-8          # the sequential sweep is not Euler
+
+
+def test_coincident_particles():
+    """s >= 0: coincident particles have infinite energy (refused); s = -1: a legal state, zero pair force."""
+    init, _ = metropolized_langevin(Interval(-2.0, 2.0), 0.1, 1.0, lam=1.0, s=0.0)
+    with pytest.raises(ValueError, match="coincident"):
+        init(np.array([[0.1], [0.1], [0.3]]))
+    init, step = metropolized_langevin(Interval(-2.0, 2.0), 0.1, 1.0, gamma=1.0, lam=1.0, s=-1.0)
+    st = step(init(np.array([[0.1], [0.1], [0.3]])), (np.zeros((3, 1)), np.full(3, -np.inf)))
+    assert np.isfinite(st.omega).all()
+    # particle 0 feels only particle 2 (force -|r|' pushes it away: to the left) and the field
+    np.testing.assert_allclose(st.omega[0, 0], 0.1 + 0.1 * (-0.1 - 1.0 / 3.0), rtol=0, atol=1e-14)
 
 
 def test_invariant_law_exact_without_interaction():
@@ -148,6 +196,10 @@ def test_bad_input():
     st = init(np.array([[0.0, 0.0], [0.5, 0.0]]))
     with pytest.raises(ValueError, match="noise"):
         step(st, (np.zeros((2, 3)), np.zeros(2)))
+    with pytest.raises(ValueError, match="pair"):
+        step(st, np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="sweep"):
+        metropolized_langevin(Interval(-1, 1), 0.1, 1.0, sweep="backwards")
     assert math.isnan(st.acceptance_rate) and isinstance(st, MetropolizedState)
 
 
@@ -163,9 +215,12 @@ def test_bias_study_integrator():
     assert c.integrator == "metropolized" and c.to_dict()["integrator"] == "metropolized"
     assert "integrator" not in rect.to_dict() and "integrator" not in cfg.to_dict()   # older files resume
     over = cfg.replace(integrator="euler")
-    assert {p.integrator for p in over.problems} == {"euler"} and over.to_dict()["integrator"] == "euler"
+    assert {p.integrator for p in over.problems} == {"euler"} and "integrator" not in over.to_dict()
+    assert [p.get("integrator", "euler") for p in over.to_dict()["problems"]] == ["euler"] * 3
     with pytest.raises(ValueError, match="integrator='rk4'"):
         cfg.replace(integrator="rk4")
+    with pytest.raises(ValueError, match="must be a string"):
+        cfg.replace(integrator=0)
     cm = dataclasses.replace(c, times=(0.0, 0.05))
     assert ProblemConfig.from_dict(cm.to_dict()) == cm
     v = bias_batch_task(cm, 1, 40, 0, 2, 0.025, 1, 0, None, coupled=True)

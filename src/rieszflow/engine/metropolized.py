@@ -33,9 +33,16 @@ the 3-D Coulomb problem of the bias study at N = 1e3, the rejected fraction is 0
 :math:`\\eta`). Metropolized Euler schemes are pathwise accurate on finite time intervals
 (Bou-Rabee and Vanden-Eijnden 2010) and weakly accurate (Bou-Rabee, Donev and Vanden-Eijnden
 2014); updating particle by particle (not one joint proposal for all N particles, whose
-acceptance would decay with N) is the choice made here. Each particle's proposal and acceptance
-are decided with the others at their current positions (particles ``0..k-1`` already moved), so
-the sweep's order is part of the scheme. Direct pair sums, O(N^2 d) per sweep, in Numba
+acceptance would decay with N) is the choice made here.
+
+The order of the updates matters. With ``sweep="sequential"`` particle k sees the particles
+before it already moved: every update is an exact Metropolis-Hastings step, but even with every
+move accepted the sweep is Euler-Maruyama in visiting order (a Gauss-Seidel sweep), and the pair
+forces no longer cancel in the sum, so the centre of mass, an exact Ornstein-Uhlenbeck process
+of the continuous dynamics, picks up an O(eta) error. With ``sweep="simultaneous"`` every
+particle sees the configuration at the start of the sweep: with every move accepted the sweep is
+exactly the Euler-Maruyama step, and the accept/reject test only filters moves (a filter of
+collision kicks, not an exact Metropolis-Hastings step of the joint law). Direct pair sums, O(N^2 d) per sweep, in Numba
 (``engine.energy._numba_kernels.metropolized_sweep``): this step is for N up to about 10^4.
 
 References
@@ -54,11 +61,14 @@ from typing import Any
 
 import numpy as np
 
-from rieszflow.engine._checks import check_points, check_real
+from rieszflow.engine._checks import check_choice, check_points, check_real
 from rieszflow.engine.energy.interaction import check_s, check_softening
 from rieszflow.engine.space import Box
 
-__all__ = ["MetropolizedState", "metropolized_langevin"]
+__all__ = ["MetropolizedState", "metropolized_langevin", "SWEEPS"]
+
+#: The visiting schemes of :func:`metropolized_langevin`.
+SWEEPS = ("sequential", "simultaneous")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +84,7 @@ class MetropolizedState:
     n_accepted : numpy.ndarray, shape (N,), int64
         Accepted proposals per particle so far.
     n_outside : int
-        Proposals rejected because they left the box.
+        Proposals rejected because they left the box (or were not finite).
     """
 
     omega: Any
@@ -95,7 +105,9 @@ class MetropolizedState:
         Parameters
         ----------
         rng : numpy.random.Generator
-        backend : ignored (the sweep runs on the host)
+            Source of the draws.
+        backend : object, optional
+            Ignored (the sweep runs on the host); accepted for :func:`~rieszflow.engine.simulate.run`.
 
         Returns
         -------
@@ -106,7 +118,7 @@ class MetropolizedState:
 
 
 def metropolized_langevin(space: Box, eta: float, beta: float, *, gamma: float = 0.0, lam: float = 0.0,
-                          s: float = 0.0, softening: float = 0.0):
+                          s: float = 0.0, softening: float = 0.0, sweep: str = "sequential"):
     """Metropolized Euler-Maruyama step of the mean-field particle system in a box (module docstring).
 
     Parameters
@@ -126,6 +138,15 @@ def metropolized_langevin(space: Box, eta: float, beta: float, *, gamma: float =
         Riesz exponent of :func:`~rieszflow.engine.energy.interaction.riesz_kernel` (0: log kernel).
     softening : float, default 0.0
         Plummer softening of the pair kernel, >= 0.
+    sweep : {"sequential", "simultaneous"}, default "sequential"
+        ``"sequential"``: particle k's proposal and acceptance see the others at their current
+        positions (particles before k already moved): each update is a Metropolis-Hastings step
+        of the full conditional, and the sweep leaves the Gibbs measure exactly invariant.
+        ``"simultaneous"``: every particle sees the configuration at the start of the sweep, so
+        that with every move accepted the sweep is exactly the Euler-Maruyama step (the pair
+        forces cancel in the sum, as in the continuous dynamics); the accept/reject test is the
+        same formula against that frozen configuration, which is a filter of collision moves,
+        not an exact Metropolis-Hastings step of the joint law.
 
     Returns
     -------
@@ -142,8 +163,12 @@ def metropolized_langevin(space: Box, eta: float, beta: float, *, gamma: float =
         If ``space`` is not a Box.
     ValueError
         If ``eta`` or ``beta`` is not a positive finite number, ``gamma``, ``lam`` or
-        ``softening`` is negative, ``s`` is out of range; (``init_fn``) if ``omega`` is not finite
-        (N, d) with N >= 2 or lies outside ``space``; (``step_fn``) on noise of the wrong shape.
+        ``softening`` is negative, ``s`` is out of range, ``sweep`` is unknown; (``init_fn``) if
+        ``omega`` is not finite (N, d) with N >= 2, lies outside ``space``, or holds two equal
+        rows when ``lam > 0``, ``s >= 0`` and ``softening = 0`` (infinite energy); (``step_fn``)
+        if the noise is not a pair of arrays of the stated shapes.
+    TypeError
+        Also when ``eta``, ``beta``, ``gamma``, ``lam``, ``s`` or ``softening`` is not a real number.
 
     References
     ----------
@@ -158,6 +183,7 @@ def metropolized_langevin(space: Box, eta: float, beta: float, *, gamma: float =
     lam = check_real("lam", lam, nonnegative=True)
     s = check_s(s)
     eps = check_softening(softening)
+    check_choice("sweep", sweep, SWEEPS)
 
     def init_fn(omega) -> MetropolizedState:
         omega = np.array(check_points("omega", omega), dtype=np.float64)
@@ -165,13 +191,21 @@ def metropolized_langevin(space: Box, eta: float, beta: float, *, gamma: float =
             raise ValueError(f"omega must hold N >= 2 particles, got shape {omega.shape}")
         if space.dim is not None and omega.shape[1] != space.dim:
             raise ValueError(f"omega must have d={space.dim} columns for {space!r}, got shape {omega.shape}")
-        if not np.all(np.asarray(space.contains(omega))):
-            raise ValueError(f"omega has particles outside {space!r}")
+        outside = np.flatnonzero(~np.asarray(space.contains(omega)))
+        if outside.size:
+            raise ValueError(f"omega has {outside.size} particle(s) outside {space!r} (rows "
+                             f"{outside[:5].tolist()}{' ...' if outside.size > 5 else ''})")
+        if lam > 0 and s >= 0 and eps == 0 and np.unique(omega, axis=0).shape[0] < omega.shape[0]:
+            raise ValueError(f"omega holds coincident particles: their pair energy g_s(0) is infinite for "
+                             f"s={s} >= 0 without softening")
         return MetropolizedState(omega=omega, step=0, n_accepted=np.zeros(omega.shape[0], dtype=np.int64))
 
     def step_fn(state: MetropolizedState, noise) -> MetropolizedState:
         from rieszflow.engine.energy._numba_kernels import metropolized_sweep
 
+        if not (isinstance(noise, (tuple, list)) and len(noise) == 2):
+            raise ValueError(f"noise must be the pair (xi, log_u) of MetropolizedState.draw_noise, got "
+                             f"{type(noise).__name__}")
         xi, log_u = noise
         x = state.omega
         n, d = x.shape
@@ -183,10 +217,11 @@ def metropolized_langevin(space: Box, eta: float, beta: float, *, gamma: float =
         lo = np.broadcast_to(np.asarray(space.lo, dtype=np.float64), (d,)).copy()
         hi = np.broadcast_to(np.asarray(space.hi, dtype=np.float64), (d,)).copy()
         new = np.array(x, dtype=np.float64, order="C")
-        out = metropolized_sweep(new, xi, log_u, lo, hi, gamma, lam / n, s, eps * eps, eta, beta)
+        others = new if sweep == "sequential" else x.copy()
+        out = metropolized_sweep(new, others, xi, log_u, lo, hi, gamma, lam / n, s, eps * eps, eta, beta)
         return dataclasses.replace(state, omega=new, step=state.step + 1,
                                    n_accepted=state.n_accepted + (out == 1).astype(np.int64),
-                                   n_outside=state.n_outside + int(np.sum(out == -1)))
+                                   n_outside=state.n_outside + int(np.sum(out < 0)))
 
     return init_fn, step_fn
 

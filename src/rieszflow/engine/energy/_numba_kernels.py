@@ -417,9 +417,11 @@ def component_sweep(omega, proposal, log_a, log_u, inside, coef, s, eps):
     return acc
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, error_model="numpy")
 def _pair_sums(z, k, omega, s, eps2, grad, skip):
-    """``sum_{l != k} g_s(z - omega_l)`` and, in ``grad`` (length d, overwritten), its gradient in z (0 when ``skip``)."""
+    """``sum_{l != k} g_s(z - omega_l)`` and, in ``grad`` (length d, overwritten), its gradient in z
+    (0 when ``skip``). A coincident pair (distance 0, no softening) adds no force; its energy is
+    ``g_s(0)``: 0 for s < 0, +inf for s >= 0 (so a proposal onto another particle is rejected)."""
     n, dim = omega.shape
     e = 0.0
     for a in range(dim):
@@ -434,6 +436,10 @@ def _pair_sums(z, k, omega, s, eps2, grad, skip):
         for a in range(dim):
             w = z[a] - omega[l, a]
             r2 += w * w
+        if r2 == 0.0:
+            if s >= 0.0:
+                e = math.inf
+            continue
         if s == 0.0:
             e -= 0.5 * math.log(r2)
             fw = 1.0 / r2
@@ -453,16 +459,19 @@ def _pair_sums(z, k, omega, s, eps2, grad, skip):
     return e
 
 
-@nb.njit(cache=True)
-def metropolized_sweep(omega, xi, log_u, lo, hi, gamma, pair_coef, s, eps2, h, beta):
-    """One sweep of the Metropolized Euler-Maruyama step, particle by particle, in place.
+@nb.njit(cache=True, error_model="numpy")
+def metropolized_sweep(omega, others, xi, log_u, lo, hi, gamma, pair_coef, s, eps2, h, beta):
+    """One sweep of the Metropolized Euler-Maruyama step, particle by particle, in place on ``omega``.
 
-    For k = 0..N-1 (in order, at the current positions of the others): the Euler proposal
+    For k = 0..N-1 (in order), with the pair sums taken over the rows of ``others`` (``omega``
+    itself: the current positions, particles before k already moved; a copy of the sweep's
+    initial positions: all particles see the same configuration): the Euler proposal
     ``y = x_k + h b(x_k) + sqrt(2 h / beta) xi_k`` with the full drift
-    ``b(z) = -gamma z - pair_coef sum_{l != k} grad g_s(z - omega_l)``, rejected outside the
-    box ``[lo, hi]``, else accepted when ``log_u[k] < -beta dH - beta / (4 h) (|x - y - h b(y)|^2 -
-    |y - x - h b(x)|^2)`` with ``dH = gamma (|y|^2 - |x|^2) / 2 + pair_coef (sum g(y - .) - sum g(x - .))``.
-    Returns the outcome per particle (int8, (N,)): 1 accepted, 0 rejected, -1 outside the box.
+    ``b(z) = -gamma z - pair_coef sum_{l != k} grad g_s(z - others_l)``, rejected outside the
+    box ``[lo, hi]`` (or when not finite), else accepted when ``log_u[k] < -beta dH - beta / (4 h)
+    (|x - y - h b(y)|^2 - |y - x - h b(x)|^2)`` with ``dH = gamma (|y|^2 - |x|^2) / 2 + pair_coef
+    (sum g(y - .) - sum g(x - .))``. Returns the outcome per particle (int8, (N,)): 1 accepted,
+    0 rejected, -1 outside the box, -2 not finite.
     """
     n, dim = omega.shape
     acc = np.zeros(n, dtype=np.int8)
@@ -474,16 +483,18 @@ def metropolized_sweep(omega, xi, log_u, lo, hi, gamma, pair_coef, s, eps2, h, b
     for k in range(n):
         for a in range(dim):
             x[a] = omega[k, a]
-        ex = _pair_sums(x, k, omega, s, eps2, gx, pair_coef == 0.0)
-        out = False
+        ex = _pair_sums(x, k, others, s, eps2, gx, pair_coef == 0.0)
+        code = 0
         for a in range(dim):
             y[a] = x[a] + h * (-gamma * x[a] - pair_coef * gx[a]) + noise * xi[k, a]
-            if not (lo[a] <= y[a] <= hi[a]):           # NaN is outside too
-                out = True
-        if out:
-            acc[k] = -1
+            if not math.isfinite(y[a]):
+                code = -2
+            elif code == 0 and not (lo[a] <= y[a] <= hi[a]):
+                code = -1
+        if code < 0:
+            acc[k] = code
             continue
-        ey = _pair_sums(y, k, omega, s, eps2, gy, pair_coef == 0.0)
+        ey = _pair_sums(y, k, others, s, eps2, gy, pair_coef == 0.0)
         dh = pair_coef * (ey - ex)
         fwd = 0.0
         back = 0.0

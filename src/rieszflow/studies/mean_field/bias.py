@@ -109,7 +109,7 @@ class BiasConfig:
     problems : tuple of ProblemConfig
         Problems of :mod:`~rieszflow.studies.mean_field.config` (distinct names). Used fields:
         domain, V, kernel, rho_0, ``times`` (the bias is measured at every time), ``eta``,
-        ``pde_dt``, ``n_cells``, ``boundary``, ``interaction_method``, and ``n_particles`` with
+        ``pde_dt``, ``n_cells``, ``boundary``, ``interaction_method``, ``integrator``, and ``n_particles`` with
         ``n_seeds``, which here is the number of replicas R of each N (antithetic: of triples).
     seed : int
         Root seed (>= 0); batch ``b`` of N particles of problem ``p`` draws from
@@ -143,13 +143,15 @@ class BiasConfig:
         :data:`rieszflow.studies.mean_field.config.INTERACTION_METHODS`; e.g. ``"numba"``, the
         direct pair sums, where ``"auto"`` would take a fast method slower at that N).
     integrator : str
-        If not empty, replaces every problem's ``integrator`` (``"euler"`` or ``"metropolized"``,
-        :data:`rieszflow.studies.mean_field.config.INTEGRATORS`).
+        If not empty, replaces every problem's ``integrator`` (one of
+        :data:`rieszflow.studies.mean_field.config.INTEGRATORS`); not stored by :meth:`to_dict`,
+        whose problems carry the value in effect.
 
     Raises
     ------
     ValueError
-        On an empty or duplicated problem list, a bad seed or a non-positive size (names the field).
+        On an empty or duplicated problem list, a bad seed or a non-positive size, an unknown
+        ``estimator``, ``interaction_method`` or ``integrator`` (names the field).
     """
 
     problems: tuple
@@ -175,6 +177,9 @@ class BiasConfig:
                                  f"of {INTERACTION_METHODS} or '' (each problem's own)")
             probs = tuple(ProblemConfig.from_dict({**q.to_dict(), "interaction_method": self.interaction_method})
                           for q in probs)
+        if not isinstance(self.integrator, str):
+            raise ValueError(f"integrator={self.integrator!r} must be a string: one of {INTEGRATORS} or '' "
+                             f"(each problem's own)")
         if self.integrator:
             if self.integrator not in INTEGRATORS:
                 raise ValueError(f"integrator={self.integrator!r} is not allowed; choose one of {INTEGRATORS} "
@@ -231,8 +236,8 @@ class BiasConfig:
         """
         d = dataclasses.asdict(self)
         d["problems"] = [p.to_dict() for p in self.problems]
-        if not d["integrator"]:                  # came later: files written before it resume
-            del d["integrator"]
+        del d["integrator"]        # an override: the problems carry the value in effect (and files
+        #                            written before the field resume)
         return d
 
     def replace(self, **changes) -> "BiasConfig":
@@ -565,11 +570,13 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
             gi = np.stack([inter.grad(xi) for xi in xc])
         return gv + gi
 
-    metro = c.integrator == "metropolized"
+    metro = c.integrator != "euler"
     if metro:                      # particle-by-particle accept/reject, one system (chain) at a time
         from rieszflow.engine.metropolized import metropolized_langevin
 
-        m_init, m_step = metropolized_langevin(space, eta, c.beta, gamma=c.gamma, lam=c.lam, s=c.s)
+        m_init, m_step = metropolized_langevin(space, eta, c.beta, gamma=c.gamma, lam=c.lam, s=c.s,
+                                               sweep="sequential" if c.integrator == "metropolized"
+                                               else "simultaneous")
     counts = np.zeros(2, dtype=np.int64)                               # accepted, proposed
 
     def step(xc, noise, log_u):
@@ -749,12 +756,12 @@ def run_bias_study(config: BiasConfig, out, *, overwrite: bool = False, resume: 
             w.variable(f"{p}_wall", (f"{p}_row", f"{p}_batch"),
                        attrs={"long_name": "wall-clock time of the batch (simulation and observables)",
                               "units": "s"})
-            if c.integrator == "metropolized":
+            if c.integrator != "euler":
                 w.variable(f"{p}_acceptance", (f"{p}_row", f"{p}_batch"),
                            attrs={"long_name": "accepted fraction of the Metropolized step's proposals in the "
                                                "batch (NaN: not run)", "units": "1"})
             st = {k: w.read(f"{p}_{k}") for k in ("f", "w1", "wall") + (("f2n",) if coupled else ())
-                  + (("acceptance",) if c.integrator == "metropolized" else ())}
+                  + (("acceptance",) if c.integrator != "euler" else ())}
             for ir, ((lab, n, r, eta), b) in enumerate(zip(rows, batches)):
                 if config.n_max and n > config.n_max:
                     continue                              # defined, not run: stays NaN

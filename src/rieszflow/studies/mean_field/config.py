@@ -57,7 +57,7 @@ _BOUNDARIES = BOUNDARIES  # the engine's boundary schemes
 _BACKENDS = ("numpy", "cupy")
 _METHODS = INTERACTION_METHODS
 #: The particle steps of a problem (:class:`ProblemConfig` ``integrator``).
-INTEGRATORS = ("euler", "metropolized")
+INTEGRATORS = ("euler", "metropolized", "metropolized_simultaneous")
 
 
 def _tuple(name, value, kind, *, positive=False, minimum=None, nonempty=True):
@@ -128,12 +128,14 @@ class ProblemConfig:
     w1_tol : float
         2-D only: cells with mass ``<= w1_tol`` in both measures are dropped
         from the transport problem.
-    integrator : {"euler", "metropolized"}
-        The particle step of the bias study: ``"euler"`` (Euler-Maruyama with ``boundary``) or
-        ``"metropolized"`` (:func:`~rieszflow.engine.metropolized.metropolized_langevin`: the same
-        proposal, accepted or rejected particle by particle, so that no collision kick is taken;
-        proposals outside the box are rejected and ``boundary`` is not used). The W1 study runs
-        ``"euler"`` only.
+    integrator : {"euler", "metropolized", "metropolized_simultaneous"}
+        The particle step of the bias study: ``"euler"`` (Euler-Maruyama with ``boundary``), or
+        :func:`~rieszflow.engine.metropolized.metropolized_langevin`, Euler proposals accepted
+        or rejected particle by particle so that no collision kick is taken (proposals outside
+        the box are rejected and ``boundary`` is not used), with ``sweep="sequential"``
+        (``"metropolized"``: exact Gibbs invariance, Euler in visiting order) or
+        ``sweep="simultaneous"`` (``"metropolized_simultaneous"``: exactly Euler-Maruyama when
+        every move is accepted). The W1 study runs ``"euler"`` only.
 
     Raises
     ------
