@@ -42,7 +42,14 @@ forces no longer cancel in the sum, so the centre of mass, an exact Ornstein-Uhl
 of the continuous dynamics, picks up an O(eta) error. With ``sweep="simultaneous"`` every
 particle sees the configuration at the start of the sweep: with every move accepted the sweep is
 exactly the Euler-Maruyama step, and the accept/reject test only filters moves (a filter of
-collision kicks, not an exact Metropolis-Hastings step of the joint law). Direct pair sums, O(N^2 d) per sweep, in Numba
+collision kicks, not an exact Metropolis-Hastings step of the joint law).
+
+Measured limitation: in the antithetic estimator of the mean-field bias
+(:mod:`~rieszflow.studies.mean_field.antithetic`) the rejections themselves carry an
+N-dependent error of the size of the O(1/N) bias: the first moment, whose bias is exactly 0 in
+the limit dynamics, reads b = 1.5-2.2 (3-6 SE) at N = 1e3 in 2-D with either sweep
+(docs/studies_mean_field.md, step checks). The step removes the collision kicks; it does not
+make a bias ladder decidable. Direct pair sums, O(N^2 d) per sweep, in Numba
 (``engine.energy._numba_kernels.metropolized_sweep``): this step is for N up to about 10^4.
 
 References
