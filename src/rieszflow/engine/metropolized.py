@@ -14,7 +14,8 @@ For the Hamiltonian :math:`H_N(x) = \\sum_i V(x_i) + \\frac{\\lambda}{2N}\\sum_{
 x_j)` with :math:`V(x) = \\gamma|x|^2/2` (the mean-field normalisation of
 :func:`~rieszflow.solvers.particles.make_interaction`), the drift of particle k is
 :math:`b_k(z) = -\\nabla_k H_N = -\\gamma z - \\frac{\\lambda}{N}\\sum_{l\\ne k}\\nabla g_s(z - x_l)`.
-One sweep visits k = 0..N-1 in order and, at the current positions of the others,
+One sweep visits k = 0..N-1 in order and, with the others at their current positions
+(``sweep="sequential"``) or at their positions at the start of the sweep (``"simultaneous"``),
 
 1. proposes the Euler-Maruyama move :math:`y = x_k + \\eta\\,b_k(x_k) + \\sqrt{2\\eta/\\beta}\\,\\xi_k`;
 2. rejects it when y leaves the box;
@@ -23,8 +24,8 @@ One sweep visits k = 0..N-1 in order and, at the current positions of the others
    where :math:`q(y\\mid x) \\propto \\exp(-\\beta|y - x - \\eta b_k(x)|^2/(4\\eta))` is the Euler
    proposal density.
 
-Each update is a Metropolis-Hastings step of the full conditional, so every sweep leaves the
-Gibbs measure :math:`\\propto e^{-\\beta H_N}\\,1_{\\Omega^N}` exactly invariant (Metropolis within
+In the sequential sweep each update is a Metropolis-Hastings step of the full conditional, so
+every sweep leaves the Gibbs measure :math:`\\propto e^{-\\beta H_N}\\,1_{\\Omega^N}` exactly invariant (Metropolis within
 Gibbs). Where the drift is smooth on the scale of one step the rejection probability of a move
 is :math:`O(\\eta^{3/2})` and the step is the Euler-Maruyama step; a move that a collision kick
 would make is rejected instead. Near close pairs the rejections are more frequent: measured in
@@ -49,15 +50,17 @@ Measured limitation: in the antithetic estimator of the mean-field bias
 N-dependent error of the size of the O(1/N) bias: the first moment, whose bias is exactly 0 in
 the limit dynamics, reads b = 1.5-2.2 (3-6 SE) at N = 1e3 in 2-D with either sweep
 (docs/studies_mean_field.md, step checks). The step removes the collision kicks; it does not
-make a bias ladder decidable. Direct pair sums, O(N^2 d) per sweep, in Numba
-(``engine.energy._numba_kernels.metropolized_sweep``): this step is for N up to about 10^4.
+make a bias ladder decidable.
+
+Direct pair sums, O(N^2 d) per sweep, in Numba (``engine.energy._numba_kernels.metropolized_sweep``):
+this step is for N up to about 10^4.
 
 References
 ----------
 N. Bou-Rabee and E. Vanden-Eijnden, Pathwise accuracy and ergodicity of metropolized
-integrators for SDEs, Comm. Pure Appl. Math. 63 (2010) 655-696, doi:10.1002/cpa.20306.
+integrators for SDEs, Comm. Pure Appl. Math. 63 (2010) 655-696.
 N. Bou-Rabee, A. Donev and E. Vanden-Eijnden, Metropolis integration schemes for self-adjoint
-diffusions, Multiscale Model. Simul. 12 (2014) 781-831, doi:10.1137/130937470.
+diffusions, Multiscale Model. Simul. 12 (2014) 781-831, arXiv:1309.5037.
 Paper 000 (Random features as interacting particles), eq. (E.2) (the particle system).
 """
 from __future__ import annotations
