@@ -34,7 +34,9 @@ the 3-D Coulomb problem of the bias study at N = 1e3, the rejected fraction is 0
 :math:`\\eta`). Metropolized Euler schemes are pathwise accurate on finite time intervals
 (Bou-Rabee and Vanden-Eijnden 2010) and weakly accurate (Bou-Rabee, Donev and Vanden-Eijnden
 2014); updating particle by particle (not one joint proposal for all N particles, whose
-acceptance would decay with N) is the choice made here.
+acceptance would decay with N) is the choice made here. (Unlike
+:func:`~rieszflow.engine.simulate.mala_within_gibbs`, a sampler of the Gibbs law whose proposals
+use only the one-body drift, every proposal here is the Euler move of the dynamics.)
 
 The order of the updates matters. With ``sweep="sequential"`` particle k sees the particles
 before it already moved: every update is an exact Metropolis-Hastings step, but even with every

@@ -572,18 +572,20 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
 
     metro = c.integrator != "euler"
     if metro:                      # particle-by-particle accept/reject, one system (chain) at a time
-        from rieszflow.engine.metropolized import metropolized_langevin
+        from rieszflow.engine.metropolized import MetropolizedState, metropolized_langevin
 
         m_init, m_step = metropolized_langevin(space, eta, c.beta, gamma=c.gamma, lam=c.lam, s=c.s,
                                                sweep="sequential" if c.integrator == "metropolized"
                                                else "simultaneous")
+        for xi in x:                   # the initial positions checked once, not at every step
+            m_init(xi)
     counts = np.zeros(2, dtype=np.int64)                               # accepted, proposed
 
     def step(xc, noise, log_u):
         if metro:
             out = np.empty_like(xc)
             for i in range(xc.shape[0]):
-                st = m_step(m_init(xc[i]), (noise[i], log_u[i]))
+                st = m_step(MetropolizedState(omega=xc[i]), (noise[i], log_u[i]))
                 out[i] = st.omega
                 counts[:] += (int(st.n_accepted.sum()), xc.shape[1])
             return out
