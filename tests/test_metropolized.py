@@ -210,11 +210,13 @@ def test_bias_study_integrator():
     from rieszflow.studies.mean_field.config import MeanFieldConfig, ProblemConfig
 
     cfg = bias_large_config()
-    c = next(p for p in cfg.problems if p.name == "box")
+    box = next(p for p in cfg.problems if p.name == "box")
+    assert box.integrator == "euler" and box.softening == 0.1     # the preset's box: softened, Euler
+    c = dataclasses.replace(box, integrator="metropolized")
     rect = next(p for p in cfg.problems if p.name == "rectangle")
-    assert c.integrator == "metropolized" and c.to_dict()["integrator"] == "metropolized"
+    assert c.to_dict()["integrator"] == "metropolized"
     assert "integrator" not in rect.to_dict() and "integrator" not in cfg.to_dict()   # older files resume
-    over = cfg.replace(integrator="euler")
+    over = cfg.replace(integrator="metropolized").replace(integrator="euler")
     assert {p.integrator for p in over.problems} == {"euler"} and "integrator" not in over.to_dict()
     assert [p.get("integrator", "euler") for p in over.to_dict()["problems"]] == ["euler"] * 3
     with pytest.raises(ValueError, match="integrator='rk4'"):

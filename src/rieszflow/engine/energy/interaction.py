@@ -155,20 +155,21 @@ def riesz_kernel(r, s, softening=0.0):
         return (1.0 if s > 0 else -1.0) * r ** (-s)
 
 
-def gaussian_riesz_expectation(std, s) -> float:
+def gaussian_riesz_expectation(std, s, softening=0.0) -> float:
     """:math:`\\mathbb{E}\\,g_s(X - Y)` for independent :math:`X, Y \\sim N(m, \\mathrm{diag}(\\sigma^2))`, s > 0.
 
     With :math:`Z = X - Y \\sim N(0, 2\\,\\mathrm{diag}(\\sigma^2))` and
-    :math:`|z|^{-s} = \\Gamma(s/2)^{-1}\\int_0^\\infty t^{s/2 - 1} e^{-t|z|^2}\\,dt`,
+    :math:`(|z|^2 + \\varepsilon^2)^{-s/2} = \\Gamma(s/2)^{-1}\\int_0^\\infty t^{s/2 - 1}
+    e^{-t(|z|^2 + \\varepsilon^2)}\\,dt`,
 
     .. math::
 
-        \\mathbb{E}|Z|^{-s} = \\frac{1}{\\Gamma(s/2)} \\int_0^\\infty t^{s/2-1}
-        \\prod_a (1 + 4 t \\sigma_a^2)^{-1/2}\\,dt ,
+        \\mathbb{E}(|Z|^2 + \\varepsilon^2)^{-s/2} = \\frac{1}{\\Gamma(s/2)} \\int_0^\\infty t^{s/2-1}
+        e^{-t\\varepsilon^2} \\prod_a (1 + 4 t \\sigma_a^2)^{-1/2}\\,dt ,
 
-    one quadrature (finite for ``s < d``). The mean-field interaction energy of the Gaussian law is
-    :math:`\\frac{\\lambda}{2}` times this; the isotropic case in d = 3 with s = 1 is
-    :math:`1/(\\sigma\\sqrt\\pi)`.
+    one quadrature (finite for ``s < d``, or any s > 0 with softening). The mean-field
+    interaction energy of the Gaussian law is :math:`\\frac{\\lambda}{2}` times this; the
+    isotropic case in d = 3 with s = 1 and no softening is :math:`1/(\\sigma\\sqrt\\pi)`.
 
     Parameters
     ----------
@@ -176,19 +177,22 @@ def gaussian_riesz_expectation(std, s) -> float:
         Standard deviations :math:`\\sigma_a > 0` per axis (the mean does not enter).
     s : float
         Riesz exponent, ``0 < s < d``.
+    softening : float, default 0.0
+        Plummer softening :math:`\\varepsilon \\ge 0` (:func:`riesz_kernel`), same units as ``std``.
 
     Returns
     -------
     float
-        :math:`\\mathbb{E}|X - Y|^{-s}`.
+        :math:`\\mathbb{E}(|X - Y|^2 + \\varepsilon^2)^{-s/2}`.
 
     Raises
     ------
     ValueError
-        If ``std`` is empty, non-finite or not positive, or ``s`` is not in ``(0, d)`` (s <= 0,
-        the log and negative powers, is not implemented here).
+        If ``std`` is empty, non-finite or not positive, ``s`` is not in ``(0, d)`` (s <= 0,
+        the log and negative powers, is not implemented here), or ``softening`` is negative or
+        not finite.
     TypeError
-        If ``s`` is not a real number (a bool included).
+        If ``s`` or ``softening`` is not a real number (a bool included).
     RuntimeError
         If the quadrature's error estimate exceeds 1e-8 relative (not seen for 0 < s < d).
 
@@ -205,10 +209,12 @@ def gaussian_riesz_expectation(std, s) -> float:
     s = check_real("s", s)
     if not 0.0 < s < d:
         raise ValueError(f"s={s!r} is not allowed: the Gaussian expectation is implemented for 0 < s < d = {d}")
+    eps2 = check_softening(softening) ** 2
     log_v = np.log(4.0 * sig * sig)
 
-    def integrand(u):                   # t = e^u: t^(s/2) prod (1 + t v_a)^(-1/2), in logs (no overflow)
-        return math.exp(s * u / 2.0 - 0.5 * float(np.sum(np.logaddexp(0.0, u + log_v))))
+    def integrand(u):     # t = e^u: t^(s/2) e^(-t eps^2) prod (1 + t v_a)^(-1/2), in logs (no overflow)
+        soft = eps2 * math.exp(min(u, 700.0)) if eps2 > 0.0 else 0.0
+        return math.exp(s * u / 2.0 - soft - 0.5 * float(np.sum(np.logaddexp(0.0, u + log_v))))
 
     val, err = integrate.quad(integrand, -np.inf, np.inf, epsabs=0.0, epsrel=1e-12, limit=400)
     if not (math.isfinite(val) and val > 0 and err <= 1e-8 * val):

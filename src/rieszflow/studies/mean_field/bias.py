@@ -146,12 +146,20 @@ class BiasConfig:
         If not empty, replaces every problem's ``integrator`` (one of
         :data:`rieszflow.studies.mean_field.config.INTEGRATORS`); not stored by :meth:`to_dict`,
         whose problems carry the value in effect.
+    eta : float, optional
+        If given, replaces every problem's step ``eta`` (> 0; every time must be a multiple of it,
+        and of ``2 * eta`` with ``eta_check``): a ladder at another step, for the step
+        dependence of :math:`D_N` row by row. Not stored, like ``integrator``.
+    softening : float, optional
+        If given, replaces every problem's Plummer ``softening`` (>= 0; > 0 only for problems
+        without a PDE reference). Not stored, like ``integrator``.
 
     Raises
     ------
     ValueError
         On an empty or duplicated problem list, a bad seed or a non-positive size, an unknown
-        ``estimator``, ``interaction_method`` or ``integrator`` (names the field).
+        ``estimator``, ``interaction_method`` or ``integrator``, a bad ``eta`` or ``softening``
+        (names the field).
     """
 
     problems: tuple
@@ -164,9 +172,20 @@ class BiasConfig:
     n_max: int = 0
     interaction_method: str = ""
     integrator: str = ""
+    eta: float | None = None
+    softening: float | None = None
 
     def __post_init__(self):
         probs = tuple(p if isinstance(p, ProblemConfig) else ProblemConfig.from_dict(p) for p in self.problems)
+        for k in ("eta", "softening"):             # overrides of every problem's own value
+            v = getattr(self, k)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or \
+                    (v <= 0 if k == "eta" else v < 0):
+                raise ValueError(f"{k}={v!r} must be a finite number {'> 0' if k == 'eta' else '>= 0'} "
+                                 f"(or omitted: each problem's own)")
+            probs = tuple(dataclasses.replace(q, **{k: float(v)}) for q in probs)
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"estimator={self.estimator!r} is not allowed; choose one of {ESTIMATORS}")
         if isinstance(self.n_max, bool) or not isinstance(self.n_max, int) or self.n_max < 0:
@@ -236,8 +255,8 @@ class BiasConfig:
         """
         d = dataclasses.asdict(self)
         d["problems"] = [p.to_dict() for p in self.problems]
-        del d["integrator"]        # an override: the problems carry the value in effect (and files
-        #                            written before the field resume)
+        for k in ("integrator", "eta", "softening"):   # overrides: the problems carry the value in
+            del d[k]                                     # effect (and files written before them resume)
         return d
 
     def replace(self, **changes) -> "BiasConfig":
@@ -273,7 +292,7 @@ def _bias_box(n, r) -> ProblemConfig:
     return ProblemConfig(
         name="box", lo=(-3.0, -3.0, -3.0), hi=(3.0, 3.0, 3.0), n_cells=(4, 4, 4), s=1.0, gamma=1.0, lam=1.0,
         beta=10.0, rho0_mean=(0.5, 0.0, 0.0), rho0_std=(0.4, 0.5, 0.5), times=(0.0, 0.5), eta=0.025,
-        pde_dt=0.0025, n_particles=n, n_seeds=r, integrator="metropolized")
+        pde_dt=0.0025, n_particles=n, n_seeds=r, softening=0.1)
 
 
 def bias_config(seed: int = 0) -> BiasConfig:
@@ -314,15 +333,17 @@ def bias_large_config(seed: int = 0) -> BiasConfig:
     The third problem, ``box`` (d = 3, Coulomb s = 1, :mod:`~rieszflow.studies.mean_field.config`),
     has no PDE: its W1 is the exact transport between the two N-particle systems of a triple
     (N <= :data:`W1_EXACT_MAX_N`; expected slope -1/3), its t = 0 energy check the closed form.
-    It steps with the Metropolized Euler-Maruyama step (``integrator="metropolized"``,
-    :mod:`~rieszflow.engine.metropolized`): with plain Euler-Maruyama its D_N moved with the step at
-    N = 1e3 (collision kicks of the 3-D Coulomb force), with the Metropolized step it does not
-    (``scripts/mean_field_step_check.py``). Neither decides the 3-D ladder: with the Metropolized
-    step the first moment's b (exactly 0 in the limit dynamics) reads 3.2 +- 0.9 at N = 3e3 and the
-    triples decouple as N grows (docs/studies_mean_field.md). Its cost (20 sweeps, one
-    thread, direct sums, sequential): about 1 CPU-s per triple at N = 1e3, growing like
-    :math:`N^2` (about 2 CPU-minutes at 1e4); the exact W1 adds about 2 CPU-s per pair of
-    systems at N = 1e3-3e3. Run it with ``--problem box --set n_max=...``.
+    Its kernel has a fixed Plummer softening ``softening = 0.1`` and it steps with Euler-Maruyama:
+    with the exact kernel, plain Euler-Maruyama's D_N moved with the step at N = 1e3 (collision
+    kicks), and the Metropolized step (``--set softening=0 --set integrator=metropolized``,
+    :mod:`~rieszflow.engine.metropolized`) failed the first moment's control (b exactly 0 in the
+    limit dynamics; 3.2 +- 0.9 at N = 3e3) as its triples decoupled with N
+    (docs/studies_mean_field.md). With the softening the force is bounded and Lipschitz: the limit
+    is the softened McKean-Vlasov equation, and at N = 1e3 the energy's b is -1.05 +- 0.06,
+    -0.99 +- 0.06 and -0.99 +- 0.04 at eta = 0.025, 0.0125, 0.00625 (24 triples each,
+    ``scripts/mean_field_step_check.py box 1000 24``). Its cost (20 steps, one thread, direct
+    sums): about 0.5 CPU-s per triple at N = 1e3, growing like :math:`N^2`; the exact W1 adds
+    about 2 CPU-s per pair of systems at N = 1e3-3e3. Run it with ``--problem box --set n_max=...``.
 
     Cost, measured on one core of the project's 2-core machine (shared, niced): one triple is
     4N particle updates per step; d = 1 (40 steps): 0.04 s at N = 1e3, 6 s at N = 1e5, so about
@@ -472,7 +493,7 @@ def _gaussian_reference(c: ProblemConfig, t0: float) -> dict:
     times = np.asarray(c.times)
     f = np.full((times.size, len(OBSERVABLES)), np.nan)
     mean, sd = np.asarray(c.rho0_mean), np.asarray(c.rho0_std)
-    f[0] = [mean[0], float(mean @ mean + sd @ sd), 0.5 * c.lam * gaussian_riesz_expectation(sd, c.s)]
+    f[0] = [mean[0], float(mean @ mean + sd @ sd), 0.5 * c.lam * gaussian_riesz_expectation(sd, c.s, c.softening)]
     nan = np.full_like(f, np.nan)
     return {"f": f, "masses": None, "f_dt_floor": nan, "f_grid_floor": nan.copy(),
             "seconds": time.perf_counter() - t0}
@@ -575,6 +596,7 @@ def bias_batch_task(c: ProblemConfig, seed: int, n: int, batch: int, n_rep: int,
         from rieszflow.engine.metropolized import MetropolizedState, metropolized_langevin
 
         m_init, m_step = metropolized_langevin(space, eta, c.beta, gamma=c.gamma, lam=c.lam, s=c.s,
+                                               softening=c.softening,
                                                sweep="sequential" if c.integrator == "metropolized"
                                                else "simultaneous")
         for xi in x:                   # the initial positions checked once, not at every step

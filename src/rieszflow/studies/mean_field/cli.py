@@ -176,6 +176,16 @@ def run_from_args(args: argparse.Namespace) -> int:
     return 0
 
 
+def _number(key: str):
+    """Parser of ``--set KEY=VALUE`` for a float field whose default is None (``eta``, ``softening``)."""
+    def parse(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"--set {key}={text!r}: expected a number") from None
+    return parse
+
+
 def _bias_preset_of(path) -> str | None:
     """The ``--preset`` of the bias study that wrote ``path``, or None for any other file.
 
@@ -229,7 +239,7 @@ def _run_bias(args: argparse.Namespace) -> int:
     preset = bias_config() if args.preset == "bias" else bias_large_config()
     try:
         cfg = resolve_config(BiasConfig, preset, config_file=args.config, given=given_options(seed=args.seed),
-                             overrides=args.set, resume_from=args.out if args.resume else None,
+                             overrides=args.set, special={k: _number(k) for k in ("eta", "softening")}, resume_from=args.out if args.resume else None,
                              # with --resume the file's stored configuration is the default; --preset
                              # only selects the bias study there (its sizes are the file's)
                              preset_flag=None if args.resume else f"--preset {args.preset}", finish=select)

@@ -125,7 +125,7 @@ def _particles(c: ProblemConfig, eta: float) -> MeanFieldParticles:
 
 def _interaction(c: ProblemConfig) -> Interaction:
     """The pair interaction ``lam g_s`` of problem ``c``: one object for the particles and the PDE."""
-    return Interaction(c.s, c.lam)
+    return Interaction(c.s, c.lam, c.softening)
 
 
 def _mesh(c: ProblemConfig, coarsen: int = 1):
