@@ -11,7 +11,8 @@ import pytest
 
 from rieszflow.studies.mean_field.antithetic import (antithetic_estimate, antithetic_samples,
                                                      antithetic_table, format_antithetic_tables)
-from rieszflow.studies.mean_field.bias import BiasConfig, bias_batch_task, bias_large_config, pde_observables
+from rieszflow.studies.mean_field.bias import (BiasConfig, bias_batch_task, bias_large_config, bias_pde_task,
+                                               pde_observables)
 from rieszflow.studies.mean_field.config import ProblemConfig
 from rieszflow.studies.mean_field.study import setup_problem
 
@@ -198,6 +199,14 @@ def test_gaussian_riesz_expectation_softened_against_the_radial_law():
     v = (np.sum(z * z, axis=1) + 0.01) ** -0.5
     assert abs(gaussian_riesz_expectation(sd, 1.0, 0.1) - v.mean()) <= 4 * v.std(ddof=1) / math.sqrt(v.size)
     assert gaussian_riesz_expectation(sd, 1.0, 0.0) == gaussian_riesz_expectation(sd, 1.0)
+    # far from the law's scale: a softening >> sigma gives eps^-s (1 - s E|Z|^2 / (2 eps^2) + ...);
+    # sigma >> 1 or << 1 scales as sigma^-s (the quadrature is done on the rescaled problem)
+    for eps in (1e3, 1e20, 1e200):
+        assert gaussian_riesz_expectation(sd, 1.0, eps) == pytest.approx(
+            eps ** -1 * (1 - np.sum(2 * sd * sd) / (2 * eps * eps)), rel=1e-10)
+    for k in (1e-150, 1e150):
+        assert gaussian_riesz_expectation(sd * k, 1.0, 0.1 * k) == pytest.approx(
+            gaussian_riesz_expectation(sd, 1.0, 0.1) / k, rel=1e-10)
     for bad in (-0.1, math.nan, math.inf):
         with pytest.raises(ValueError, match="softening"):
             gaussian_riesz_expectation(sd, 1.0, bad)
@@ -228,9 +237,22 @@ def test_box_softening_is_the_kernel_of_the_particles_and_of_the_t0_check():
     dd = antithetic_samples(v["f2n"], v["f"])
     est = antithetic_estimate(dd[:, 0, 2], n)
     e_soft = 0.5 * gaussian_riesz_expectation(c.rho0_std, c.s, 0.6)
+    assert bias_pde_task(c)["f"][0, 2] == pytest.approx(e_soft, rel=1e-12)   # the file's t = 0 reference
     e_exact = 0.5 * gaussian_riesz_expectation(c.rho0_std, c.s)
     assert abs(est["d"] - e_soft / (2 * n)) <= 4 * est["se"]
     assert abs(e_exact - e_soft) / (2 * n) > 8 * est["se"]
+    # the Metropolized step takes the softened drift: with every move accepted the simultaneous sweep
+    # is exactly Euler-Maruyama of the same (softened) system
+    with pytest.raises(ValueError, match="needs softening=0"):
+        _box(softening=0.1, interaction_method="fmm")
+    # one small step (all accepted; the Metropolized path draws its uniforms after the step's normals)
+    c = dataclasses.replace(c, times=(0.0, 0.0025), eta=0.0025, pde_dt=0.00125)
+    eu = bias_batch_task(c, 3, n, 0, 4, c.eta, 1, 0, None, coupled=True)
+    me = bias_batch_task(dataclasses.replace(c, integrator="metropolized_simultaneous"), 3, n, 0, 4, c.eta, 1, 0,
+                         None, coupled=True)
+    assert me["acceptance"] == 1.0
+    np.testing.assert_allclose(me["f2n"], eu["f2n"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(me["f"], eu["f"], rtol=1e-12, atol=1e-14)
 
 
 def test_bias_config_step_and_softening_overrides(tmp_path, monkeypatch, capsys):
@@ -253,8 +275,8 @@ def test_bias_config_step_and_softening_overrides(tmp_path, monkeypatch, capsys)
             cfg.replace(**{k: bad})
     with pytest.raises(ValueError, match="not a multiple"):
         cfg.replace(eta=0.03)
-    with pytest.raises(ValueError, match="exact kernel"):
-        cfg.replace(softening=0.1)                          # the interval has a PDE reference
+    soft = cfg.replace(softening=0.1)                       # the interval has a PDE reference: kept exact
+    assert [q.softening for q in soft.problems] == [0.0, 0.1]
     monkeypatch.chdir(tmp_path)                             # nothing may be written, not even under ./runs
     for item, msg in (("eta=fast", "expected a number"), ("softening=-2", "softening=-2.0")):
         assert cli_main(["mean-field", "--preset", "bias-large", "--problem", "box", "--set", item,
@@ -263,7 +285,27 @@ def test_bias_config_step_and_softening_overrides(tmp_path, monkeypatch, capsys)
     assert cli_main(["mean-field", "--preset", "bias-large", "--problem", "box", "--set", "eta=0.0125",
                      "--show-config"]) == 0
     assert '"eta": 0.0125' in capsys.readouterr().out
+    assert cli_main(["mean-field", "--preset", "bias-large", "--problem", "box", "--set", "softening=0.2",
+                     "--show-config"]) == 0                 # only the 3-D problem takes it
+    assert '"softening": 0.2' in capsys.readouterr().out
+    assert cli_main(["mean-field", "--preset", "bias-large", "--problem", "interval", "--set", "softening=0.2",
+                     "--show-config"]) == 2
+    assert "--problem interval selects none" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="there is none"):
+        BiasConfig(problems=(_interval(),), softening=0.2)
+    assert BiasConfig(problems=(_interval(), _box()), softening=0.2,
+                      estimator="antithetic").problems[0].softening == 0.0
     assert list(tmp_path.iterdir()) == []
+    # --resume with the --set eta it was written with agrees with the file; another eta is refused
+    from rieszflow.config import resolve_config
+
+    stored = tmp_path / "half.json"
+    stored.write_text(json.dumps(half.to_dict()))
+    special = {"eta": float}
+    assert resolve_config(BiasConfig, cfg, overrides=["eta=0.0125"], special=special, resume_from=stored) == \
+        BiasConfig.from_dict(half.to_dict())
+    with pytest.raises(ValueError, match="eta: stored None, given 0.025"):
+        resolve_config(BiasConfig, cfg, overrides=["eta=0.025"], special=special, resume_from=stored)
 
 
 def test_box_problem_is_antithetic_only_and_keeps_rho0_inside():

@@ -435,9 +435,17 @@ def resolve_config(cfg_cls, preset, *, config_file=None, given: Mapping[str, Any
             except ValueError:
                 return value
 
+        def same_effect(key, value):
+            # an override field that the stored configuration does not keep (say the bias study's
+            # eta, stored in its problems) agrees when applying it leaves the stored form unchanged
+            try:
+                return replace_config(stored, {key: value}).to_dict() == stored.to_dict()
+            except ValueError:
+                return False
+
         for key, value in changes.items():
             new = as_stored(key, value)
-            if new != getattr(stored, key):
+            if new != getattr(stored, key) and not same_effect(key, value):
                 diff.append(f"{key}: stored {getattr(stored, key)!r}, given {new!r}")
         if preset_flag is not None:
             skip = {"seed", "backend", *changes}

@@ -167,7 +167,9 @@ def gaussian_riesz_expectation(std, s, softening=0.0) -> float:
         \\mathbb{E}(|Z|^2 + \\varepsilon^2)^{-s/2} = \\frac{1}{\\Gamma(s/2)} \\int_0^\\infty t^{s/2-1}
         e^{-t\\varepsilon^2} \\prod_a (1 + 4 t \\sigma_a^2)^{-1/2}\\,dt ,
 
-    one quadrature (finite for ``s < d``, or any s > 0 with softening). The mean-field
+    one quadrature (finite for ``s < d``), computed on the problem rescaled by
+    :math:`c = \\max(\\varepsilon, \\max_a \\sigma_a)` (the value is :math:`c^{-s}` times that of
+    :math:`\\sigma/c, \\varepsilon/c`), so the integrand's peak stays near :math:`t = 1`. The mean-field
     interaction energy of the Gaussian law is :math:`\\frac{\\lambda}{2}` times this; the
     isotropic case in d = 3 with s = 1 and no softening is :math:`1/(\\sigma\\sqrt\\pi)`.
 
@@ -209,8 +211,11 @@ def gaussian_riesz_expectation(std, s, softening=0.0) -> float:
     s = check_real("s", s)
     if not 0.0 < s < d:
         raise ValueError(f"s={s!r} is not allowed: the Gaussian expectation is implemented for 0 < s < d = {d}")
-    eps2 = check_softening(softening) ** 2
-    log_v = np.log(4.0 * sig * sig)
+    eps = check_softening(softening)
+    scale = max(eps, float(sig.max()))          # E(sig, eps) = scale^-s E(sig / scale, eps / scale)
+    sig, eps2 = sig / scale, (eps / scale) ** 2
+    with np.errstate(divide="ignore"):         # a standard deviation below 1e-308 of the scale: log 0
+        log_v = np.log(4.0 * sig * sig)
 
     def integrand(u):     # t = e^u: t^(s/2) e^(-t eps^2) prod (1 + t v_a)^(-1/2), in logs (no overflow)
         soft = eps2 * math.exp(min(u, 700.0)) if eps2 > 0.0 else 0.0
@@ -219,8 +224,8 @@ def gaussian_riesz_expectation(std, s, softening=0.0) -> float:
     val, err = integrate.quad(integrand, -np.inf, np.inf, epsabs=0.0, epsrel=1e-12, limit=400)
     if not (math.isfinite(val) and val > 0 and err <= 1e-8 * val):
         raise RuntimeError(f"the quadrature of E|X - Y|^-s did not converge (value {val!r}, error "
-                           f"estimate {err!r}) for std={std!r}, s={s!r}")
-    return float(val / special.gamma(s / 2.0))
+                           f"estimate {err!r}) for std={std!r}, s={s!r}, softening={softening!r}")
+    return float(val / special.gamma(s / 2.0) * scale ** (-s))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -196,6 +196,17 @@ def antithetic_table(ds, problem: str) -> dict:
     return {"rows": rows, "fits": fits, "times": times, "not_run": not_run}
 
 
+def _problem_line(ds, name: str) -> str:
+    """One line of problem ``name``'s kernel and step, from the configuration the file stores."""
+    cfg = ds.attrs.get("config")
+    try:
+        q = next(q for q in json.loads(cfg)["problems"] if q["name"] == name)
+    except (TypeError, ValueError, KeyError, StopIteration):
+        return "problem: (no stored configuration)"
+    return (f"problem: d = {len(q['lo'])}, s = {q['s']:g}, softening = {q.get('softening', 0.0):g}, "
+            f"lam = {q['lam']:g}, beta = {q['beta']:g}; step {q.get('integrator', 'euler')}, eta = {q['eta']:g}")
+
+
 def format_antithetic_tables(ds) -> str:
     """The text tables of an antithetic bias study file (``rieszflow report`` shows them).
 
@@ -215,6 +226,7 @@ def format_antithetic_tables(ds) -> str:
                    f"(z = D/SE; b = -2 N D, constant for an O(1/N) bias; N*sd = N times the sd of one "
                    f"triple, constant if sd = O(1/N); plain = N (mean f(mu_N) - f(rho_t)) of the same N "
                    f"systems against the PDE) ==")
+        out.append(_problem_line(ds, p))
         out.append(f"{'row':>15} {'t':>4} {'obs':>6} {'R':>4} {'D_N':>10} {'SE':>9} {'z':>6} {'N*sd':>7} "
                    f"{'b':>8} {'b SE':>7} {'plain':>8} {'plain SE':>8} {'W1':>9} {'W1 SE':>8} {'wall s':>7}")
         for r in tab["rows"]:

@@ -109,7 +109,7 @@ class BiasConfig:
     problems : tuple of ProblemConfig
         Problems of :mod:`~rieszflow.studies.mean_field.config` (distinct names). Used fields:
         domain, V, kernel, rho_0, ``times`` (the bias is measured at every time), ``eta``,
-        ``pde_dt``, ``n_cells``, ``boundary``, ``interaction_method``, ``integrator``, and ``n_particles`` with
+        ``pde_dt``, ``n_cells``, ``boundary``, ``interaction_method``, ``integrator``, ``softening``, and ``n_particles`` with
         ``n_seeds``, which here is the number of replicas R of each N (antithetic: of triples).
     seed : int
         Root seed (>= 0); batch ``b`` of N particles of problem ``p`` draws from
@@ -151,8 +151,9 @@ class BiasConfig:
         and of ``2 * eta`` with ``eta_check``): a ladder at another step, for the step
         dependence of :math:`D_N` row by row. Not stored, like ``integrator``.
     softening : float, optional
-        If given, replaces every problem's Plummer ``softening`` (>= 0; > 0 only for problems
-        without a PDE reference). Not stored, like ``integrator``.
+        If given, replaces the Plummer ``softening`` (>= 0) of every problem without a PDE
+        reference (d = 3); the problems with one keep the exact kernel (their PDE solver has no
+        other). A value > 0 with no 3-D problem raises. Not stored, like ``integrator``.
 
     Raises
     ------
@@ -185,7 +186,11 @@ class BiasConfig:
                     (v <= 0 if k == "eta" else v < 0):
                 raise ValueError(f"{k}={v!r} must be a finite number {'> 0' if k == 'eta' else '>= 0'} "
                                  f"(or omitted: each problem's own)")
-            probs = tuple(dataclasses.replace(q, **{k: float(v)}) for q in probs)
+            if k == "softening" and v > 0 and not any(q.d > 2 for q in probs):
+                raise ValueError(f"softening={v!r} applies to problems without a PDE reference (d = 3) only, "
+                                 f"and there is none among {[q.name for q in probs]}")
+            probs = tuple(dataclasses.replace(q, **{k: float(v)}) if k == "eta" or q.d > 2 else q
+                          for q in probs)
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"estimator={self.estimator!r} is not allowed; choose one of {ESTIMATORS}")
         if isinstance(self.n_max, bool) or not isinstance(self.n_max, int) or self.n_max < 0:

@@ -133,13 +133,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         return _run_bias(args)
 
     def select(cfg):            # --problem, applied inside resolve_config so --show-config shows it
-        if not args.problem:
-            return cfg
-        kept = tuple(q for q in cfg.problems if q.name in args.problem)
-        if not kept:
-            raise ValueError(f"--problem {' '.join(args.problem)} selects none of the configured problems "
-                             f"{[q.name for q in cfg.problems]}")
-        return cfg.replace(problems=kept)
+        return _select_problems(cfg, args.problem)
 
     try:
         cfg = resolve_config(MeanFieldConfig, (quick_config if args.quick else full_config)(),
@@ -174,6 +168,22 @@ def run_from_args(args: argparse.Namespace) -> int:
             log(f"plot: {path}")
     print(f"wrote {out} in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _select_problems(cfg, names):
+    """``cfg`` (a MeanFieldConfig or BiasConfig) with only the problems ``names`` (``--problem``;
+    all when empty); a ``softening`` override (BiasConfig) needs a 3-D problem among them."""
+    if not names:
+        return cfg
+    kept = tuple(q for q in cfg.problems if q.name in names)
+    if not kept:
+        raise ValueError(f"--problem {' '.join(names)} selects none of the configured problems "
+                         f"{[q.name for q in cfg.problems]}")
+    soft = getattr(cfg, "softening", None)
+    if soft and not any(q.d > 2 for q in kept):
+        raise ValueError(f"softening={soft!r} applies to problems without a PDE reference (d = 3) only; "
+                         f"--problem {' '.join(names)} selects none")
+    return cfg.replace(problems=kept)
 
 
 def _number(key: str):
@@ -228,13 +238,7 @@ def _run_bias(args: argparse.Namespace) -> int:
         return fail(f"--backend {args.backend}: the bias study runs on the CPU (numpy) only")
 
     def select(cfg):
-        if not args.problem:
-            return cfg
-        kept = tuple(q for q in cfg.problems if q.name in args.problem)
-        if not kept:
-            raise ValueError(f"--problem {' '.join(args.problem)} selects none of the configured problems "
-                             f"{[q.name for q in cfg.problems]}")
-        return cfg.replace(problems=kept)
+        return _select_problems(cfg, args.problem)
 
     preset = bias_config() if args.preset == "bias" else bias_large_config()
     try:

@@ -243,6 +243,9 @@ class ProblemConfig:
         if self.softening > 0 and d < 3:
             raise ValueError(f"{self.name}: softening={self.softening!r} is not allowed for a problem with a PDE "
                              f"reference (d = {d}): the PDE solver integrates the exact kernel; use 0")
+        if self.softening > 0 and self.interaction_method == "fmm":
+            raise ValueError(f"{self.name}: interaction_method='fmm' needs softening=0 (the softened kernel is "
+                             f"not harmonic), got softening={self.softening!r}; use 'auto' or 'numba'")
         for a, b in (("n_particles", "n_seeds"), ("gpu_n_particles", "gpu_n_seeds")):
             set_(a, _tuple(a, getattr(self, a), int, minimum=2, nonempty=(a == "n_particles")))
             set_(b, _tuple(b, getattr(self, b), int, minimum=1, nonempty=(a == "n_particles")))
@@ -260,7 +263,7 @@ class ProblemConfig:
             for tk in t:
                 k = round(tk / step)
                 if abs(k * step - tk) > 1e-9 * max(1.0, tk):
-                    raise ValueError(f"time {tk} is not a multiple of {step_name}={step}")
+                    raise ValueError(f"{self.name}: time {tk} is not a multiple of {step_name}={step}")
 
     @property
     def d(self) -> int:
