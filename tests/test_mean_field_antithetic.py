@@ -366,6 +366,7 @@ def test_cli_box_run_reports_the_closed_form_check(tmp_path, capsys):
     assert args.func(args) == 0
     text = capsys.readouterr().out
     assert "closed form of the normal law rho_0" in text and "expected -1/3" in text
+    assert "problem: d = 3, s = 1, softening = 0, lam = 1, beta = 10; step euler, eta = 0.025" in text
     assert missing_cf_attributes(out) == []
     ds = open_run(out, "mean_field_bias")
     assert np.isnan(ds["box_f_pde"].values[1]).all() and np.isfinite(ds["box_f_pde"].values[0]).all()

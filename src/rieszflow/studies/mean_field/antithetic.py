@@ -198,9 +198,10 @@ def antithetic_table(ds, problem: str) -> dict:
 
 def _problem_line(ds, name: str) -> str:
     """One line of problem ``name``'s kernel and step, from the configuration the file stores."""
-    cfg = ds.attrs.get("config")
+    from rieszflow.config import unwrap_config
+
     try:
-        q = next(q for q in json.loads(cfg)["problems"] if q["name"] == name)
+        q = next(q for q in unwrap_config(json.loads(ds.attrs.get("config")))["problems"] if q["name"] == name)
     except (TypeError, ValueError, KeyError, StopIteration):
         return "problem: (no stored configuration)"
     return (f"problem: d = {len(q['lo'])}, s = {q['s']:g}, softening = {q.get('softening', 0.0):g}, "
