@@ -12,14 +12,13 @@ from rieszflow.solvers.mckean_vlasov import MeanFieldProblem, interval_mesh
 from rieszflow.solvers.particles import make_interaction
 from rieszflow.studies.mean_field.bias import (
     BiasConfig,
-    _slope_mc_se,
     bias_batch_task,
     bias_config,
-    bias_estimate,
     bias_large_config,
     observables,
     pde_observables,
 )
+from rieszflow.studies.mean_field.bias_tables import _slope_mc_se, bias_estimate
 from rieszflow.studies.mean_field.config import PROBLEM_NAMES, ProblemConfig
 from rieszflow.studies.mean_field.study import _particle_setup, _particles, _rng
 from rieszflow.engine.energy import Interaction

@@ -64,8 +64,8 @@ import math
 
 import numpy as np
 
-from rieszflow.studies.mean_field.bias import (OBSERVABLES, W1_EXACT_MAX_N, _fit_lines, _slope_row, _w1_slope,
-                                              bias_estimate)
+from rieszflow.studies.mean_field.bias import OBSERVABLES, W1_EXACT_MAX_N
+from rieszflow.studies.mean_field.bias_tables import _fit_lines, _slope_row, _w1_slope, bias_estimate
 
 __all__ = ["antithetic_samples", "antithetic_estimate", "antithetic_table", "format_antithetic_tables"]
 

@@ -37,7 +37,7 @@ def report_bias_tables(ds) -> str:
         N sd, b = -2 N D_N, the plain bias and W1 per row; fitted exponents.
     """
     from rieszflow.studies.mean_field.antithetic import format_antithetic_tables
-    from rieszflow.studies.mean_field.bias import format_bias_tables
+    from rieszflow.studies.mean_field.bias_tables import format_bias_tables
 
     if ds.attrs.get("estimator", "plain") == "antithetic":
         return format_antithetic_tables(ds)
