@@ -34,7 +34,8 @@ errors above the Monte Carlo noise when :math:`|b_f|/N \\ge z\\,\\sigma_f/\\sqrt
     R \\ge R_{\\rm need} = z^2 N \\sigma_f^2 / b_f^2 = z^2\\,\\mathrm{SE}^2 R / \\hat b_N^2 ,
 
 linear in N: the cost of a plain Monte Carlo estimate grows like :math:`N R \\propto N^2` (times
-:math:`N` again for direct pair sums in 2-D). :func:`~rieszflow.studies.mean_field.bias_tables.bias_table` reports the measured
+:math:`N` again for direct pair sums in 2-D).
+:func:`~rieszflow.studies.mean_field.bias_tables.bias_table` reports the measured
 :math:`R_{\\rm need}` (z = 3) beside the R used, per row. Independent replicas are used (no
 common random numbers across N: the estimator's variance is the one above, stated per row).
 
@@ -107,8 +108,9 @@ class BiasConfig:
     problems : tuple of ProblemConfig
         Problems of :mod:`~rieszflow.studies.mean_field.config` (distinct names). Used fields:
         domain, V, kernel, rho_0, ``times`` (the bias is measured at every time), ``eta``,
-        ``pde_dt``, ``n_cells``, ``boundary``, ``interaction_method``, ``integrator``, ``softening``, and ``n_particles`` with
-        ``n_seeds``, which here is the number of replicas R of each N (antithetic: of triples).
+        ``pde_dt``, ``n_cells``, ``boundary``, ``interaction_method``, ``integrator``,
+        ``softening``, and ``n_particles`` with ``n_seeds``, which here is the number of replicas
+        R of each N (antithetic: of triples).
     seed : int
         Root seed (>= 0); batch ``b`` of N particles of problem ``p`` draws from
         ``SeedSequence([seed, p, N, b, 7])`` (``p`` the index in :data:`PROBLEM_NAMES`).

@@ -243,7 +243,8 @@ def _run_bias(args: argparse.Namespace) -> int:
     preset = bias_config() if args.preset == "bias" else bias_large_config()
     try:
         cfg = resolve_config(BiasConfig, preset, config_file=args.config, given=given_options(seed=args.seed),
-                             overrides=args.set, special={k: _number(k) for k in ("eta", "softening")}, resume_from=args.out if args.resume else None,
+                             overrides=args.set, special={k: _number(k) for k in ("eta", "softening")},
+                             resume_from=args.out if args.resume else None,
                              # with --resume the file's stored configuration is the default; --preset
                              # only selects the bias study there (its sizes are the file's)
                              preset_flag=None if args.resume else f"--preset {args.preset}", finish=select)
