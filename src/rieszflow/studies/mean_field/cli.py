@@ -103,7 +103,11 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="run the mean-field bias study instead: |E f(mu_N(t)) - f(rho_t)| for the moments "
                         "and the interaction energy against N over R replicas, beside W1 "
                         "(docs/studies_mean_field.md). 'bias': N <= 400 with R = 10 N (about 10-20 "
-                        "CPU-minutes); 'bias-large': the antithetic estimator (a 2N-particle system against its two halves run as N-particle systems with the same noise) at N = 1e3..1e6 with R = 32 triples, n_max and interaction_method settable with --set (a full run is CPU-hours; docs/results/mean_field_bias_large.md). Not with --quick")
+                        "CPU-minutes); 'bias-large': the antithetic estimator (a 2N-particle system "
+                        "against its two halves run as N-particle systems with the same noise) at "
+                        "N = 1e3..1e6 with R = 32 triples; --set n_max, interaction_method, integrator, "
+                        "eta (every problem's step) and softening (the 3-D problem's kernel) change it "
+                        "(a full run is CPU-hours; docs/results/mean_field_bias_large.md). Not with --quick")
     p.set_defaults(func=run_from_args)
     return p
 
