@@ -202,10 +202,11 @@ def _problem_line(ds, name: str) -> str:
 
     try:
         q = next(q for q in unwrap_config(json.loads(ds.attrs.get("config")))["problems"] if q["name"] == name)
+        return (f"problem: d = {len(q['lo'])}, s = {q['s']:g}, softening = {q.get('softening', 0.0):g}, "
+                f"lam = {q['lam']:g}, beta = {q['beta']:g}; step {q.get('integrator', 'euler')}, "
+                f"eta = {q['eta']:g}")
     except (TypeError, ValueError, KeyError, StopIteration):
         return "problem: (no stored configuration)"
-    return (f"problem: d = {len(q['lo'])}, s = {q['s']:g}, softening = {q.get('softening', 0.0):g}, "
-            f"lam = {q['lam']:g}, beta = {q['beta']:g}; step {q.get('integrator', 'euler')}, eta = {q['eta']:g}")
 
 
 def format_antithetic_tables(ds) -> str:

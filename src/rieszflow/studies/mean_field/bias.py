@@ -347,8 +347,9 @@ def bias_large_config(seed: int = 0) -> BiasConfig:
     is the softened McKean-Vlasov equation, and at N = 1e3 the energy's b is -1.05 +- 0.06,
     -0.99 +- 0.06 and -0.99 +- 0.04 at eta = 0.025, 0.0125, 0.00625 (24 triples each,
     ``scripts/mean_field_step_check.py box 1000 24``). Its cost (20 steps, one thread, direct
-    sums): about 0.5 CPU-s per triple at N = 1e3, growing like :math:`N^2`; the exact W1 adds
-    about 2 CPU-s per pair of systems at N = 1e3-3e3. Run it with ``--problem box --set n_max=...``.
+    sums, growing like :math:`N^2`): 1281 CPU-s for the ladder to N = 1e4 with 32 triples per N
+    and the 2 eta row, most of it at 1e4; the exact W1 adds about 2 CPU-s per pair of systems at
+    N = 1e3-3e3. Run it with ``--problem box --set n_max=...``.
 
     Cost, measured on one core of the project's 2-core machine (shared, niced): one triple is
     4N particle updates per step; d = 1 (40 steps): 0.04 s at N = 1e3, 6 s at N = 1e5, so about
