@@ -65,7 +65,8 @@ import math
 import numpy as np
 
 from rieszflow.studies.mean_field.bias import OBSERVABLES, W1_EXACT_MAX_N
-from rieszflow.studies.mean_field.bias_tables import _fit_lines, _slope_row, _w1_slope, bias_estimate
+from rieszflow.studies.mean_field.bias_tables import (_fit_lines, _problem_names, _slope_row, _w1_slope,
+                                                     bias_estimate)
 
 __all__ = ["antithetic_samples", "antithetic_estimate", "antithetic_table", "format_antithetic_tables"]
 
@@ -221,8 +222,7 @@ def format_antithetic_tables(ds) -> str:
     str
     """
     out = []
-    probs = ds.attrs["problems"]
-    for p in (json.loads(probs) if isinstance(probs, str) else list(probs)):
+    for p in _problem_names(ds):
         tab = antithetic_table(ds, p)
         out.append(f"== {p}: antithetic estimate D_N = E[f(mu_2N) - (f(mu_N^1) + f(mu_N^2))/2] over R triples "
                    f"(z = D/SE; b = -2 N D, constant for an O(1/N) bias; N*sd = N times the sd of one "

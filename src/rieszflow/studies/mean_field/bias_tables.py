@@ -161,6 +161,12 @@ def bias_table(ds, problem: str) -> dict:
     return {"rows": rows, "fits": fits, "floors": floors, "times": times}
 
 
+def _problem_names(ds) -> list:
+    """The problems of a bias study file (its ``problems`` attribute, JSON text or a list)."""
+    probs = ds.attrs["problems"]
+    return json.loads(probs) if isinstance(probs, str) else list(probs)
+
+
 def format_bias_tables(ds) -> str:
     """The text tables of a bias study file (``rieszflow report`` shows them).
 
@@ -173,8 +179,7 @@ def format_bias_tables(ds) -> str:
     str
     """
     out = []
-    probs = ds.attrs["problems"]
-    for p in (json.loads(probs) if isinstance(probs, str) else list(probs)):
+    for p in _problem_names(ds):
         tab = bias_table(ds, p)
         out.append(f"== {p}: bias of f(mu_N(t)) against the PDE, replica mean +- SE (z = bias/SE; "
                    f"R_need = {Z_DECIDE:g}^2 SE^2 R / bias^2 replicas for |z| >= {Z_DECIDE:g}; N*bias is "
