@@ -63,7 +63,8 @@ def main(argv=None) -> int:
         v = bias_batch_task(c, args.seed, args.n, 0, args.r, eta, 1, 0, masses, coupled=True)
         dd = antithetic_samples(v["f2n"], v["f"])[:, -1]
         est = {o: antithetic_estimate(dd[:, i], args.n) for i, o in enumerate(OBSERVABLES)}
-        print(json.dumps({"problem": c.name, "integrator": c.integrator, "softening": c.softening, "N": args.n, "R": args.r, "eta": eta,
+        print(json.dumps({"problem": c.name, "integrator": c.integrator, "softening": c.softening,
+                          "N": args.n, "R": args.r, "eta": eta,
                           "t": c.times[-1], **({"acceptance": round(v["acceptance"], 5)} if "acceptance" in v else {}),
                           "cpu_s": round(time.process_time() - t0, 1),
                           **{f"b_{o}": [round(e["b"], 4), round(e["b_se"], 4)] for o, e in est.items()}}),

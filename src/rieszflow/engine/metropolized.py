@@ -24,17 +24,17 @@ One sweep visits k = 0..N-1 in order and, with the others at their current posit
    where :math:`q(y\\mid x) \\propto \\exp(-\\beta|y - x - \\eta b_k(x)|^2/(4\\eta))` is the Euler
    proposal density.
 
-In the sequential sweep each update is a Metropolis-Hastings step of the full conditional, so
-every sweep leaves the Gibbs measure :math:`\\propto e^{-\\beta H_N}\\,1_{\\Omega^N}` exactly invariant (Metropolis within
-Gibbs). Where the drift is smooth on the scale of one step the rejection probability of a move
-is :math:`O(\\eta^{3/2})` and the step is the Euler-Maruyama step; a move that a collision kick
-would make is rejected instead. Near close pairs the rejections are more frequent: measured in
-the 3-D Coulomb problem of the bias study at N = 1e3, the rejected fraction is 0.030, 0.018,
-0.010 and 0.005 at :math:`\\eta` = 0.025, 0.0125, 0.00625 and 0.003125 (about linear in
-:math:`\\eta`). Metropolized Euler schemes are pathwise accurate on finite time intervals
-(Bou-Rabee and Vanden-Eijnden 2010) and weakly accurate (Bou-Rabee, Donev and Vanden-Eijnden
-2014); updating particle by particle (not one joint proposal for all N particles, whose
-acceptance would decay with N) is the choice made here. (Unlike
+In the sequential sweep each update is a Metropolis-Hastings step of the full conditional, so every
+sweep leaves the Gibbs measure :math:`\\propto e^{-\\beta H_N}\\,1_{\\Omega^N}` exactly invariant
+(Metropolis within Gibbs). Where the drift is smooth on the scale of one step the rejection
+probability of a move is :math:`O(\\eta^{3/2})` and the step is the Euler-Maruyama step; a move
+that a collision kick would make is rejected instead. Near close pairs the rejections are more
+frequent: measured in the 3-D Coulomb problem of the bias study at N = 1e3, the rejected fraction
+is 0.030, 0.018, 0.010 and 0.005 at :math:`\\eta` = 0.025, 0.0125, 0.00625 and 0.003125 (about
+linear in :math:`\\eta`). Metropolized Euler schemes are pathwise accurate on finite time intervals
+(Bou-Rabee and Vanden-Eijnden 2010) and weakly accurate (Bou-Rabee, Donev and Vanden-Eijnden 2014);
+updating particle by particle (not one joint proposal for all N particles, whose acceptance would
+decay with N) is the choice made here. (Unlike
 :func:`~rieszflow.engine.simulate.mala_within_gibbs`, a sampler of the Gibbs law whose proposals
 use only the one-body drift, every proposal here is the Euler move of the dynamics.)
 
@@ -196,6 +196,7 @@ def metropolized_langevin(space: Box, eta: float, beta: float, *, gamma: float =
     s = check_s(s)
     eps = check_softening(softening)
     check_choice("sweep", sweep, SWEEPS)
+    from rieszflow.engine.energy._numba_kernels import metropolized_sweep   # once, not at every sweep
 
     def init_fn(omega) -> MetropolizedState:
         omega = np.array(check_points("omega", omega), dtype=np.float64)
@@ -213,8 +214,6 @@ def metropolized_langevin(space: Box, eta: float, beta: float, *, gamma: float =
         return MetropolizedState(omega=omega, step=0, n_accepted=np.zeros(omega.shape[0], dtype=np.int64))
 
     def step_fn(state: MetropolizedState, noise) -> MetropolizedState:
-        from rieszflow.engine.energy._numba_kernels import metropolized_sweep
-
         if not (isinstance(noise, (tuple, list)) and len(noise) == 2):
             raise ValueError(f"noise must be the pair (xi, log_u) of MetropolizedState.draw_noise, got "
                              f"{type(noise).__name__}")
