@@ -128,7 +128,7 @@ def test_kernel_terms_are_the_forward_pass_arrays(qk):
     t = attn.kernel_terms(params, x, mask)
     _, cache = attn.forward(params, x, mask)
     np.testing.assert_array_equal(t["phi_q"], cache[3])
-    np.testing.assert_array_equal(t["phi_k"], cache[4])
+    np.testing.assert_array_equal(t["phi_k"], cache[4] * cache[1])     # the cache keeps phi_k unmasked
     np.testing.assert_array_equal(t["den"], cache[9])
     np.testing.assert_array_equal(t["a"], cache[10])
     np.testing.assert_array_equal(t["v"], cache[2])

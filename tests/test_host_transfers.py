@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rieszflow.engine import _fused
 from rieszflow.engine.backend import (CountingArray, count_host_transfers, cupy_available, get_backend,
                                       namespace, to_numpy)
 
@@ -123,7 +124,7 @@ def _assert_same_calls(a, b, rtol=0.0):
                 assert np.array_equal(va[k], vb[k]), k
 
 
-def test_phase_a_transfers_once_per_record_block(tmp_path):
+def test_phase_a_transfers_once_per_record_block(tmp_path, monkeypatch):
     """4 steps, record_every=2: per block one read of the diagnostics and one omega record."""
     job, _ = _job(tmp_path, counting=True)
     w = StubWriter()
@@ -137,7 +138,9 @@ def test_phase_a_transfers_once_per_record_block(tmp_path):
     assert all("learning/train.py" in s for s in sites)
     # the same records as the loop on plain NumPy arrays (which reads after every step); the
     # Riesz sums take the device's fused path here and the host's GEMM path there: float64
-    # round-off apart
+    # round-off apart. The host's fused Numba kernels (engine._fused) are off for the reference,
+    # so that its feature maps do the device path's array operations.
+    monkeypatch.setattr(_fused, "ENABLED", False)
     ref_job, _ = _job(tmp_path, counting=False)
     w_ref = StubWriter()
     ref_job._phase_a_epoch(w_ref, 1)
@@ -189,12 +192,13 @@ def test_phase_a_checkpoint_is_a_block_boundary(tmp_path, monkeypatch):
     assert c.total == 4 + 2, c.by_site()                        # 4 diagnostics reads, 2 records
 
 
-def test_phase_b_transfers_once_per_epoch(tmp_path):
+def test_phase_b_transfers_once_per_epoch(tmp_path, monkeypatch):
     job, opt = _job(tmp_path, counting=True)
     w = StubWriter()
     with count_host_transfers() as c:
         loss, acc = job._phase_b_epoch(w, opt, 1)
     assert c.total == 1, c.by_site()                            # 4 batches, one read
+    monkeypatch.setattr(_fused, "ENABLED", False)               # the reference: the device path's operations
     ref_job, ref_opt = _job(tmp_path, counting=False)
     w_ref = StubWriter()
     assert ref_job._phase_b_epoch(w_ref, ref_opt, 1) == (loss, acc)

@@ -40,6 +40,7 @@ import math
 
 import numpy as np
 
+from rieszflow.engine import _fused
 from rieszflow.engine._checks import check_int
 from rieszflow.engine.backend import namespace
 from rieszflow.engine.attention.ops import _check_last_dim, _linear_bwd, _linear_fwd, _xavier_uniform
@@ -209,6 +210,13 @@ class LayerNorm:
             If the last axis of ``x`` is not ``d``.
         """
         _check_last_dim("x", x, self.d)
+        gamma, beta = params["gamma"], params["beta"]
+        if _fused.fusable(x, gamma, beta):        # one pass per row on the host (engine._fused)
+            y, xhat = np.empty_like(x), np.empty_like(x)
+            rstd = np.empty(x.shape[:-1] + (1,), dtype=x.dtype)
+            _fused.layer_norm_forward(_fused.rows(x), gamma, beta, self.eps, _fused.rows(y), _fused.rows(xhat),
+                                      rstd.reshape(-1))
+            return y, (xhat, rstd, gamma)
         xp = namespace(x)
         mu = x.mean(axis=-1, keepdims=True)
         xhat = x - mu
@@ -236,6 +244,11 @@ class LayerNorm:
         """
         xhat, rstd, gamma = cache
         d = self.d
+        if _fused.fusable(dy, xhat, rstd, gamma) and dy.shape == xhat.shape:
+            dx, dgamma, dbeta = np.empty_like(dy), np.empty(d, dtype=dy.dtype), np.empty(d, dtype=dy.dtype)
+            _fused.layer_norm_backward(_fused.rows(dy), _fused.rows(xhat), rstd.reshape(-1), gamma,
+                                       _fused.rows(dx), dgamma, dbeta)
+            return dx, {"gamma": dgamma, "beta": dbeta}
         dy2 = dy.reshape(-1, d)
         xh2 = xhat.reshape(-1, d)
         xp_ = namespace(dy)
@@ -282,6 +295,12 @@ class GELU:
         cache : tuple
         """
         xp = namespace(x)
+        if _fused.fusable(x):                     # two fused passes around NumPy's tanh (engine._fused)
+            t, y = np.empty_like(x), np.empty_like(x)
+            _fused.gelu_argument(x.reshape(-1), self._C, self._A * self._C, t.reshape(-1))
+            np.tanh(t, out=t)
+            _fused.gelu_output(x.reshape(-1), t.reshape(-1), y.reshape(-1))
+            return y, (x, t)
         # t = tanh(C (x + A x^3)) = tanh(x (C + A C x^2)), in place on one work array
         t = xp.multiply(x, x)
         t *= self._A * self._C
@@ -310,6 +329,11 @@ class GELU:
         """
         x, t = cache
         xp = namespace(dy)
+        if _fused.fusable(x, t, dy) and dy.shape == x.shape:
+            dx = np.empty_like(dy)
+            _fused.gelu_backward(x.reshape(-1), t.reshape(-1), dy.reshape(-1), self._C, 3.0 * self._A * self._C,
+                                 dx.reshape(-1))
+            return dx, {}
         # gelu'(x) = (1 + t + x dt) / 2 with dt = C (1 + 3 A x^2) (1 - t^2), in place on two arrays
         w = xp.multiply(x, x, dtype=xp.result_type(x, dy))
         w *= 3.0 * self._A * self._C

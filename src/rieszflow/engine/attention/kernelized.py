@@ -352,7 +352,7 @@ class KernelizedLinearAttention(_MultiHead):
         if self.causal:
             a, _ = causal_linear_attention(phi_q, phi_km, v, eps=self.eps, chunk=self.chunk)
         else:                                     # the forward pass's operations, in its order
-            _, num, den = self._key_sums(xp, phi_q, phi_km, v)
+            _, _, num, den = self._key_sums(xp, phi_q, phi_k, v, keym)
             den = self._normaliser(xp, den)
             a = num / den[..., None]
         return {"q": q, "k": k, "v": v, "phi_q": phi_q, "phi_k": phi_km, "caches_q": cq,
@@ -398,11 +398,15 @@ class KernelizedLinearAttention(_MultiHead):
             kern = kern * xp.asarray(np.tril(np.ones((n, n), dtype=bool)))
             den = kern.sum(axis=-1) + self.eps
         else:
-            den = self._normaliser(xp, self._key_sums(xp, phi_q, phi_km, v)[2])   # forward's den
+            den = self._normaliser(xp, self._key_sums(xp, phi_q, phi_k, v, keym)[3])   # forward's den
         return kern / den[..., None]
 
-    def _kernel_inputs(self, params, x, mask):
-        """Checks, projections and masked features: the first half of :meth:`forward`."""
+    def _kernel_inputs(self, params, x, mask, masked=True):
+        """Checks, projections and features: the first half of :meth:`forward`.
+
+        ``phi_km`` (the features with padded keys' rows zero) is None unless ``masked``:
+        the non-causal forward pass masks ``[v | 1]`` instead (:meth:`_key_sums`).
+        """
         self._check_inputs(x, mask)
         omega = params["omega"]
         if omega.ndim != 3 or omega.shape[0] != self.n_sets or omega.shape[2] != self.d_k:
@@ -416,26 +420,30 @@ class KernelizedLinearAttention(_MultiHead):
         else:
             phi_k, ck = self._features(k, omega, params)
         keym = mask.astype(x.dtype)[None, :, :, None]                # (1, B, L, 1)
-        phi_km = phi_k * keym                                         # (H, B, L, m)
+        phi_km = phi_k * keym if masked else None                     # (H, B, L, m)
         return xp, q, k, v, phi_q, cq, phi_k, ck, keym, phi_km
 
     @staticmethod
-    def _key_sums(xp, phi_q, phi_km, v):
+    def _key_sums(xp, phi_q, phi_k, v, keym):
         """The non-causal key sums and the numerator and raw denominator, in two GEMMs.
 
-        ``[G | z] = phi_k^T [v | 1]`` (a column of ones appended to v) and
-        ``[num | den] = phi_q [G | z]``: G = sum_j m_j phi(k_j) v_j^T, z = sum_j m_j phi(k_j).
+        ``[G | z] = phi_k^T (m [v | 1])`` (a column of ones appended to v, the padding mask m
+        applied to that small array rather than to phi_k) and ``[num | den] = phi_q [G | z]``:
+        G = sum_j m_j phi(k_j) v_j^T, z = sum_j m_j phi(k_j). With m_j in {0, 1} the products
+        are those of the masked features, bit for bit.
 
         Returns
         -------
-        gz : (H, B, m, d_k + 1) ``[G | z]``; num : (H, B, L, d_k), a view;
-        den : (H, B, L), contiguous (den without eps; a copy, so that caching it keeps no
-        (H, B, L, d_k + 1) array alive).
+        gz : (H, B, m, d_k + 1) ``[G | z]``; v1m : (H, B, L, d_k + 1) ``m [v | 1]``;
+        num : (H, B, L, d_k), a view; den : (H, B, L), contiguous (den without eps; a copy,
+        so that caching it keeps no (H, B, L, d_k + 1) array alive).
         """
         dk = v.shape[-1]
-        gz = xp.matmul(phi_km.transpose(0, 1, 3, 2), _ones_column(xp, v))
+        v1m = _ones_column(xp, v)
+        v1m *= keym
+        gz = xp.matmul(phi_k.transpose(0, 1, 3, 2), v1m)
         nd = xp.matmul(phi_q, gz)
-        return gz, nd[..., :dk], xp.ascontiguousarray(nd[..., dk])
+        return gz, v1m, nd[..., :dk], xp.ascontiguousarray(nd[..., dk])
 
     def _normaliser(self, xp, den):
         """``den + eps``, or ``sign(den) max(|den|, eps)`` when signed (no diagnostics)."""
@@ -554,14 +562,15 @@ class KernelizedLinearAttention(_MultiHead):
             On wrong shapes, a bad mask, or a ``params["omega"]`` whose shape is
             not (S, m, d_k).
         """
-        xp, q, k, v, phi_q, cq, phi_k, ck, keym, phi_km = self._kernel_inputs(params, x, mask)
+        xp, q, k, v, phi_q, cq, phi_k, ck, keym, phi_km = self._kernel_inputs(params, x, mask, masked=self.causal)
         cdw = None
+        v1m = None
         if self.causal:
             a, ccausal = causal_linear_attention(phi_q, phi_km, v, eps=self.eps, chunk=self.chunk)
             g = z = den = None
         else:
             ccausal = None
-            gz, num, den = self._key_sums(xp, phi_q, phi_km, v)
+            gz, v1m, num, den = self._key_sums(xp, phi_q, phi_k, v, keym)
             if self.signed:                       # clamped rows logged as device scalars: no host sync
                 self.last_clamped = (xp.abs(den) <= self.eps).mean()
                 self.last_negative = (den < 0).mean()
@@ -577,7 +586,7 @@ class KernelizedLinearAttention(_MultiHead):
         y = _linear_fwd(am, params["w_o"], params["b_o"])
         if ccausal is not None:
             gz = None
-        return y, (x, keym, v, phi_q, phi_km, cq, ck, gz, None, den, a, am, params, ccausal, cdw)
+        return y, (x, keym, v, phi_q, phi_k, cq, ck, gz, v1m, den, a, am, params, ccausal, cdw)
 
     def backward(self, dy, cache):
         """VJP of :meth:`forward`.
@@ -594,7 +603,7 @@ class KernelizedLinearAttention(_MultiHead):
             Same keys and shapes as the parameters; ``"omega"`` (S, m, d_k)
             collects the query and key paths.
         """
-        x, keym, v, phi_q, phi_km, cq, ck, gz, _, den, a, am, params, ccausal, cdw = cache
+        x, keym, v, phi_q, phi_k, cq, ck, gz, v1m, den, a, am, params, ccausal, cdw = cache
         xp = namespace(dy)
         grads = {}
         dam, grads["w_o"], grads["b_o"] = _linear_bwd(dy, am, params["w_o"])
@@ -604,7 +613,8 @@ class KernelizedLinearAttention(_MultiHead):
             dphi_k *= keym
         else:
             # The forward's augmented GEMMs backwards: with dnd = [dnum | dden] (H, B, L, d_k + 1),
-            # dphi_q = dnd [g | z]^T, [dg | dz] = phi_q^T dnd and dphi_k = [v | 1] [dg | dz]^T.
+            # dphi_q = dnd [g | z]^T, [dg | dz] = phi_q^T dnd, dphi_k = m [v | 1] [dg | dz]^T (padded
+            # keys' rows exactly zero) and dv = m phi_k dg.
             # dnd, dphi_q, dphi_k die with this call: reused work buffers (self._scratch)
             dk = da.shape[-1]
             dnd = self._scratch_buffer(xp, "dnd", da.shape[:3] + (dk + 1,), da.dtype)
@@ -617,11 +627,10 @@ class KernelizedLinearAttention(_MultiHead):
             dphi_q = xp.matmul(dnd, gz.transpose(0, 1, 3, 2),             # (H, B, L, m)
                                out=self._scratch_buffer(xp, "dphi_q", shape_m, phi_q.dtype))
             dgz = xp.matmul(phi_q.transpose(0, 1, 3, 2), dnd)             # (H, B, m, d_k + 1)
-            v1 = _ones_column(xp, v, out=self._scratch_buffer(xp, "v1", dnd.shape, v.dtype))
-            dphi_k = xp.matmul(v1, dgz.transpose(0, 1, 3, 2),             # (H, B, L, m)
+            dphi_k = xp.matmul(v1m, dgz.transpose(0, 1, 3, 2),            # (H, B, L, m)
                                out=self._scratch_buffer(xp, "dphi_k", shape_m, phi_q.dtype))
-            dphi_k *= keym
-            dv = xp.matmul(phi_km, dgz[..., :dk])                         # (H, B, L, d_k)
+            dv = xp.matmul(phi_k, dgz[..., :dk])                          # (H, B, L, d_k)
+            dv *= keym
         if cdw is not None:
             dvc, grads["dwc_w"], grads["dwc_b"] = depthwise_conv_backward(da, cdw)
             dv = dv + dvc * keym

@@ -33,9 +33,21 @@ def _xavier_uniform(rng, fan_in, fan_out, dtype):
     return rng.uniform(-a, a, size=(fan_in, fan_out)).astype(dtype)
 
 
+def _rows_matmul(x, w):
+    """``x @ w`` for x (..., k), w (k, n): one 2-D GEMM over the rows of a contiguous x.
+
+    A stacked ``matmul`` with a 2-D right operand makes one GEMM per leading index; the rows
+    of a C-contiguous x are one (rows, k) matrix, and one large GEMM is 10-20 % faster on
+    the host (issue 24, item 5). The product is the same; only the GEMM's blocking differs.
+    """
+    if x.ndim > 2 and x.flags.c_contiguous:
+        return (x.reshape(-1, x.shape[-1]) @ w).reshape(x.shape[:-1] + (w.shape[-1],))
+    return x @ w
+
+
 def _linear_fwd(x, w, b):
     """y = x @ w + b over any leading axes."""
-    y = x @ w
+    y = _rows_matmul(x, w)
     if b is not None:
         y += b
     return y
@@ -48,7 +60,7 @@ def _linear_bwd(dy, x, w, with_bias=True):
     dy2 = dy.reshape(-1, d_out)
     dw = x2.T @ dy2
     db = dy2.sum(axis=0) if with_bias else None
-    dx = dy @ w.T
+    dx = _rows_matmul(dy, w.T)
     return dx, dw, db
 
 

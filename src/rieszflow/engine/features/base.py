@@ -47,6 +47,7 @@ import math
 
 import numpy as np
 
+from rieszflow.engine import _fused
 from rieszflow.engine._checks import check_int, check_real
 from rieszflow.engine.backend import namespace, to_numpy
 
@@ -83,6 +84,13 @@ def _softplus_sigmoid(xp, u, shift=0.0):
     """
     if getattr(u, "ndim", 0) == 0:           # NumPy makes scalars of 0-d results: no out= there
         return _softplus(xp, u) + shift, _sigmoid(xp, u)
+    if _fused.fusable(u):                    # 4 NumPy passes and one fused pass (engine._fused)
+        e = np.abs(u)
+        np.negative(e, out=e)
+        np.exp(e, out=e)
+        g = np.log1p(e)
+        _fused.softplus_sigmoid_finish(u.reshape(-1), e.reshape(-1), g.reshape(-1), float(shift))
+        return g, e
     e = xp.abs(u)
     xp.negative(e, out=e)
     xp.exp(e, out=e)                     # exp(-|u|) in (0, 1]

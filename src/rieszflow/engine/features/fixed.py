@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from rieszflow.engine import _fused
 from rieszflow.engine._checks import check_real
 from rieszflow.engine.backend import namespace
 from rieszflow.engine.features.base import FeatureMap, _sigmoid, _softplus, _softplus_sigmoid
@@ -170,13 +171,18 @@ class _L1FeatureMap(FeatureMap):
 
     def _forward(self, xp, x, omega):
         u = xp.matmul(x, omega.T)
-        u /= self.tau                        # in place: u is this call's own array
+        if self.tau != 1.0:
+            u /= self.tau                    # in place: u is this call's own array
         if self.has_bias:
             u += self._bias(xp, u.dtype)
         g, dg = self._g(xp, u)
         del u
-        s = xp.sum(g, axis=-1, keepdims=True)
-        g *= math.sqrt(self.m) / s           # phi, in place: g itself is not kept
+        if _fused.fusable(g) and g.ndim >= 1:    # row sums and scaling in one pass (engine._fused)
+            s = np.empty(g.shape[:-1] + (1,), dtype=g.dtype)
+            _fused.l1_normalise(_fused.rows(g), math.sqrt(self.m), s.reshape(-1))
+        else:
+            s = xp.sum(g, axis=-1, keepdims=True)
+            g *= math.sqrt(self.m) / s       # phi, in place: g itself is not kept
         phi = g
         cache = {"xp": xp, "phi_shape": phi.shape, "x": x, "omega": omega, "phi": phi,
                  "s": s, "dg": dg}
@@ -185,6 +191,11 @@ class _L1FeatureMap(FeatureMap):
     def _backward(self, xp, dphi, cache):
         phi, s, dg = cache["phi"], cache["s"], cache["dg"]
         root_m = math.sqrt(self.m)
+        if _fused.fusable(dphi, phi, dg, s) and dphi.shape == phi.shape:
+            dz = np.empty_like(phi)              # the lines below in one pass per row (engine._fused)
+            _fused.l1_backward(_fused.rows(dphi), _fused.rows(phi), _fused.rows(dg), s.reshape(-1), root_m,
+                               root_m / self.tau, _fused.rows(dz))
+            return self._project_back(xp, dz, cache["x"], cache["omega"])
         # d phi_i / d g_j = sqrt(M) (delta_ij - phi_i / sqrt(M)) / s; then dz = dg_up * g'(u) / tau,
         # on one work array (dphi belongs to the caller and is not written)
         dz = xp.multiply(dphi, phi)
