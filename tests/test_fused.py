@@ -162,3 +162,47 @@ def test_padded_keys_do_not_reach_real_rows_through_the_masked_values():
     x2 = x.copy()
     x2[1, 3:] += 10.0 * rng.standard_normal((2, 8))                  # padded keys: no effect on real rows
     np.testing.assert_allclose(layer.forward(params, x2, mask)[0][:, :3], y[:, :3], rtol=1e-12, atol=1e-12)
+
+
+def test_layer_norm_with_parameters_of_another_shape_takes_the_array_path():
+    rng = np.random.default_rng(6)
+    ln = LayerNorm(4)
+    x = rng.standard_normal((3, 4))
+    one = {"gamma": np.full(1, 2.0), "beta": np.full(1, 0.5)}          # broadcast, as NumPy does
+    y, _ = ln.forward(one, x)
+    ref = 2.0 * (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + ln.eps) + 0.5
+    np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError):                                    # d + 1 entries: no silent truncation
+        ln.forward({"gamma": np.ones(5), "beta": np.zeros(5)}, x)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_layer_norm_of_width_one_has_an_exactly_zero_input_gradient(dtype):
+    ln = LayerNorm(1)
+    p = {"gamma": np.full(1, 1.7, dtype), "beta": np.zeros(1, dtype)}
+    x = np.arange(6, dtype=dtype).reshape(6, 1)
+    y, cache = ln.forward(p, x)
+    dx, _ = ln.backward(np.linspace(-1, 1, 6).astype(dtype).reshape(6, 1), cache)
+    assert np.all(y == 0) and np.all(dx == 0)           # x - mean(x) = 0 exactly; no FMA residue
+
+
+def test_the_causal_cache_keeps_no_second_feature_array():
+    rng = np.random.default_rng(7)
+    fm = make_feature_map("softplus", 4, 6, rng=rng)
+    layer = KernelizedLinearAttention(8, 2, fm, qk="learned", causal=True)
+    params = layer.init_params(rng)
+    _, cache = layer.forward(params, rng.standard_normal((2, 5, 8)), np.ones((2, 5), bool))
+    ccausal = cache[13]
+    held = [a for a in (ccausal if isinstance(ccausal, (tuple, list)) else ccausal.values())
+            if isinstance(a, np.ndarray)]
+    assert any(a is cache[4] for a in held)             # the masked features ccausal holds, not a copy
+
+
+def test_importing_the_model_does_not_import_numba():
+    import subprocess
+    import sys
+
+    code = ("import sys, rieszflow.engine.attention, rieszflow.engine.features; "
+            "print('numba' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"                # the kernels compile at their first call

@@ -8,10 +8,13 @@ of one float dtype that are C-contiguous; :func:`fusable` says when they apply, 
 caller keeps its array-API path for the other cases (CuPy, mixed dtypes, views).
 
 The kernels compute in the arrays' dtype and reorder sums within a row (Numba
-``fastmath={"reassoc", "contract"}``: vectorised reductions and fused multiply-adds, with
-NaN and infinity semantics kept), so they agree with the array-API path to rounding, which
+``fastmath={"reassoc"}``: vectorised reductions; no fused multiply-adds, and NaN and infinity
+semantics kept), so they agree with the array-API path to rounding, which
 ``tests/test_fused.py`` checks in float32 and float64 for every kernel; the layers' own
-gradient checks run on this path on the host.
+gradient checks run on this path on the host. As with the BLAS products around them, the
+last bits of a sum can depend on the CPU's vector width (the engine's Riesz kernels keep
+fastmath off for that reason; here the row sums are a small part of a training step's
+rounding, and a run on one machine is deterministic: the loops are serial).
 
 Set :data:`ENABLED` to False to force the array-API path (the tests compare the two).
 
@@ -22,9 +25,9 @@ Issue 24, item 5 (a train step of the bundled Transformer at parity with PyTorch
 """
 from __future__ import annotations
 
+import functools
 import math
 
-import numba as nb
 import numpy as np
 
 __all__: list = []
@@ -33,7 +36,28 @@ __all__: list = []
 ENABLED = True
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_FAST = {"reassoc", "contract"}
+#: Numba's fastmath flags of every kernel: ``reassoc`` only (vectorised sums within a row; no
+#: fused multiply-adds, and NaN, infinities and signed zeros keep their IEEE semantics).
+_FAST = {"reassoc"}
+
+
+def _jit(fn):
+    """``fn`` compiled by Numba at its first call (Numba is imported then, not with the module).
+
+    The compiled code is cached on disk (``cache=True``) like the engine's other kernels.
+    """
+    compiled = None
+
+    @functools.wraps(fn)
+    def call(*args):
+        nonlocal compiled
+        if compiled is None:
+            import numba as nb
+
+            compiled = nb.njit(cache=True, fastmath=_FAST, error_model="numpy")(fn)
+        return compiled(*args)
+
+    return call
 
 
 def fusable(*arrays) -> bool:
@@ -73,7 +97,7 @@ def rows(a):
 
 
 # --------------------------------------------------------------------------- layer norm
-@nb.njit(cache=True, fastmath=_FAST, error_model="numpy")
+@_jit
 def layer_norm_forward(x, gamma, beta, eps, y, xhat, rstd):  # pragma: no cover - compiled
     """Rows of ``y = gamma xhat + beta``, ``xhat = (x - mean) rstd``, ``rstd = 1/sqrt(var + eps)``.
 
@@ -102,7 +126,7 @@ def layer_norm_forward(x, gamma, beta, eps, y, xhat, rstd):  # pragma: no cover 
             y[i, k] = h * gamma[k] + beta[k]
 
 
-@nb.njit(cache=True, fastmath=_FAST, error_model="numpy")
+@_jit
 def layer_norm_backward(dy, xhat, rstd, gamma, dx, dgamma, dbeta):  # pragma: no cover - compiled
     """VJP of :func:`layer_norm_forward`: ``dx = rstd (g - mean(g) - xhat mean(g xhat))``, g = dy gamma.
 
@@ -133,7 +157,7 @@ def layer_norm_backward(dy, xhat, rstd, gamma, dx, dgamma, dbeta):  # pragma: no
 
 
 # --------------------------------------------------------------------------- GELU (tanh form)
-@nb.njit(cache=True, fastmath=_FAST, error_model="numpy")
+@_jit
 def gelu_argument(x, c, ac, out):  # pragma: no cover - compiled
     """``out = x (c + ac x^2)``, the argument of tanh in the GELU (flat arrays)."""
     c = x.dtype.type(c)
@@ -143,7 +167,7 @@ def gelu_argument(x, c, ac, out):  # pragma: no cover - compiled
         out[i] = v * (c + ac * (v * v))
 
 
-@nb.njit(cache=True, fastmath=_FAST, error_model="numpy")
+@_jit
 def gelu_output(x, t, y):  # pragma: no cover - compiled
     """``y = x (1 + t) / 2`` with ``t = tanh(...)`` (flat arrays)."""
     half = x.dtype.type(0.5)
@@ -152,7 +176,7 @@ def gelu_output(x, t, y):  # pragma: no cover - compiled
         y[i] = half * (x[i] * (t[i] + one))
 
 
-@nb.njit(cache=True, fastmath=_FAST, error_model="numpy")
+@_jit
 def gelu_backward(x, t, dy, c, c3a, dx):  # pragma: no cover - compiled
     """``dx = dy (1 + t + x (c + c3a x^2)(1 - t^2)) / 2``: the VJP of the tanh GELU (flat arrays)."""
     half = x.dtype.type(0.5)
@@ -166,7 +190,7 @@ def gelu_backward(x, t, dy, c, c3a, dx):  # pragma: no cover - compiled
 
 
 # --------------------------------------------------------------------------- l1 feature maps
-@nb.njit(cache=True, fastmath=_FAST, error_model="numpy")
+@_jit
 def softplus_sigmoid_finish(u, e, g, shift):  # pragma: no cover - compiled
     """From ``e = exp(-|u|)`` and ``g = log1p(e)`` (flat arrays), in place:
     ``g = max(u, 0) + g + shift`` (softplus) and ``e = (u > 0 ? 1 : e) / (1 + e)`` (sigmoid).
@@ -183,7 +207,7 @@ def softplus_sigmoid_finish(u, e, g, shift):  # pragma: no cover - compiled
         e[i] = (one if v > zero else ei) / (one + ei)
 
 
-@nb.njit(cache=True, fastmath=_FAST, error_model="numpy")
+@_jit
 def l1_normalise(g, root_m, s):  # pragma: no cover - compiled
     """Rows of ``g`` (n, m) in place: ``s = sum_k g_k`` (n,), then ``g *= root_m / s``."""
     n, m = g.shape
@@ -198,7 +222,7 @@ def l1_normalise(g, root_m, s):  # pragma: no cover - compiled
             g[i, k] *= c
 
 
-@nb.njit(cache=True, fastmath=_FAST, error_model="numpy")
+@_jit
 def l1_backward(dphi, phi, dg, s, root_m, scale, dz):  # pragma: no cover - compiled
     """VJP of ``phi = root_m g / sum(g)`` chained with ``g'(u)``, rows (n, m):
 

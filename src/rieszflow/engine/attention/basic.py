@@ -211,7 +211,7 @@ class LayerNorm:
         """
         _check_last_dim("x", x, self.d)
         gamma, beta = params["gamma"], params["beta"]
-        if _fused.fusable(x, gamma, beta):        # one pass per row on the host (engine._fused)
+        if _fused.fusable(x, gamma, beta) and gamma.shape == beta.shape == (self.d,):   # one pass per row
             y, xhat = np.empty_like(x), np.empty_like(x)
             rstd = np.empty(x.shape[:-1] + (1,), dtype=x.dtype)
             _fused.layer_norm_forward(_fused.rows(x), gamma, beta, self.eps, _fused.rows(y), _fused.rows(xhat),
@@ -244,7 +244,8 @@ class LayerNorm:
         """
         xhat, rstd, gamma = cache
         d = self.d
-        if _fused.fusable(dy, xhat, rstd, gamma) and dy.shape == xhat.shape:
+        if (_fused.fusable(dy, xhat, rstd, gamma) and dy.shape == xhat.shape and gamma.shape == (d,)
+                and rstd.shape == xhat.shape[:-1] + (1,)):
             dx, dgamma, dbeta = np.empty_like(dy), np.empty(d, dtype=dy.dtype), np.empty(d, dtype=dy.dtype)
             _fused.layer_norm_backward(_fused.rows(dy), _fused.rows(xhat), rstd.reshape(-1), gamma,
                                        _fused.rows(dx), dgamma, dbeta)

@@ -586,7 +586,8 @@ class KernelizedLinearAttention(_MultiHead):
         y = _linear_fwd(am, params["w_o"], params["b_o"])
         if ccausal is not None:
             gz = None
-        return y, (x, keym, v, phi_q, phi_k, cq, ck, gz, v1m, den, a, am, params, ccausal, cdw)
+        phi_cached = phi_km if self.causal else phi_k      # causal: the array ccausal holds already
+        return y, (x, keym, v, phi_q, phi_cached, cq, ck, gz, v1m, den, a, am, params, ccausal, cdw)
 
     def backward(self, dy, cache):
         """VJP of :meth:`forward`.
@@ -630,7 +631,7 @@ class KernelizedLinearAttention(_MultiHead):
             dphi_k = xp.matmul(v1m, dgz.transpose(0, 1, 3, 2),            # (H, B, L, m)
                                out=self._scratch_buffer(xp, "dphi_k", shape_m, phi_q.dtype))
             dv = xp.matmul(phi_k, dgz[..., :dk])                          # (H, B, L, d_k)
-            dv *= keym
+            dv = xp.where(keym > 0, dv, 0.0)                              # padded rows exactly 0
         if cdw is not None:
             dvc, grads["dwc_w"], grads["dwc_b"] = depthwise_conv_backward(da, cdw)
             dv = dv + dvc * keym

@@ -37,8 +37,9 @@ def _rows_matmul(x, w):
     """``x @ w`` for x (..., k), w (k, n): one 2-D GEMM over the rows of a contiguous x.
 
     A stacked ``matmul`` with a 2-D right operand makes one GEMM per leading index; the rows
-    of a C-contiguous x are one (rows, k) matrix, and one large GEMM is 10-20 % faster on
-    the host (issue 24, item 5). The product is the same; only the GEMM's blocking differs.
+    of a C-contiguous x are one (rows, k) matrix, and one large GEMM runs faster on the host
+    (issue 24, item 5; ``benchmarks/bench_attention.py``). The product is the same; only the
+    GEMM's blocking differs.
     """
     if x.ndim > 2 and x.flags.c_contiguous:
         return (x.reshape(-1, x.shape[-1]) @ w).reshape(x.shape[:-1] + (w.shape[-1],))
