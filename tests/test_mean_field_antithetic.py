@@ -372,3 +372,21 @@ def test_cli_box_run_reports_the_closed_form_check(tmp_path, capsys):
     assert np.isnan(ds["box_f_pde"].values[1]).all() and np.isfinite(ds["box_f_pde"].values[0]).all()
     f2 = ds["box_f2n"].values                          # rows N=10 (6 triples), N=20 (4), N=10 at 2 eta (6)
     assert np.isfinite(f2[0]).all() and np.isfinite(f2[1, :4]).all() and np.isnan(f2[1, 4:]).all()
+
+
+def test_report_prints_the_drift_of_b_against_log_n():
+    """The 'b against log10 N' lines: a constant b gives drift 0, a (log N)/N bias its slope per decade."""
+    from rieszflow.engine.stats import linear_trend
+    from rieszflow.studies.mean_field.bias_tables import _fit_lines
+
+    lx = np.log10([1e3, 1e4, 1e5])
+    se = np.array([0.01, 0.01, 0.01])
+    base = {"t": 0.5, "obs": "energy", "slope": -1.0, "slope_se": 0.01, "slope_mc_se": 0.02, "n_rows": 3,
+            "n_decided": 3, "sign": "-", "w1_slope": -0.5, "w1_slope_se": 0.01}
+    fits = [dict(base, trend=linear_trend(lx, -0.4 - 0.15 * lx, se), trend_tail=linear_trend(lx[1:], [-1.0, -1.15], se[1:])),
+            dict(base, obs="m2", trend=linear_trend(lx, [-0.2, -0.2, -0.2], se), trend_tail=None)]
+    text = "\n".join(_fit_lines(fits, "|D_N|"))
+    assert "b against log10 N" in text
+    assert "energy: drift -0.150 +- 0.007 per decade (z = -21.2)" in text
+    assert "without the smallest N: drift -0.150" in text
+    assert "m2: drift +0.000 +- 0.007 per decade (z = +0.0)" in text and text.count("without the smallest N") == 1

@@ -217,3 +217,52 @@ def test_public_api():
                                   "effective_sample_size"}
     for name in stats.__all__:
         assert getattr(stats, name).__doc__ or name.isupper()
+
+
+# ----------------------------------------------------------------------------- linear_trend
+
+def test_linear_trend_closed_forms():
+    from rieszflow.engine.stats import linear_trend
+
+    tr = linear_trend([0.0, 1.0, 2.0], [1.0, 3.0, 5.0], [1.0, 1.0, 1.0])
+    assert tr.slope == pytest.approx(2.0) and tr.slope_se == pytest.approx(1 / np.sqrt(2))   # 1/sqrt(Sxx)
+    assert tr.mean == pytest.approx(3.0) and tr.mean_se == pytest.approx(1 / np.sqrt(3))
+    assert tr.chi2 == pytest.approx(8.0) and tr.dof == 2
+    assert tr.p_constant == pytest.approx(np.exp(-4.0))                 # chi2_2 survival: exp(-x/2)
+    flat = linear_trend([3, 4, 5], [-0.5, -0.5, -0.5], [0.1, 0.2, 0.05])
+    assert flat.slope == pytest.approx(0.0, abs=1e-12) and flat.chi2 == pytest.approx(0.0, abs=1e-20)
+    assert flat.p_constant == pytest.approx(1.0)
+    # weights: the precise point dominates the mean
+    w = linear_trend([0, 1], [0.0, 1.0], [1.0, 0.01])
+    assert w.mean == pytest.approx(1.0 / (1 + 1e-4), rel=1e-9)
+
+
+def test_linear_trend_is_calibrated_under_the_constant_model():
+    """Seeded: y = c + N(0, se) at 5 points; |z| > 1.96 in 5 % of 4000 draws (within 4 binomial SE),
+    and the p-value of the constant model is uniform (its mean within 4 SE of 1/2)."""
+    from rieszflow.engine.stats import linear_trend
+
+    rng = np.random.default_rng(11)
+    x = np.log10([1e3, 3e3, 1e4, 3e4, 1e5])
+    se = np.array([0.04, 0.05, 0.07, 0.1, 0.15])
+    draws = 4000
+    z, p = np.empty(draws), np.empty(draws)
+    for i in range(draws):
+        tr = linear_trend(x, -0.4 + se * rng.standard_normal(5), se)
+        z[i], p[i] = tr.z, tr.p_constant
+    frac = np.mean(np.abs(z) > 1.96)
+    assert abs(frac - 0.05) < 4 * np.sqrt(0.05 * 0.95 / draws)
+    assert abs(p.mean() - 0.5) < 4 * np.sqrt(1 / 12 / draws)
+
+
+def test_linear_trend_bad_input_names_the_parameter():
+    from rieszflow.engine.stats import linear_trend
+
+    with pytest.raises(ValueError, match="se must be > 0"):
+        linear_trend([1, 2], [0, 1], [0.1, 0.0])
+    with pytest.raises(ValueError, match="y has a value that is not finite"):
+        linear_trend([1, 2], [0, np.nan], [0.1, 0.1])
+    with pytest.raises(ValueError, match="2 distinct x"):
+        linear_trend([1, 1], [0, 1], [0.1, 0.1])
+    with pytest.raises(ValueError, match="one length"):
+        linear_trend([1, 2, 3], [0, 1], [0.1, 0.1])

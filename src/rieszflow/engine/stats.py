@@ -13,6 +13,8 @@ quantity the same way:
   :func:`mcnemar_detectable_effect`: the smallest effect a paired design detects.
 * :func:`split_rhat`, :func:`effective_sample_size`: convergence diagnostics of a scalar trace
   over several Markov chains.
+* :func:`linear_trend`: weighted straight-line fit of estimates with known SEs and the
+  chi-square test that they are constant (the mean-field bias study's test of b(N)).
 
 Every function checks its input and raises :class:`ValueError` naming the parameter, the value
 received and what is allowed. The tests themselves are those of :mod:`scipy.stats`
@@ -60,6 +62,8 @@ __all__ = ["DecayFit", "fit_decay", "expected_slope",
     "mcnemar_detectable_effect",
     "split_rhat",
     "effective_sample_size",
+    "LinearTrend",
+    "linear_trend",
 ]
 
 #: Arithmetic recipes of :func:`power_law_fit` (one estimator, rounding differs in the last bits).
@@ -862,3 +866,92 @@ def expected_slope(n_values, d: int) -> float:
     if d == 1:
         return -0.5
     return power_law_fit(n, n ** -0.5 * np.log(n), method="polyfit").slope
+
+
+# --------------------------------------------------------------------------------------------
+# trends of estimates with known standard errors
+# --------------------------------------------------------------------------------------------
+class LinearTrend(NamedTuple):
+    """Result of :func:`linear_trend`.
+
+    Parameters
+    ----------
+    slope, slope_se : float
+        Weighted least-squares slope of y on x and its standard error from the given SEs
+        (absolute: not rescaled by the residuals).
+    z : float
+        ``slope / slope_se``.
+    mean, mean_se : float
+        The inverse-variance weighted mean of y and its SE (the constant model).
+    chi2 : float
+        :math:`\\sum_i ((y_i - \\bar y_w)/\\sigma_i)^2`, the constant model's chi-square.
+    dof : int
+        Its degrees of freedom, ``n - 1``.
+    p_constant : float
+        ``P(chi2_dof >= chi2)``: the p-value of "y is constant in x" (:func:`scipy.stats.chi2.sf`).
+    n_points : int
+    """
+
+    slope: float
+    slope_se: float
+    z: float
+    mean: float
+    mean_se: float
+    chi2: float
+    dof: int
+    p_constant: float
+    n_points: int
+
+
+def linear_trend(x, y, se) -> LinearTrend:
+    """Is an estimate constant in x? Weighted straight-line fit and chi-square of the constant.
+
+    Fits :math:`y_i = a + c\\,x_i` by weighted least squares with weights :math:`1/\\sigma_i^2`
+    (``numpy.polyfit`` with ``w = 1/se`` and ``cov="unscaled"``: the SEs are taken as known),
+    and tests the constant model :math:`y_i = a` by its chi-square. Used on the antithetic
+    estimates :math:`\\hat b(N) = -2N\\hat D_N` against :math:`x = \\log_{10} N`: an O(1/N) bias
+    has a constant b (slope 0 up to :math:`O(1/N)` corrections), a :math:`(\\log N)/N` term a
+    slope per decade of N.
+
+    Parameters
+    ----------
+    x, y, se : array_like, shape (n,)
+        Abscissae, estimates and their standard errors (> 0), all finite; n >= 2 with at least
+        two distinct x (n = 2 gives the line through both points, chi2 on 1 dof).
+
+    Returns
+    -------
+    LinearTrend
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, a value is not finite, an SE is not > 0, or fewer than 2 points
+        or 2 distinct x are given.
+
+    References
+    ----------
+    Bevington and Robinson, *Data Reduction and Error Analysis for the Physical Sciences*, 3rd
+    ed. (2003), sections 6.3-6.4 (weighted straight line) and 11.1 (chi-square test).
+    """
+    from scipy.stats import chi2 as chi2_law
+
+    xa, ya, sa = _as_1d(x, "x"), _as_1d(y, "y"), _as_1d(se, "se")
+    if not xa.size == ya.size == sa.size:
+        raise ValueError(f"x, y and se must have one length; got {xa.size}, {ya.size}, {sa.size}")
+    for name, a in (("x", xa), ("y", ya), ("se", sa)):
+        if not np.isfinite(a).all():
+            raise ValueError(f"{name} has a value that is not finite: {a.tolist()}")
+    if (sa <= 0).any():
+        raise ValueError(f"se must be > 0 (known standard errors); got {sa.tolist()}")
+    if xa.size < 2 or np.unique(xa).size < 2:
+        raise ValueError(f"need at least 2 points with 2 distinct x; got x = {xa.tolist()}")
+    coef, cov = np.polyfit(xa, ya, 1, w=1.0 / sa, cov="unscaled")
+    slope, slope_se = float(coef[0]), float(math.sqrt(cov[0, 0]))
+    w = 1.0 / sa ** 2
+    mean = float(np.sum(w * ya) / np.sum(w))
+    chi2 = float(np.sum(((ya - mean) / sa) ** 2))
+    dof = xa.size - 1
+    return LinearTrend(slope=slope, slope_se=slope_se, z=slope / slope_se, mean=mean,
+                       mean_se=float(1.0 / math.sqrt(np.sum(w))), chi2=chi2, dof=dof,
+                       p_constant=float(chi2_law.sf(chi2, dof)), n_points=int(xa.size))

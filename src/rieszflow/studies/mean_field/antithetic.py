@@ -64,6 +64,7 @@ import math
 
 import numpy as np
 
+from rieszflow.engine.stats import linear_trend
 from rieszflow.studies.mean_field.bias import OBSERVABLES, W1_EXACT_MAX_N
 from rieszflow.studies.mean_field.bias_tables import (_fit_lines, _problem_names, _slope_row, _w1_slope,
                                                      bias_estimate)
@@ -146,8 +147,12 @@ def antithetic_table(ds, problem: str) -> dict:
         SE), ``w1``, ``w1_se``, ``wall`` (summed wall-clock seconds of the row's batch tasks)), ``fits`` (per (t, obs) with t > 0 over the main rows
         with at least 2 triples: slope of :math:`|\\hat D_N| \\sim N^p` with its OLS SE
         (:func:`~rieszflow.engine.stats.power_law_fit`) and its Monte Carlo SE, the W1 slope
-        (:func:`~rieszflow.engine.stats.fit_decay`)), ``times``, ``not_run`` (labels of rows
-        with fewer than 2 triples).
+        (:func:`~rieszflow.engine.stats.fit_decay`), and ``trend``: the weighted straight line
+        of :math:`\\hat b` against :math:`\\log_{10} N` with the chi-square of a constant b
+        (:func:`~rieszflow.engine.stats.linear_trend`; an O(1/N) bias has a constant b, a
+        :math:`(\\log N)/N` term a drift per decade), and ``trend_tail``: the same without the
+        smallest N (None with fewer than 3 rows)), ``times``, ``not_run`` (labels of rows with
+        fewer than 2 triples).
     """
     p = problem
     f2n = np.asarray(ds[f"{p}_f2n"].values)
@@ -193,7 +198,12 @@ def antithetic_table(ds, problem: str) -> dict:
             se = np.array([e["se"] for e in est])
             if (d == 0).any() or not all(np.isfinite(e["z"]) for e in est):
                 continue
-            fits.append(_slope_row(t, o, nn, d, se, len(done), w_slope, w_se))
+            row = _slope_row(t, o, nn, d, se, len(done), w_slope, w_se)
+            lx, bb, bs = np.log10(nn), [e["b"] for e in est], [e["b_se"] for e in est]
+            row["trend"] = linear_trend(lx, bb, bs)
+            # without the smallest N, where a next-order O(1/N^2) term of D_N weighs most
+            row["trend_tail"] = linear_trend(lx[1:], bb[1:], bs[1:]) if len(done) >= 3 else None
+            fits.append(row)
     return {"rows": rows, "fits": fits, "times": times, "not_run": not_run}
 
 

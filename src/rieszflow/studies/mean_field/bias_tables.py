@@ -71,6 +71,18 @@ def _fit_lines(fits, quantity: str, w1: str = "W1 ~ N^p, expected -1/2") -> list
         out.append(f"  t={fi['t']:g} {fi['obs']:>6}: p = {fi['slope']:+.3f} +- {fi['slope_se']:.3f} (OLS) "
                    f"+- {fi['slope_mc_se']:.3f} (MC), {fi['n_decided']}/{fi['n_rows']} rows at |z| >= "
                    f"{Z_DECIDE:g}, sign {fi['sign']} | W1: p = {fi['w1_slope']:+.3f} +- {fi['w1_slope_se']:.3f}")
+    trends = [fi for fi in fits if fi.get("trend") is not None]
+    if trends:
+        out.append("b against log10 N (weighted line; an O(1/N) bias has a constant b: drift 0 and "
+                   "chi2 ~ dof; a (log N)/N term drifts), main rows:")
+    for fi in trends:
+        tr = fi["trend"]
+        tail = fi.get("trend_tail")
+        out.append(f"  t={fi['t']:g} {fi['obs']:>6}: drift {tr.slope:+.3f} +- {tr.slope_se:.3f} per decade "
+                   f"(z = {tr.z:+.1f}); constant b = {tr.mean:+.4f} +- {tr.mean_se:.4f}: chi2 = {tr.chi2:.1f} "
+                   f"on {tr.dof} dof, p = {tr.p_constant:.2g}"
+                   + (f" | without the smallest N: drift {tail.slope:+.3f} +- {tail.slope_se:.3f} "
+                      f"(z = {tail.z:+.1f}), p = {tail.p_constant:.2g}" if tail is not None else ""))
     return out + [""]
 
 
