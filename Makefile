@@ -112,6 +112,10 @@ results: venv
 	# d = 2 again at half the step, for the step dependence of b row by row
 	$(RF) mean-field --preset bias-large --problem rectangle --set n_max=10000 --set interaction_method=numba \
 	  --set eta=0.0125 --workers 2 --quiet --out runs/mean_field-bias-large-rectangle-halfeta-seed0.h5
+	# d = 2 to N = 1e5 with the preset's method auto (NUFFT sums from N = 1e4); the rows fill together,
+	# so a run stopped early holds every N with fewer triples at the largest (CPU-hours to 32 at 1e5)
+	$(RF) mean-field --preset bias-large --problem rectangle --set n_max=100000 --workers 2 --quiet \
+	  --out runs/mean_field-bias-large-rectangle-1e5-seed0.h5
 	# d = 3: the exact Coulomb kernel with the Metropolized step (session 7; it fails its m1 control),
 	# then the preset's softened kernel (eps = 0.1) with Euler-Maruyama
 	$(RF) mean-field --preset bias-large --problem box --set n_max=3000 --set softening=0 \
@@ -119,8 +123,9 @@ results: venv
 	$(RF) mean-field --preset bias-large --problem box --set n_max=10000 --workers 2 --quiet \
 	  --out runs/mean_field-bias-large-box-softened-seed0.h5
 	$(RF) report runs/mean_field-bias-large-interval-seed0.h5 runs/mean_field-bias-large-rectangle-seed0.h5 \
-	  runs/mean_field-bias-large-rectangle-halfeta-seed0.h5 runs/mean_field-bias-large-box-seed0.h5 \
-	  runs/mean_field-bias-large-box-softened-seed0.h5 --overwrite --out docs/results/mean_field_bias_large.md \
+	  runs/mean_field-bias-large-rectangle-halfeta-seed0.h5 runs/mean_field-bias-large-rectangle-1e5-seed0.h5 \
+	  runs/mean_field-bias-large-box-seed0.h5 runs/mean_field-bias-large-box-softened-seed0.h5 \
+	  --overwrite --out docs/results/mean_field_bias_large.md \
 	  --title 'the O(1/N) mean-field bias at N = 1e3..3e5, antithetic estimator, --preset bias-large' \
 	  --notes docs/results/notes/mean_field_bias_large.md
 	$(RF) luna --sweep dead_init --workers 2 --quiet --out runs/luna-dead-seed0
