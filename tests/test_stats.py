@@ -232,6 +232,12 @@ def test_linear_trend_closed_forms():
     flat = linear_trend([3, 4, 5], [-0.5, -0.5, -0.5], [0.1, 0.2, 0.05])
     assert flat.slope == pytest.approx(0.0, abs=1e-12) and flat.chi2 == pytest.approx(0.0, abs=1e-20)
     assert flat.p_constant == pytest.approx(1.0)
+    # far from the origin, and with SEs 1e8 apart: the closed form keeps its accuracy
+    far = linear_trend(1e6 + np.arange(3.0), [1.0, 3.0, 5.0], [1.0, 1.0, 1.0])
+    assert far.slope == pytest.approx(2.0, rel=1e-12) and far.slope_se == pytest.approx(1 / np.sqrt(2), rel=1e-12)
+    spread = linear_trend([0.0, 1.0, 2.0], [0.0, 1.0, 2.0], [1e-8, 1.0, 1.0])
+    sxx = (0.0 + 1.0 + 4.0) - (0.0 + 1.0 + 2.0) ** 2 / (1e16 + 2.0)     # sum w x^2 - (sum w x)^2 / sum w
+    assert spread.slope_se == pytest.approx(1 / np.sqrt(sxx), rel=1e-9)
     # weights: the precise point dominates the mean
     w = linear_trend([0, 1], [0.0, 1.0], [1.0, 0.01])
     assert w.mean == pytest.approx(1.0 / (1 + 1e-4), rel=1e-9)

@@ -907,8 +907,8 @@ def linear_trend(x, y, se) -> LinearTrend:
     """Is an estimate constant in x? Weighted straight-line fit and chi-square of the constant.
 
     Fits :math:`y_i = a + c\\,x_i` by weighted least squares with weights :math:`1/\\sigma_i^2`
-    (``numpy.polyfit`` with ``w = 1/se`` and ``cov="unscaled"``: the SEs are taken as known),
-    and tests the constant model :math:`y_i = a` by its chi-square. Used on the antithetic
+    (the closed form on x centred at its weighted mean; the SEs are taken as known, as
+    ``numpy.polyfit(x, y, 1, w=1/se, cov="unscaled")`` does), and tests the constant model :math:`y_i = a` by its chi-square. Used on the antithetic
     estimates :math:`\\hat b(N) = -2N\\hat D_N` against :math:`x = \\log_{10} N`: an O(1/N) bias
     has a constant b (slope 0 up to :math:`O(1/N)` corrections), a :math:`(\\log N)/N` term a
     slope per decade of N.
@@ -946,10 +946,11 @@ def linear_trend(x, y, se) -> LinearTrend:
         raise ValueError(f"se must be > 0 (known standard errors); got {sa.tolist()}")
     if xa.size < 2 or np.unique(xa).size < 2:
         raise ValueError(f"need at least 2 points with 2 distinct x; got x = {xa.tolist()}")
-    coef, cov = np.polyfit(xa, ya, 1, w=1.0 / sa, cov="unscaled")
-    slope, slope_se = float(coef[0]), float(math.sqrt(cov[0, 0]))
     w = 1.0 / sa ** 2
     mean = float(np.sum(w * ya) / np.sum(w))
+    dx = xa - np.sum(w * xa) / np.sum(w)              # centred on the weighted mean of x: no squaring
+    sxx = float(np.sum(w * dx * dx))                  # of the condition number (as polyfit's cov has)
+    slope, slope_se = float(np.sum(w * dx * (ya - mean)) / sxx), float(1.0 / math.sqrt(sxx))
     chi2 = float(np.sum(((ya - mean) / sa) ** 2))
     dof = xa.size - 1
     return LinearTrend(slope=slope, slope_se=slope_se, z=slope / slope_se, mean=mean,
