@@ -12,7 +12,8 @@ from rieszflow.studies.nlp.study import (PHASE_A_CELLS, PRESETS, VANILLA_FIELDS,
                                          task_config, variant_configs)
 
 #: The command line of the background power sweep (issue 23), without its run options.
-EXPLICIT = ["datasets=rt", "feature_maps=softplus,softmaxfeat", "baselines=", "late_maps=", "seeds=10"]
+EXPLICIT = ["datasets=rt", "feature_maps=softplus,softmaxfeat", "baselines=", "late_maps=",
+            "phase_a_cells=noalign,jitter", "cell_maps=softmaxfeat", "seeds=10"]
 TINY = ["train_limit=64", "eval_limit=32", "m=8", "epochs=2", "phase_a_epochs=1", "phase_a_after=1"]
 
 
@@ -26,13 +27,16 @@ def test_power_preset_resolves_to_the_explicit_sweep():
     assert preset.to_dict() == explicit.to_dict()
     a, b = specs(preset), specs(explicit)
     assert [t.filename for s in a for t in s.tasks()] == [t.filename for s in b for t in s.tasks()]
-    assert len(a[0].tasks()) == 40 and a[0].config == task_config(explicit)
+    # 4 matched arms and the two noise controls of softmaxfeat (issue 36), 10 seeds each
+    assert len(a[0].tasks()) == 60 and a[0].config == task_config(explicit)
+    assert [m for m in a[0].methods if "softmaxfeat-" in m] == ["Kernel-softmaxfeat-noalign",
+                                                               "Kernel-softmaxfeat-jitter"]
 
 
 def test_phase_a_cells_change_only_their_fields():
     cfg = NLPConfig(**PRESETS["phase-a"])
     assert 1 <= len(cfg.phase_a_cells) + 1 <= 6 and cfg.seeds >= 5 and cfg.feature_maps == ("softplus",)
-    v = variant_configs(task_config(cfg), "rt", 3, ["softplus"], [], [], cfg.phase_a_cells)
+    v = variant_configs(task_config(cfg), "rt", 3, ["softplus"], [], [], tuple(PHASE_A_CELLS))
     base = v["Vanilla-softplus"].to_dict()
     for cell, (changes, why) in PHASE_A_CELLS.items():
         k = v[f"Kernel-softplus-{cell}"].to_dict()
@@ -104,7 +108,7 @@ def test_partial_report_says_not_decidable():
 def test_tiny_power_sweep_resumes_under_the_preset_and_reports_partially(tmp_path, capsys):
     out = tmp_path / "power"
     run = ["nlp", "--quiet", "--workers", "0", "--no-plots", "--out", str(out)]
-    small = [kv for kv in EXPLICIT if not kv.startswith("seeds")] + ["seeds=2", "feature_maps=softplus"] + TINY
+    small = [kv for kv in EXPLICIT if not kv.startswith(("seeds", "phase_a_cells", "cell_maps"))] + ["seeds=2", "feature_maps=softplus"] + TINY
     assert cli_main([*run, *_sets(small)]) == 0
     capsys.readouterr()
     # as the background sweep's: a config.json written before phase_a_cells existed
@@ -112,7 +116,7 @@ def test_tiny_power_sweep_resumes_under_the_preset_and_reports_partially(tmp_pat
     del stored["phase_a_cells"]
     (out / "config.json").write_text(json.dumps(stored))
     # the preset with the same sizes resumes it: every task is skipped
-    assert cli_main([*run, "--preset", "power", *_sets(["seeds=2", "feature_maps=softplus"] + TINY)]) == 0
+    assert cli_main([*run, "--preset", "power", *_sets(["seeds=2", "feature_maps=softplus", "phase_a_cells=", "cell_maps="] + TINY)]) == 0
     assert "0 done, 4 skipped" in capsys.readouterr().out
     report = (out / "report.md").read_text()
     assert "2 of 2 seeds complete" in report and "Wilcoxon" in report and "95 % t interval" in report
@@ -131,7 +135,7 @@ def test_tiny_power_sweep_resumes_under_the_preset_and_reports_partially(tmp_pat
         f.unlink()
     before = sorted(p.name for p in (out / "nlp-rt").iterdir())
     assert cli_main(["nlp", "--preset", "power", "--out", str(out), "--report-only", "--quiet",
-                     *_sets(["seeds=2", "feature_maps=softplus"] + TINY)]) == 0
+                     *_sets(["seeds=2", "feature_maps=softplus", "phase_a_cells=", "cell_maps="] + TINY)]) == 0
     page = capsys.readouterr().out
     assert "1 of 2 seeds complete; verdict not decidable" in page
     assert sorted(p.name for p in (out / "nlp-rt").iterdir()) == before     # nothing run, nothing merged
@@ -179,7 +183,7 @@ def test_rerun_task_reproduces_a_stored_task(tmp_path, capsys):
 
     out = tmp_path / "power"
     run = ["nlp", "--quiet", "--workers", "0", "--no-plots", "--out", str(out)]
-    small = [kv for kv in EXPLICIT if not kv.startswith("seeds")] + ["seeds=1", "feature_maps=softplus"] + TINY
+    small = [kv for kv in EXPLICIT if not kv.startswith(("seeds", "phase_a_cells", "cell_maps"))] + ["seeds=1", "feature_maps=softplus"] + TINY
     assert cli_main([*run, *_sets(small)]) == 0
     capsys.readouterr()
     r = rerun_task(out / "nlp-rt", "Kernel-softplus", 0)

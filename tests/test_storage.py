@@ -190,5 +190,40 @@ def test_provenance_records_the_commit_of_the_loaded_code(monkeypatch):
     import importlib
 
     P = importlib.import_module("rieszflow.engine.storage.provenance")     # the module, not the function
-    monkeypatch.setattr(P, "_git_commit", lambda: "0000000-moved-on")
-    assert P.provenance()["git_commit"] == P._COMMIT_AT_IMPORT != "0000000-moved-on"
+    monkeypatch.setattr(P, "_git_state", lambda: ("0000000-moved-on", True, "ab" * 32))
+    info = P.provenance()
+    assert info["git_commit"] == P._COMMIT_AT_IMPORT != "0000000-moved-on"
+    assert info["git_diff_sha256"] == P._DIFF_AT_IMPORT
+
+
+def test_git_state_hashes_the_uncommitted_code(tmp_path, monkeypatch):
+    """A dirty tree is named by the hash of its changes: two different edits of one commit differ,
+    the same edit gives the same hash, and a clean tree has no hash (mutation: drop the diff)."""
+    import importlib
+    import subprocess
+
+    P = importlib.import_module("rieszflow.engine.storage.provenance")
+    repo = tmp_path / "repo"
+    pkg = repo / "src" / "rieszflow" / "engine" / "storage"
+    pkg.mkdir(parents=True)
+    (pkg / "provenance.py").write_text("x = 1\n")
+    run = dict(cwd=repo, check=True, capture_output=True)
+    subprocess.run(["git", "init", "-q"], **run)
+    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "add", "."], **run)
+    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "c"], **run)
+    monkeypatch.setattr(P, "__file__", str(pkg / "provenance.py"))
+    commit, dirty, diff = P._git_state()
+    assert dirty is False and diff == "" and len(commit) == 40
+    (pkg / "provenance.py").write_text("x = 2\n")
+    c2, d2, h2 = P._git_state()
+    assert c2 == commit + "-dirty" and d2 is True and len(h2) == 64
+    assert P._git_state()[2] == h2                               # same edit, same hash
+    (pkg / "provenance.py").write_text("x = 3\n")
+    assert P._git_state()[2] != h2                               # another edit, another hash
+    (pkg / "provenance.py").write_text("x = 1\n")
+    (repo / "src" / "rieszflow" / "new.py").write_text("y = 1\n")     # untracked source counts
+    assert P._git_state()[1] is True
+    ident = P.code_identity({"git_commit": c2, "git_commit_of": "loaded code", "git_diff_sha256": h2})
+    assert ident == f"{c2}+{h2[:12]}"
+    assert P.code_identity({"git_commit": commit}) == commit + " (at write)"
+    assert P.code_identity({}) == "unknown"

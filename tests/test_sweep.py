@@ -470,3 +470,40 @@ def test_a_spec_of_a_function_keeps_it_through_replace_and_refuses_anonymous_one
         SweepSpec(name="f", function=lambda t, c, r: None, methods=("m",), grid={"x": (1,)}, trials=1)
     with pytest.raises(ValueError, match="partial"):
         SweepSpec(name="f", function=functools.partial(_named_task), methods=("m",), grid={"x": (1,)}, trials=1)
+
+
+def test_tasks_of_different_code_are_not_merged_unless_asked(tmp_path):
+    """One result, one version of the code: a task file from another commit (or another dirty
+    diff) makes open_sweep refuse the merge, naming the versions per method; allow_mixed_code
+    merges and records the counts (mutation: a merge that ignores the commits fails here)."""
+    import h5py
+
+    from rieszflow.studies.sweep import MixedCodeError
+
+    out = tmp_path / "sw"
+    run_sweep(_spec((1, 2), methods=("a",)), out, workers=0, progress=False, log=None)
+    merged = open_sweep(out, write=False)
+    assert len(json.loads(merged.attrs["task_code"])) == 1
+    files = sorted((out / "tasks").glob("*.h5"))
+    with h5py.File(files[0], "r+") as h:
+        h.attrs["git_commit"] = "0" * 40 + "-dirty"
+        h.attrs["git_diff_sha256"] = "ab" * 32
+    with pytest.raises(MixedCodeError, match=r"2 versions of the code.*" + "0" * 40 + r"-dirty\+abababababab"):
+        open_sweep(out, write=False)
+    mixed = open_sweep(out, write=False, allow_mixed_code=True)
+    code = json.loads(mixed.attrs["task_code"])
+    assert sorted(code.values()) == [1, len(files) - 1]
+    assert set(json.loads(mixed.attrs["task_code_by_method"])) == {"a"}
+    # the same commit with another uncommitted diff is other code too
+    with h5py.File(files[0], "r+") as h:
+        h.attrs["git_commit"] = merged.attrs["git_commit"]
+        h.attrs["git_diff_sha256"] = "cd" * 32
+    if merged.attrs["git_commit"].endswith("-dirty"):
+        with pytest.raises(MixedCodeError):
+            open_sweep(out, write=False)
+    # a file that records its commit only 'at write' does not name the code that ran
+    with h5py.File(files[0], "r+") as h:
+        h.attrs["git_diff_sha256"] = merged.attrs["git_diff_sha256"]
+        del h.attrs["git_commit_of"]
+    with pytest.raises(MixedCodeError, match="at write"):
+        open_sweep(out, write=False)

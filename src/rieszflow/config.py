@@ -524,8 +524,11 @@ def parse_overrides(items, cfg_cls, special=None, defaults=None) -> dict:
                     raise ValueError(f"--set {key}={text!r}: expected true, false, 1 or 0")
                 out[key] = text.lower() in ("true", "1")
             elif isinstance(default, tuple):
-                elem = type(default[0]) if default else float
-                parse = (lambda v: _integer(key, v)) if elem is int else elem
+                elem = type(default[0]) if default else None
+                if elem is None:        # an empty default names no element type: numbers, else names
+                    parse = _number_or_name
+                else:
+                    parse = (lambda v: _integer(key, v)) if elem is int else elem
                 out[key] = tuple(parse(v) for v in text.split(",") if v)
             elif isinstance(default, int):
                 out[key] = _integer(key, text)
@@ -539,6 +542,15 @@ def parse_overrides(items, cfg_cls, special=None, defaults=None) -> dict:
             raise ValueError(f"--set {key}={text!r}: not a valid value for a field like "
                              f"{default!r}") from None
     return out
+
+
+def _number_or_name(text: str):
+    """An element of a tuple field whose default is empty: a float where ``text`` is one, else the
+    text itself (the names of cells, maps or problems)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _integer(key: str, text: str) -> int:

@@ -9,7 +9,7 @@ from rieszflow.engine.attention.model import ATTENTIONS
 from rieszflow.engine.features import FEATURE_MAPS, LINEAR_ATTENTION_MAPS
 from rieszflow.learning.objectives import ALIGNMENTS
 
-__all__ = ["MainJobConfig", "SMOKE_OVERRIDES", "PERFORMER", "OPTIMIZERS", "performer_scales"]
+__all__ = ["MainJobConfig", "PHASE_A_CONTROLS", "SMOKE_OVERRIDES", "PERFORMER", "OPTIMIZERS", "performer_scales"]
 
 #: Feature maps of the kernel runs: every map the engine's linear attention accepts (the positive
 #: particle maps of paper 000, paper 001's LUNA and its Hedgehog and Cosformer baselines).
@@ -17,6 +17,8 @@ _FEATURE_MAPS = LINEAR_ATTENTION_MAPS
 _ENVELOPES = ("none", "gate")
 _ALIGNMENTS = tuple(ALIGNMENTS)
 _QK = ("shared", "learned")
+#: Values of ``MainJobConfig.phase_a_control``: Phase A as stated, and its two noise controls.
+PHASE_A_CONTROLS = ("none", "no_alignment", "matched_jitter")
 _ATTENTION = ATTENTIONS
 _DATASETS = ("rt", "sst2", "qqp")
 _FEATURE_INITS = ("default", "iid", "orthogonal")
@@ -133,6 +135,18 @@ class MainJobConfig(StudyConfig):
         file is created. Resume is bit-identical wherever the checkpoint falls. Phase B
         checkpoints at the end of each epoch only: an interrupted Phase B epoch is rerun
         from its start on resume (still bit-identical; at most one epoch is repeated).
+    phase_a_control : {"none", "no_alignment", "matched_jitter"}
+        Controls that separate what Phase A learns from what its noise does (issue 36 of this
+        project; paper 000 has no such control). ``"none"``: Phase A as the paper states it.
+        ``"no_alignment"``: the same Phase A steps, batches and noise with the alignment term
+        of the drift set to zero, so the particles move by the Riesz repulsion and the Langevin
+        noise only (``H = lam * W_{m,s}``). ``"matched_jitter"``: Phase A runs as usual, only
+        to measure per (layer, head) how far it moved the particles (the paired MMD^2 of
+        :func:`rieszflow.engine.measures.mmd2` between the particles before and after it);
+        the particles are then set to the initial ones plus isotropic Gaussian noise (projected
+        onto the ball), its scale chosen per head by bisection so that the same MMD^2 is
+        reached. Phase B then trains with these randomly perturbed features. Needs
+        ``kernel=True`` and a random-feature map (no learned map).
     phase_a_after : int
         Phase B epochs run *before* Phase A (0: the paper's order, Phase A on the
         untrained network). With ``k > 0`` the run trains k epochs of Phase B,
@@ -213,6 +227,7 @@ class MainJobConfig(StudyConfig):
     alignment: str = "onehot"
     record_every: int = 5
     checkpoint_seconds: float = 30.0
+    phase_a_control: str = "none"
     phase_a_after: int = 0
     select_from: str = "all"
     epochs: int = 10
@@ -320,6 +335,11 @@ class MainJobConfig(StudyConfig):
         if self.redraw_every and (self.kernel or self.attention != "linear"):
             raise ValueError(f"redraw_every={self.redraw_every} redraws random features, which only "
                              f"a linear-attention run without Phase A has (kernel=False)")
+        choice("phase_a_control", PHASE_A_CONTROLS)
+        if self.phase_a_control != "none" and (not self.kernel or self.learned_map):
+            raise ValueError(f"phase_a_control={self.phase_a_control!r} is a control of Phase A: it "
+                             f"needs kernel=True and a random-feature map (feature_map="
+                             f"{self.feature_map!r}, kernel={self.kernel})")
         if self.phase_a_after and not self.kernel:
             raise ValueError(f"phase_a_after={self.phase_a_after} places Phase A after some Phase B "
                              f"epochs; it needs kernel=True")
@@ -359,7 +379,8 @@ class MainJobConfig(StudyConfig):
         prefix = "Kernel" if self.kernel else "Vanilla"
         suffix = "-WqWk" if self.qk == "learned" else ""
         after = f"-after{self.phase_a_after}" if self.phase_a_after else ""
-        return f"{prefix}-{self.feature_map}{suffix}{after}"
+        control = {"none": "", "no_alignment": "-noalign", "matched_jitter": "-jitter"}[self.phase_a_control]
+        return f"{prefix}-{self.feature_map}{suffix}{after}{control}"
 
     @property
     def feature_rows(self) -> int:

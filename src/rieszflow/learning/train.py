@@ -248,6 +248,11 @@ class MainJob:
             **extra)
         self.omega_names = list(self.model.particle_names())
         self.omega_init_projected = self._project_particles() if cfg.project_init else 0
+        # the particles before Phase A (frozen in Phase B, so the initial ones whatever
+        # phase_a_after is): the reference of the matched-jitter control; rebuilt identically
+        # from the seed on resume
+        self.omega_before_a = ({n: to_numpy(self.model.params[n]).copy() for n in self.omega_names}
+                               if cfg.phase_a_control == "matched_jitter" else None)
 
     def _project_particles(self):
         """Start inside the domain: project the particles onto the ball of radius ``radius``
@@ -508,6 +513,9 @@ class MainJob:
         if getattr(self, "_steppers", None) is None:
             self._steppers = self._phase_a_steppers()
         align = ALIGNMENTS[cfg.alignment]
+        # the no-alignment control still evaluates the alignment (recorded as a diagnostic) and
+        # draws the same batches and noise; only its gradient leaves the drift
+        no_alignment = cfg.phase_a_control == "no_alignment"
         n_batches = count_batches(len(self.train), cfg.batch_size, min_last=2)
         now_state = self.rng_a.bit_generator.state
         if partial is not None:
@@ -590,7 +598,10 @@ class MainJob:
                         # W_{m,s} and its gradient; the particles are checked once per record block
                         w_val, w_grad = riesz_energy_and_grad(om, cfg.s, validate=False)
                         repulsion = repulsion + w_val
-                        g = g_all[h] + cfg.lam * w_grad          # grad H of this head
+                        if no_alignment:                          # the control: repulsion only
+                            g = cfg.lam * w_grad
+                        else:
+                            g = g_all[h] + cfg.lam * w_grad      # grad H of this head
                         noise = self.backend.normal(self.rng_a, om.shape)
                         st = self._steppers[(name, h)](
                             LangevinState(omega=om, step=0, max_displacement=xp.asarray(np.inf)), noise,
@@ -649,6 +660,72 @@ class MainJob:
                                      + time.perf_counter() - t_start})
         except Exception as err:  # noqa: BLE001 - the interrupt goes on; the older checkpoint holds
             e.checkpoint_error = f"{type(err).__name__}: {err}"
+
+    def _matched_jitter(self, w):
+        """The matched-jitter control: replace Phase A's particles by a random perturbation of the
+        particles before Phase A that moved them as far, in paired MMD^2, as Phase A did.
+
+        Per (layer, head): the target is ``mmd2(before, after, paired=True)`` on the particles as
+        the file stores them (float32); a fixed Gaussian direction ``xi`` is drawn from
+        ``rng_redraw`` and the scale ``sigma`` of ``P_ball(before + sigma * xi)`` is found by
+        bisection (60 halvings of a bracket found by doubling) so that its paired MMD^2 to
+        ``before`` equals the target (``sigma = 0`` where the target estimate is <= 0). The
+        result is recorded as one more ``omega`` snapshot at ``time = phase_a_steps + 1`` (Phase
+        A's own last snapshot stays in the file), and the root attributes
+        ``phase_a_jitter_scale``, ``phase_a_jitter_target_mmd2`` and ``phase_a_jitter_mmd2``
+        (JSON, [layer][head]) say what was done.
+        """
+        from rieszflow.engine.measures import mmd2
+
+        ball = Ball(self.cfg.radius)
+
+        def moved(a, b):
+            return mmd2(a.astype(np.float32).astype(np.float64), b.astype(np.float32).astype(np.float64),
+                        paired=True).mmd2
+
+        def perturbed(x0, xi, sigma):
+            return to_numpy(ball.project(x0 + sigma * xi))
+
+        scales, targets, reached = [], [], []
+        for name in self.omega_names:
+            before = self.omega_before_a[name].astype(np.float64)             # (H, m, d_k)
+            after = to_numpy(self.model.params[name]).astype(np.float64)
+            new = np.empty_like(before)
+            row_s, row_t, row_r = [], [], []
+            for h in range(before.shape[0]):
+                x0 = before[h]
+                target = moved(x0, after[h])
+                xi = self.rng_redraw.standard_normal(x0.shape)
+                sigma = 0.0
+                if target > 0:
+                    lo, hi = 0.0, 1e-3
+                    for _ in range(60):                   # bracket: f(hi) >= target
+                        if moved(x0, perturbed(x0, xi, hi)) >= target:
+                            break
+                        lo, hi = hi, 2 * hi
+                    for _ in range(60):
+                        mid = 0.5 * (lo + hi)
+                        if moved(x0, perturbed(x0, xi, mid)) < target:
+                            lo = mid
+                        else:
+                            hi = mid
+                    sigma = hi
+                new[h] = perturbed(x0, xi, sigma)
+                row_s.append(float(sigma))
+                row_t.append(float(target))
+                row_r.append(float(moved(x0, new[h])))
+            self.model.params[name] = self.backend.asarray(new.astype(self.omega_before_a[name].dtype))
+            scales.append(row_s)
+            targets.append(row_t)
+            reached.append(row_r)
+        xp = self.backend.xp
+        om = to_numpy(xp.stack([self.model.params[n] for n in self.omega_names])).astype(np.float32)
+        w.append("time", {"omega": om}, coord=self.step_a + 1)
+        w.set_attrs(phase_a_jitter_scale=json.dumps(scales), phase_a_jitter_target_mmd2=json.dumps(targets),
+                    phase_a_jitter_mmd2=json.dumps(reached),
+                    phase_a_control_note="matched_jitter: the last omega snapshot (time = phase_a_steps "
+                                         "+ 1) holds the jittered particles Phase B used; the one "
+                                         "before it, Phase A's final particles (discarded)")
 
     def _record_omega(self, w):
         xp = self.backend.xp                     # one device-to-host copy for every particle set
@@ -867,6 +944,9 @@ class MainJob:
                     self.elapsed["phase_a"] += time.perf_counter() - t0
                     if self.step_a % cfg.record_every:
                         self._record_omega(w)               # always keep the final particles
+                    if cfg.phase_a_control == "matched_jitter" and (stopped_early
+                                                                     or epoch == cfg.phase_a_epochs):
+                        self._matched_jitter(w)
                     w.set_attrs(phase_a_steps=self.step_a, phase_a_stopped_early=int(stopped_early))
                     if stopped_early:
                         w.plan(step=self.step_a)            # no more Phase A steps will come

@@ -259,7 +259,8 @@ def run_sweeps(prog: str, out: Path, chosen, args, log: Callable, before: Callab
             else:
                 log(summary.format())
             if summary.done + summary.skipped:
-                merged[sp.name] = open_sweep((out / sp.name).absolute())
+                merged[sp.name] = open_sweep((out / sp.name).absolute(),
+                                             allow_mixed_code=getattr(args, "allow_mixed_code", False))
     shout(f"{prog}: {len(chosen)} sweep{'s' if len(chosen) != 1 else ''}, {counts['total']} "
           f"task{'s' if counts['total'] != 1 else ''}: "
           f"{counts['done']} done, {counts['skipped']} skipped (complete before), {counts['failed']} failed"

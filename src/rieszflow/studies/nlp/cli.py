@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from rieszflow.studies.base import add_study_arguments, given_options
-from rieszflow.studies.sweep import add_sweep_arguments
+from rieszflow.studies.sweep import MixedCodeError, add_sweep_arguments
 from rieszflow.studies.sweep_cli import format_merged, run_sweeps, start_sweep_study
 from rieszflow.studies.reporting import register_sweep_reporter
 
@@ -134,7 +134,7 @@ def write_tables(out: Path, merged: dict, phase_a_after: int) -> list:
     return [md] + files
 
 
-def _open_partial(sweep_dir: Path, spec=None):
+def _open_partial(sweep_dir: Path, spec=None, allow_mixed_code: bool = False):
     """The merged sweep from its complete task files without writing anything; None if none is complete.
 
     With ``spec`` (a SweepSpec), the tasks of that specification, whatever ``sweep.json`` holds
@@ -145,10 +145,10 @@ def _open_partial(sweep_dir: Path, spec=None):
     if not (any((sweep_dir / "tasks" / f).exists() for f in names) if names is not None
             else any((sweep_dir / "tasks").glob("*.h5"))):
         return None                               # none yet (or only other variants' task files)
-    return open_sweep(sweep_dir.absolute(), write=False, spec=spec)
+    return open_sweep(sweep_dir.absolute(), write=False, spec=spec, allow_mixed_code=allow_mixed_code)
 
 
-def write_power_report(out: Path, cfg, command: str) -> Path:
+def write_power_report(out: Path, cfg, command: str, allow_mixed_code: bool = False) -> Path:
     """Write the paired report of every sweep of ``cfg`` in ``out`` to ``out/report.md``.
 
     Reads only complete task files (a running sweep is not disturbed: no lock, no merged file
@@ -162,6 +162,9 @@ def write_power_report(out: Path, cfg, command: str) -> Path:
         The resolved configuration.
     command : str
         The command that runs or resumes the sweep (shown on the page).
+    allow_mixed_code : bool, default False
+        Report task files written by different code (:class:`~rieszflow.studies.sweep.MixedCodeError`
+        otherwise).
 
     Returns
     -------
@@ -178,7 +181,7 @@ def write_power_report(out: Path, cfg, command: str) -> Path:
     for sp in specs(cfg):
         # the preset's own variants and seeds, not whatever sweep.json the last run in `out` wrote
         spec = {"trials": sp.trials, "methods": list(sp.methods), "config": sp.config}
-        ds = _open_partial(out / sp.name, sp)
+        ds = _open_partial(out / sp.name, sp, allow_mixed_code)
         parts += [f"#### Sweep {sp.name}", "", format_power_report(ds, spec, dataset=sp.name.split("-", 1)[1],
                                                             command=command, regenerate=regen,
                                                             commits=task_commits(out / sp.name, sp.methods)), ""]
@@ -225,7 +228,10 @@ def _report_only(prog: str, args) -> int:
         return 2
     command = f"rieszflow nlp{' ' + flag if flag else ''} --out {out}"
     try:
-        path = write_power_report(out, cfg, command)
+        path = write_power_report(out, cfg, command, allow_mixed_code=args.allow_mixed_code)
+    except MixedCodeError as e:                 # bad input: the files need --allow-mixed-code
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
     except (ValueError, OSError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
@@ -286,7 +292,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         files = write_tables(out, by_dataset, cfg.phase_a_after)
         flag = " ".join(f for f in (f"--preset {args.preset}" if args.preset else "",
                                     "--quick" if args.quick else "") if f)
-        files.append(write_power_report(out, cfg, f"rieszflow nlp{' ' + flag if flag else ''} --out {out}"))
+        files.append(write_power_report(out, cfg, f"rieszflow nlp{' ' + flag if flag else ''} --out {out}",
+                                        allow_mixed_code=args.allow_mixed_code))
         log("tables: " + ", ".join(str(f) for f in files))
     print(format_merged(out, merged, time.perf_counter() - t0))
     return 1 if failed else 0

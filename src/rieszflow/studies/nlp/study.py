@@ -101,6 +101,9 @@ class NLPConfig(StudyConfig):
         ``feature_maps``, the kernel run with the cell's Phase A settings
         (``Kernel-<map>-<cell>``) and, where the cell changes the vanilla run too
         (:data:`VANILLA_FIELDS`), its own matched vanilla run (``Vanilla-<map>-<cell>``).
+    cell_maps : tuple of str
+        The maps the Phase A cells run on (a subset of ``feature_maps``); empty: every map of
+        ``feature_maps``. The power preset runs its two noise controls on softmaxfeat only.
     phase_a_after : int
         k, the Phase B epochs before Phase A in the late variant (``1 <= k < epochs``).
     select_from : {"all", "after_phase_a"}
@@ -134,6 +137,7 @@ class NLPConfig(StudyConfig):
     baselines: tuple = BASELINES
     late_maps: tuple = ATTENTION_FEATURE_MAPS
     phase_a_cells: tuple = ()
+    cell_maps: tuple = ()
     phase_a_after: int = 2
     select_from: str = "all"
     seeds: int = 3
@@ -161,6 +165,10 @@ class NLPConfig(StudyConfig):
         subset("baselines", BASELINES, empty_ok=True)
         subset("late_maps", self.feature_maps, empty_ok=True)
         subset("phase_a_cells", tuple(PHASE_A_CELLS), empty_ok=True)
+        subset("cell_maps", self.feature_maps, empty_ok=True)
+        if self.cell_maps and not self.phase_a_cells:
+            raise ValueError(f"cell_maps={self.cell_maps!r} names the maps of the Phase A cells, but "
+                             f"phase_a_cells is empty")
         if self.phase_a_cells and not self.feature_maps:
             raise ValueError(f"phase_a_cells={self.phase_a_cells!r} needs at least one of feature_maps")
         for cell in self.phase_a_cells:
@@ -225,6 +233,13 @@ PHASE_A_CELLS = {
              "Phase A after 2 Phase B epochs, on trained token representations (at initialisation "
              "the tokens are random embeddings, so the alignment target carries little); the "
              "selected checkpoint is one after Phase A, so the model used the learned particles"),
+    "noalign": ({"phase_a_control": "no_alignment"},
+                "control (issue 36): the same Phase A steps, batches and noise with the alignment "
+                "gradient off (repulsion and noise only); a gain that comes from learning must exceed it"),
+    "jitter": ({"phase_a_control": "matched_jitter"},
+               "control (issue 36): Phase A's particles replaced by a random isotropic perturbation of "
+               "the initial ones that moved them as far in paired MMD^2 as Phase A did (per seed, layer "
+               "and head); a gain that comes from learning must exceed it"),
     "wide": ({"radius": 3.0},
              "particle ball of radius 3 instead of 1.5: room for the particles to move (the "
              "projection onto the ball may pin them); changes the vanilla run's initial "
@@ -241,14 +256,15 @@ VANILLA_FIELDS = ("radius",)
 #: default budget; ``phase-a``: the Phase A grid (:data:`PHASE_A_CELLS`) on softplus over 5 seeds.
 PRESETS = {
     "power": {"datasets": ("rt",), "feature_maps": ("softplus", "softmaxfeat"), "baselines": (),
-              "late_maps": (), "seeds": 10},
+              "late_maps": (), "phase_a_cells": ("noalign", "jitter"), "cell_maps": ("softmaxfeat",),
+              "seeds": 10},
     "phase-a": {"datasets": ("rt",), "feature_maps": ("softplus",), "baselines": (), "late_maps": (),
-                "phase_a_cells": tuple(PHASE_A_CELLS), "seeds": 5},
+                "phase_a_cells": ("cold", "repel", "kta", "late", "wide"), "seeds": 5},
 }
 
 #: Fields that only say which tasks exist: left out of the configuration stored in every task file
 #: (a cell's settings are fixed by its name in :data:`PHASE_A_CELLS`).
-GRID_FIELDS = ("datasets", "feature_maps", "baselines", "late_maps", "phase_a_cells", "seeds")
+GRID_FIELDS = ("datasets", "feature_maps", "baselines", "late_maps", "phase_a_cells", "cell_maps", "seeds")
 
 
 def task_config(cfg: NLPConfig) -> dict:
@@ -280,7 +296,8 @@ def _main_job_config(config: dict, dataset: str, seed: int, **changes):
     return MainJobConfig(**{**base, **changes})
 
 
-def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late_maps, cells=()) -> dict:
+def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late_maps, cells=(),
+                    cell_maps=None) -> dict:
     """The main-job configuration of every variant, keyed by its table name.
 
     Parameters
@@ -296,6 +313,8 @@ def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late
         Phase-A-after-k variant.
     cells : sequence of str, optional
         Phase A grid cells (:data:`PHASE_A_CELLS`), each for every map of ``maps``.
+    cell_maps : sequence of str, optional
+        The maps the cells run on (default: every map of ``maps``).
 
     Returns
     -------
@@ -329,7 +348,7 @@ def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late
         out[cfg.name] = cfg
     for cell in cells:
         changes = PHASE_A_CELLS[cell][0]
-        for fm in maps:
+        for fm in (maps if cell_maps is None else [m for m in maps if m in cell_maps]):
             if any(k in VANILLA_FIELDS for k in changes):
                 vanilla_changes = {k: v for k, v in changes.items() if k in VANILLA_FIELDS}
                 out[f"Vanilla-{fm}-{cell}"] = _main_job_config(config, dataset, seed, feature_map=fm,
@@ -341,7 +360,7 @@ def variant_configs(config: dict, dataset: str, seed: int, maps, baselines, late
 
 def _method_names(cfg: NLPConfig) -> tuple:
     return tuple(variant_configs(task_config(cfg), "rt", cfg.seed, cfg.feature_maps, cfg.baselines,
-                                 cfg.late_maps, cfg.phase_a_cells))
+                                 cfg.late_maps, cfg.phase_a_cells, cell_maps=cfg.cell_maps or None))
 
 
 def _phase_a_movement(run) -> tuple:

@@ -67,11 +67,11 @@ from rieszflow.studies.sweep.executor import (
     describe_executor,
     run_jobs,
 )
-from rieszflow.studies.sweep.run import open_sweep, run_sweep
+from rieszflow.studies.sweep.run import MixedCodeError, open_sweep, run_sweep
 from rieszflow.studies.sweep.spec import SWEEP_KIND, TASK_KIND, SweepSpec, SweepSummary, Task
 from rieszflow.studies.sweep.tasks import execute_task
 
-__all__ = ["Task", "SweepSpec", "SweepSummary", "run_sweep", "open_sweep", "execute_task",
+__all__ = ["Task", "SweepSpec", "SweepSummary", "run_sweep", "open_sweep", "MixedCodeError", "execute_task",
            "Job", "JobsSummary", "TasksFailed", "WorkersCannotWrite", "Executor", "run_jobs", "call_job",
            "check_executor", "check_dashboard", "dashboard_link", "describe_executor", "add_sweep_arguments",
            "THREAD_ENV", "WORKER_WAIT_ENV", "TASK_KIND", "SWEEP_KIND"]

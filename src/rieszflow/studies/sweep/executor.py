@@ -371,8 +371,8 @@ def describe_executor(workers: int | None, scheduler: str | None) -> str:
 
 def add_sweep_arguments(parser, *, default_help: str = "default: the machine's cores",
                         scheduler_note: str = "its workers must see --out", dashboard: bool = False) -> None:
-    """Add ``--workers`` and ``--scheduler`` (and ``--dashboard``), the options of every study that
-    runs its tasks here.
+    """Add ``--workers``, ``--scheduler`` and ``--allow-mixed-code`` (and ``--dashboard``), the
+    options of every study that runs its tasks here.
 
     Parameters
     ----------
@@ -398,6 +398,10 @@ def add_sweep_arguments(parser, *, default_help: str = "default: the machine's c
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help=f"submit to an existing Dask scheduler (e.g. tcp://host:8786) instead; "
                             f"{scheduler_note} (docs/sweeps.md)")
+    parser.add_argument("--allow-mixed-code", action="store_true",
+                        help="merge task files written by different code (other commits, or dirty trees "
+                             "with other changes); by default a sweep whose tasks ran different code is "
+                             "refused, since one result must come from one version of the code")
     if dashboard:
         parser.add_argument("--dashboard", nargs="?", const="", default=None, metavar="ADDRESS",
                             help="start the Dask dashboard of the LocalCluster (at ADDRESS, e.g. :8787, "

@@ -12,11 +12,21 @@ from typing import Callable
 import numpy as np
 
 from rieszflow.engine.storage import FORMAT, RunLock, _attr_value, atomic_output, provenance
+from rieszflow.engine.storage.provenance import code_identity
 from rieszflow.studies.sweep.executor import Executor, Job, check_executor, run_jobs
 from rieszflow.studies.sweep.spec import SWEEP_KIND, SweepSpec, SweepSummary
 from rieszflow.studies.sweep.tasks import _pending, _read_task_config, _run_task
 
-__all__ = ["run_sweep", "open_sweep"]
+__all__ = ["run_sweep", "open_sweep", "MixedCodeError"]
+
+
+class MixedCodeError(ValueError):
+    """The task files of a sweep were written by different code (commits or uncommitted changes).
+
+    Evidence for one verdict must come from one version of the code: :func:`open_sweep` refuses
+    to merge such files unless ``allow_mixed_code=True`` (CLI ``--allow-mixed-code``). The
+    message names every code version and how many tasks of each method it wrote.
+    """
 
 
 def run_sweep(spec: SweepSpec, outdir, *, workers: int | None = None, scheduler: str | None = None,
@@ -141,7 +151,8 @@ def _load_spec(outdir: Path) -> SweepSpec:
         raise ValueError(f"{path} is not a valid sweep description ({e})") from None
 
 
-def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None):
+def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None,
+               allow_mixed_code: bool = False):
     """Merge the task files of a sweep into one dataset; NaN where a task is missing.
 
     Parameters
@@ -155,6 +166,11 @@ def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None):
         the last run in the directory wrote): two sweeps that share task files (the same stored
         task configuration, other methods or trials) are each read as themselves. Every task file
         must still hold the configuration ``spec`` gives it.
+    allow_mixed_code : bool, default False
+        Merge task files written by different code (another commit, or a dirty tree with other
+        uncommitted changes; :func:`rieszflow.engine.storage.provenance.code_identity`). By
+        default that raises :class:`MixedCodeError`: the tasks of one result must have run one
+        version of the code.
 
     Returns
     -------
@@ -165,7 +181,9 @@ def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None):
         ``status`` ("complete", or "partial" while tasks are missing),
         the spec as ``config`` (JSON), ``n_tasks``, ``n_complete``, ``wall_seconds`` (from the
         first task's start to the last task's end, read from the task files; 1 s resolution) and
-        ``task_seconds_total`` (the tasks' own wall times summed).
+        ``task_seconds_total`` (the tasks' own wall times summed), ``task_code`` (JSON: code
+        version -> number of task files) and ``task_code_by_method`` (JSON: method -> code
+        version -> count).
 
     Raises
     ------
@@ -173,7 +191,8 @@ def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None):
         If ``outdir`` has no ``sweep.json`` (no ``tasks/`` folder, with ``spec``).
     ValueError
         If no task is complete yet, a task file holds another configuration than ``sweep.json``
-        (or ``spec``),
+        (or ``spec``), the task files were written by different code (:class:`MixedCodeError`,
+        unless ``allow_mixed_code``),
         or a task variable is not numeric or changes shape between tasks.
     """
     import xarray as xr
@@ -190,7 +209,7 @@ def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None):
             "trial": list(range(spec.trials))}
     position = {ax: {v: i for i, v in enumerate(vals)} for ax, vals in axes.items()}
     shape = tuple(len(v) for v in axes.values())
-    data, dims, attrs, coords, spans, n_complete = {}, {}, {}, {}, [], 0
+    data, dims, attrs, coords, spans, n_complete, code = {}, {}, {}, {}, [], 0, {}
     for task in spec.tasks():
         path = outdir / "tasks" / task.filename
         if not path.exists():
@@ -201,6 +220,9 @@ def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None):
                              f"rerun the sweep with its configuration or remove the file")
         with xr.open_dataset(path, engine="h5netcdf") as ds:
             ds = ds.load()
+        ident = code_identity(ds.attrs)
+        code.setdefault(task.method, {})
+        code[task.method][ident] = code[task.method].get(ident, 0) + 1
         with contextlib.suppress(KeyError, TypeError, ValueError):
             end = _dt.datetime.fromisoformat(str(ds.attrs["created"])).timestamp()
             spans.append((end - float(ds.attrs["wall_seconds"]), end, float(ds.attrs["wall_seconds"])))
@@ -223,6 +245,18 @@ def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None):
         n_complete += 1
     if not n_complete:
         raise ValueError(f"{outdir}: no task of sweep {spec.name!r} is complete yet")
+    totals = {}
+    for per in code.values():
+        for ident, n in per.items():
+            totals[ident] = totals.get(ident, 0) + n
+    if len(totals) > 1 and not allow_mixed_code:
+        per_method = "; ".join(f"{m}: " + ", ".join(f"{i} ({n})" for i, n in sorted(per.items()))
+                               for m, per in code.items())
+        raise MixedCodeError(f"{outdir}: the {n_complete} complete task files of sweep {spec.name!r} were "
+                             f"written by {len(totals)} versions of the code ({per_method}); evidence for "
+                             f"one result must come from one version: rerun the tasks of the other "
+                             f"versions from one clean commit, or pass allow_mixed_code=True (CLI "
+                             f"--allow-mixed-code) to merge them anyway")
     grid_dims = ("method", *names, "trial")
     merged = xr.Dataset({name: (grid_dims + dims[name], arr, attrs[name]) for name, arr in data.items()},
                         coords={**{ax: vals for ax, vals in axes.items()}, **coords})
@@ -234,7 +268,9 @@ def open_sweep(outdir, *, write: bool = True, spec: SweepSpec | None = None):
     merged.attrs = {"rieszflow_format": FORMAT, "kind": SWEEP_KIND,
                     "status": "complete" if n_complete == n_tasks else "partial",
                     **provenance(), "config": json.dumps(spec.to_dict(), sort_keys=True),
-                    "n_tasks": n_tasks, "n_complete": n_complete}
+                    "n_tasks": n_tasks, "n_complete": n_complete,
+                    "task_code": json.dumps(totals, sort_keys=True),
+                    "task_code_by_method": json.dumps(code, sort_keys=True)}
     if spans:       # from the task files: first start to last end (a resumed sweep includes its gap)
         merged.attrs["wall_seconds"] = max(e for _, e, _ in spans) - min(b for b, _, _ in spans)
         merged.attrs["task_seconds_total"] = sum(w for _, _, w in spans)
