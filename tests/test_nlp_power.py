@@ -1,5 +1,6 @@
 """``rieszflow nlp --preset power / phase-a``: presets, resume, the power report (tiny sizes)."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -75,11 +76,14 @@ def test_pair_analysis_by_hand():
     r = pair_analysis(_fake(rv, rk), "Vanilla-softplus", "Kernel-softplus")
     np.testing.assert_allclose(r["delta"], [0.0, 0.5])
     assert [(m.a_only, m.b_only) for m in r["mcnemar"]] == [(0, 0), (0, 2)]
-    # CMH over seeds, tables [[k right, k wrong], [v right, v wrong]] = [[3,1],[3,1]] and [[3,1],[1,3]]:
-    # stratum 1: a - E = 3 - 3 = 0 (Var = 4*4*6*2/(64*7) = 3/7); stratum 2: a - E = 1, Var = 4/7
-    # CMH = 1^2 / (3/7 + 4/7) = 1
-    assert r["cmh"].statistic == pytest.approx(1.0, rel=1e-12)
+    # the matched-pairs Mantel-Haenszel test: the discordant pairs summed over seeds, 0 vanilla-only
+    # and 2 kernel-only: exact p = 2 * (1/2)^2 = 0.5, odds ratio 2/0 = inf (a CMH on the unpaired
+    # margins would give chi2 = 1 here: it is not what the page reports)
+    assert (r["matched"].a_only, r["matched"].b_only) == (0, 2)
+    assert r["matched"].p_value == pytest.approx(0.5) and r["matched"].odds_ratio == math.inf
+    assert "cmh" not in r
     assert r["interval"].mean == pytest.approx(0.25)
+    assert r["sign_flip"].p_value == pytest.approx(1.0)    # 2 seeds, changes (0, 0.5): every sign pattern as extreme
     assert r["discordance"] == pytest.approx(2 / 8)
 
 
@@ -120,16 +124,18 @@ def test_tiny_power_sweep_resumes_under_the_preset_and_reports_partially(tmp_pat
     assert "0 done, 4 skipped" in capsys.readouterr().out
     report = (out / "report.md").read_text()
     assert "2 of 2 seeds complete" in report and "Wilcoxon" in report and "95 % t interval" in report
-    # the runs by the commit their files record; both runs of each seed came from this process's code
-    from rieszflow.engine.storage.provenance import _COMMIT_AT_IMPORT
-    from rieszflow.studies.nlp.power import task_commits
+    # the runs by the code their files record; every run came from this process's code
+    from rieszflow.engine.storage.provenance import code_identity, provenance
+    from rieszflow.studies.nlp.power import _short, task_commits
 
+    mine = code_identity(provenance())
     commits = task_commits(out / "nlp-rt")
-    assert len(commits) == 4 and set(commits.values()) == {_COMMIT_AT_IMPORT}
-    dirty = "-dirty" if _COMMIT_AT_IMPORT.endswith("-dirty") else ""
-    assert f"{_COMMIT_AT_IMPORT[:7]}{dirty} (4)" in report
-    clean = 0 if _COMMIT_AT_IMPORT.endswith("-dirty") or _COMMIT_AT_IMPORT == "unknown" else 2
-    assert f"ran the same clean commit in {clean} of 2 seeds" in report
+    assert len(commits) == 4 and set(commits.values()) == {mine}
+    assert f"{_short(mine)} (4)" in report
+    clean = not ("-dirty" in mine or mine == "unknown")
+    assert f"Kernel-softplus: {_short(mine)} (2)" in report
+    assert ("every run of this comparison ran one clean commit" in report) == clean
+    assert ("NOT one clean commit" in report) == (not clean)
     # remove one seed's kernel run: --report-only (no rerun) says the verdict is not decidable
     for f in (out / "nlp-rt" / "tasks").glob("Kernel-softplus__*trial1*.h5"):
         f.unlink()

@@ -272,3 +272,66 @@ def test_linear_trend_bad_input_names_the_parameter():
         linear_trend([1, 1], [0, 1], [0.1, 0.1])
     with pytest.raises(ValueError, match="one length"):
         linear_trend([1, 2, 3], [0, 1], [0.1, 0.1])
+
+
+# ---------------------------------------------------------------- issue 36: the paired analysis
+def test_sign_flip_test_is_the_exact_enumeration_of_sign_patterns():
+    import itertools
+
+    from rieszflow.engine import stats as S
+
+    rng = np.random.default_rng(5)
+    for n in (2, 3, 7):
+        d = rng.normal(0.3, 1.0, n)
+        null = np.array([np.mean(d * np.array(s)) for s in itertools.product((-1, 1), repeat=n)])
+        want = np.mean(np.abs(null) >= abs(d.mean()) - 1e-15)
+        assert S.sign_flip_test(d).p_value == pytest.approx(want, rel=1e-12)
+    assert S.sign_flip_test([1.0, 2.0, 3.0]).p_value == pytest.approx(2 / 8)     # floor 2^(1-n)
+    assert S.sign_flip_test([0.0, 0.0]).p_value == 1.0
+    with pytest.raises(ValueError, match="2 to 20 finite values"):
+        S.sign_flip_test([1.0])
+    with pytest.raises(ValueError, match="non-finite"):
+        S.sign_flip_test([1.0, np.nan])
+
+
+def test_matched_pairs_test_odds_ratio_and_exact_interval():
+    """OR = b/a (the matched-pairs Mantel-Haenszel estimate), its interval the Clopper-Pearson
+    interval of b/(a+b) mapped by p/(1-p), the p-value McNemar's exact one; the numbers of the
+    issue's softmaxfeat recomputation (327 / 388: OR 1.19 [1.02, 1.38], p 0.025)."""
+    from scipy.stats import beta
+
+    from rieszflow.engine import stats as S
+
+    r = S.matched_pairs_test(327, 388, 10660)
+    assert r.odds_ratio == pytest.approx(388 / 327)
+    lo, hi = beta.ppf(0.025, 388, 327 + 1), beta.ppf(0.975, 388 + 1, 327)
+    assert r.ci_low == pytest.approx(lo / (1 - lo), rel=1e-9) and r.ci_high == pytest.approx(hi / (1 - hi), rel=1e-9)
+    assert r.p_value == pytest.approx(S.mcnemar_counts(327, 388, 10660).p_value)
+    assert round(r.odds_ratio, 2) == 1.19 and round(r.ci_low, 2) == 1.02 and round(r.p_value, 3) == 0.025
+    assert math.isnan(S.matched_pairs_test(0, 0, 10).odds_ratio)
+    assert S.matched_pairs_test(0, 3, 10).odds_ratio == math.inf
+    with pytest.raises(ValueError, match="n must be >= a_only \\+ b_only"):
+        S.matched_pairs_test(3, 4, 5)
+
+
+def test_power_holm_and_reference_comparison_closed_forms():
+    from rieszflow.engine import stats as S
+
+    mde = S.detectable_effect(0.0027, 10)
+    assert S.paired_t_power(mde, 0.0027, 10) == pytest.approx(0.8, abs=1e-6)      # inverse pair
+    assert S.paired_t_power(-mde, 0.0027, 10) == pytest.approx(0.8, abs=1e-6)
+    assert S.paired_t_power(0.0, 1.0, 10) == pytest.approx(0.05, abs=1e-9)
+    assert 0.999 < S.paired_t_power(5.0, 1.0, 10) <= 1.0          # far tail: finite, not NaN
+    np.testing.assert_allclose(S.holm([0.01, 0.04, 0.03]), [0.03, 0.06, 0.06])
+    with pytest.raises(ValueError, match="each in \\[0, 1\\]"):
+        S.holm([1.2])
+    d = np.array([0.01, 0.03, 0.02, 0.00])
+    c = S.compare_with_reference(d, 0.05, 3)
+    sd = d.std(ddof=1)
+    assert c.difference == pytest.approx(d.mean() - 0.05)
+    assert c.se == pytest.approx(sd * math.sqrt(1 / 4 + 1 / 3))
+    from scipy.stats import t
+
+    assert c.high - c.difference == pytest.approx(t.ppf(0.975, 3) * c.se)
+    with pytest.raises(ValueError, match="n_ref must be >= 1"):
+        S.compare_with_reference(d, 0.05, 0)

@@ -8,7 +8,13 @@ quantity the same way:
 * :func:`mcnemar`, :func:`mcnemar_counts`: McNemar's exact test of two classifiers on the same
   examples (the two-sided binomial test of the discordant pairs).
 * :func:`paired_test`: paired t-test or Wilcoxon signed-rank test of matched measurements.
-* :func:`cmh_test`: Cochran-Mantel-Haenszel test over stratified 2x2 tables (statsmodels),
+* :func:`sign_flip_test`: the exact sign-flip permutation test of paired differences (scipy);
+  :func:`matched_pairs_test`: the Mantel-Haenszel test for matched pairs (the pooled McNemar
+  test) with its odds ratio and exact interval; :func:`paired_t_power`: the power of the paired
+  t-test at a given effect; :func:`holm`: Holm's step-down adjustment (statsmodels);
+  :func:`compare_with_reference`: a measured mean against a published mean with its own error.
+* :func:`cmh_test`: Cochran-Mantel-Haenszel test over stratified 2x2 tables of *independent*
+  samples (statsmodels; not for two classifiers on the same examples: use :func:`matched_pairs_test`),
   :func:`mean_interval`: t interval of a mean difference, :func:`detectable_effect` and
   :func:`mcnemar_detectable_effect`: the smallest effect a paired design detects.
 * :func:`split_rhat`, :func:`effective_sample_size`: convergence diagnostics of a scalar trace
@@ -60,6 +66,13 @@ __all__ = ["DecayFit", "fit_decay", "expected_slope",
     "mean_interval",
     "detectable_effect",
     "mcnemar_detectable_effect",
+    "sign_flip_test",
+    "MatchedPairsResult",
+    "matched_pairs_test",
+    "paired_t_power",
+    "holm",
+    "ReferenceComparison",
+    "compare_with_reference",
     "split_rhat",
     "effective_sample_size",
     "LinearTrend",
@@ -645,6 +658,292 @@ def mcnemar_detectable_effect(discordance, n, *, alpha: float = 0.05, power: flo
     if needed(psi) > 0:
         return psi
     return float(brentq(needed, 1e-12, psi, xtol=1e-12))
+
+
+def sign_flip_test(d) -> PairedTest:
+    """Exact two-sided sign-flip permutation test that paired differences are symmetric about 0.
+
+    Under the null hypothesis each difference is as likely to have either sign (the two arms of
+    a matched pair are exchangeable); the statistic is the mean difference and its null
+    distribution is that of every one of the ``2**n`` sign patterns
+    (:func:`scipy.stats.permutation_test` with ``permutation_type="samples"`` on one sample,
+    ``n_resamples=inf``: exact). With ``n`` pairs the smallest two-sided p is ``2**(1 - n)``.
+
+    Parameters
+    ----------
+    d : array_like, shape (n,)
+        Paired differences (e.g. one accuracy change per seed), ``2 <= n <= 20`` finite values
+        (the exact distribution has ``2**n`` members).
+
+    Returns
+    -------
+    PairedTest
+        ``mean``, ``se`` (``std(d, ddof=1) / sqrt(n)``), ``n``, ``statistic`` (the mean) and the
+        exact two-sided ``p_value`` (1.0 when every difference is 0).
+
+    Raises
+    ------
+    ValueError
+        If ``d`` has fewer than 2 or more than 20 values, or a non-finite one.
+
+    References
+    ----------
+    Fisher, The Design of Experiments (1935), section 21; Good, Permutation, Parametric and
+    Bootstrap Tests of Hypotheses, 3rd ed. (2005), section 3.1.
+    """
+    from scipy.stats import permutation_test
+
+    d = np.asarray(d, dtype=float).ravel()
+    if not 2 <= d.size <= 20 or not np.all(np.isfinite(d)):
+        raise ValueError(f"d needs 2 to 20 finite values for the exact sign-flip test; got {d.size} values"
+                         + ("" if np.all(np.isfinite(d)) else " with non-finite entries"))
+    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size))
+    if not np.any(d != 0):
+        return PairedTest(mean=mean, se=se, n=int(d.size), statistic=mean, p_value=1.0)
+    r = permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf,
+                         alternative="two-sided")
+    return PairedTest(mean=mean, se=se, n=int(d.size), statistic=float(r.statistic),
+                      p_value=float(min(1.0, r.pvalue)))
+
+
+class MatchedPairsResult(NamedTuple):
+    """The Mantel-Haenszel test for matched pairs, pooled over strata (e.g. seeds).
+
+    Parameters
+    ----------
+    a_only, b_only : int
+        Discordant pairs summed over strata: only A right, only B right.
+    n : int
+        Pairs in all.
+    p_value : float
+        Exact two-sided p of the pooled McNemar test (the conditional binomial test of
+        ``b_only`` out of ``a_only + b_only`` at 1/2), which is the Mantel-Haenszel test when
+        every matched pair is its own stratum.
+    odds_ratio : float
+        The Mantel-Haenszel odds ratio for matched pairs, ``b_only / a_only`` (> 1 favours B;
+        inf when ``a_only = 0``, NaN without discordant pairs).
+    ci_low, ci_high : float
+        Its exact conditional interval: the Clopper-Pearson interval of
+        ``p = b_only / (a_only + b_only)`` mapped through ``p / (1 - p)``.
+    level : float
+        Coverage of the interval.
+    """
+
+    a_only: int
+    b_only: int
+    n: int
+    p_value: float
+    odds_ratio: float
+    ci_low: float
+    ci_high: float
+    level: float
+
+
+def matched_pairs_test(a_only, b_only, n, *, level: float = 0.95) -> MatchedPairsResult:
+    """Mantel-Haenszel test and odds ratio for matched pairs (two classifiers on the same examples).
+
+    When two arms predict the same examples, each example is a matched pair; stratifying the
+    Mantel-Haenszel test by pair gives McNemar's statistic on the summed discordant counts and
+    the odds ratio ``b_only / a_only`` (Breslow and Day 1980, section 5.2). Stratifying further
+    by seed changes nothing: the pairs of every seed are strata already. The Cochran-Mantel-
+    Haenszel test on ``arm x right/wrong`` tables (:func:`cmh_test`) instead treats the two arms
+    as independent samples and is the wrong test here.
+
+    Parameters
+    ----------
+    a_only, b_only : int
+        Summed discordant counts (only A right, only B right), ``>= 0``.
+    n : int
+        Pairs in all, ``>= a_only + b_only``.
+    level : float, default 0.95
+        Coverage of the odds ratio's interval, in (0, 1).
+
+    Returns
+    -------
+    MatchedPairsResult
+
+    Raises
+    ------
+    ValueError
+        If a count is not a non-negative integer, ``n < a_only + b_only``, or ``level`` is not in
+        (0, 1).
+
+    References
+    ----------
+    Mantel and Haenszel, J. Natl. Cancer Inst. 22 (1959) 719-748; McNemar, Psychometrika 12
+    (1947) 153-157; Breslow and Day, Statistical Methods in Cancer Research I (1980), 5.2.
+    """
+    a_only, b_only, n = _count(a_only, "a_only"), _count(b_only, "b_only"), _count(n, "n")
+    if n < a_only + b_only:
+        raise ValueError(f"n must be >= a_only + b_only = {a_only + b_only}; got {n}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1); got {level!r}")
+    m = a_only + b_only
+    if m == 0:
+        return MatchedPairsResult(a_only, b_only, n, 1.0, math.nan, math.nan, math.nan, level)
+    r = binomtest(b_only, m, 0.5)
+    ci = r.proportion_ci(confidence_level=level, method="exact")
+
+    def odds(p):
+        return math.inf if p >= 1 else p / (1 - p)
+
+    return MatchedPairsResult(a_only, b_only, n, float(r.pvalue),
+                              math.inf if a_only == 0 else b_only / a_only,
+                              odds(float(ci.low)), odds(float(ci.high)), level)
+
+
+def paired_t_power(effect, sd, n, *, alpha: float = 0.05) -> float:
+    """Power of the two-sided paired (one-sample) t-test to detect a mean difference ``effect``.
+
+    Noncentral t with ``n - 1`` degrees of freedom and noncentrality ``sqrt(n) |effect| / sd``
+    (statsmodels' ``TTestPower``; Cohen 1988, ch. 2). The inverse of :func:`detectable_effect`.
+
+    Parameters
+    ----------
+    effect : float
+        The true mean difference (e.g. a paper's claimed gain), finite.
+    sd : float
+        Standard deviation of one difference, ``> 0``.
+    n : int
+        Number of differences, ``>= 2``.
+    alpha : float, default 0.05
+        Two-sided level, in (0, 1).
+
+    Returns
+    -------
+    float
+        The power, in [alpha, 1).
+
+    Raises
+    ------
+    ValueError
+        If an argument is outside its range.
+
+    References
+    ----------
+    Cohen, Statistical Power Analysis for the Behavioral Sciences, 2nd ed. (1988), ch. 2.
+    """
+    from statsmodels.stats.power import TTestPower
+
+    if not (isinstance(effect, (int, float, np.floating)) and math.isfinite(effect)):
+        raise ValueError(f"effect must be a finite number; got {effect!r}")
+    if not (isinstance(sd, (int, float, np.floating)) and math.isfinite(sd) and sd > 0):
+        raise ValueError(f"sd must be a finite number > 0; got {sd!r}")
+    n = _count(n, "n")
+    if n < 2:
+        raise ValueError(f"n must be >= 2; got {n}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1); got {alpha!r}")
+    from scipy.stats import nct
+    from scipy.stats import t as student_t
+
+    es = abs(float(effect)) / float(sd)
+    p = float(TTestPower().power(effect_size=es, nobs=n, alpha=alpha, alternative="two-sided"))
+    if not math.isfinite(p):       # statsmodels' series fails far in the tail: scipy's nct directly,
+        # the lower tail P(T_nc < -c) as the upper tail P(T_-nc > c) (its cdf underflows to NaN)
+        crit, nc = float(student_t.ppf(1 - alpha / 2, n - 1)), math.sqrt(n) * es
+        p = float(nct.sf(crit, n - 1, nc) + nct.sf(crit, n - 1, -nc))
+    return p
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjustment of a family of p-values (statsmodels' ``multipletests``).
+
+    Parameters
+    ----------
+    p_values : array_like, shape (k,)
+        The family's p-values, each in [0, 1], ``k >= 1``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (k,), float64
+        Adjusted p-values, in the order given: reject hypothesis i at level alpha when its
+        adjusted p is <= alpha (family-wise error rate alpha under any dependence).
+
+    Raises
+    ------
+    ValueError
+        If the family is empty or a p-value is not in [0, 1].
+
+    References
+    ----------
+    Holm, "A simple sequentially rejective multiple test procedure", Scand. J. Statist. 6 (1979)
+    65-70.
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.asarray(p_values, dtype=float).ravel()
+    if p.size < 1 or not np.all((p >= 0) & (p <= 1)):
+        raise ValueError(f"p_values needs at least one value, each in [0, 1]; got {p.tolist()!r}")
+    return np.asarray(multipletests(p, method="holm")[1], dtype=float)
+
+
+class ReferenceComparison(NamedTuple):
+    """A measured mean difference against a published one, each with its own error.
+
+    Parameters
+    ----------
+    difference : float
+        measured mean minus the reference.
+    se : float
+        ``sd * sqrt(1/n + 1/n_ref)``: the measured mean's SE and the reference's, the latter
+        from the measured seed-level SD (a paper that reports no spread).
+    low, high : float
+        The t interval of the difference (``n - 1`` degrees of freedom: the only SD estimate
+        comes from the ``n`` measured values).
+    level : float
+    n, n_ref : int
+    """
+
+    difference: float
+    se: float
+    low: float
+    high: float
+    level: float
+    n: int
+    n_ref: int
+
+
+def compare_with_reference(d, reference, n_ref, *, level: float = 0.95) -> ReferenceComparison:
+    """Interval of (measured mean - reference) where the reference is itself a mean of ``n_ref`` runs.
+
+    A paper's number is an estimate with its own error: a mean over ``n_ref`` seeds has standard
+    error ``sd / sqrt(n_ref)``. Without the paper's spread this takes the measured seed-level
+    ``sd`` for it, so the difference has SE ``sd * sqrt(1/n + 1/n_ref)``; the interval uses
+    Student's t with ``n - 1`` degrees of freedom.
+
+    Parameters
+    ----------
+    d : array_like, shape (n,)
+        Measured differences (one per seed), ``n >= 2`` finite values.
+    reference : float
+        The published mean difference.
+    n_ref : int
+        The runs behind it, ``>= 1`` (paper 000: 3 seeds).
+    level : float, default 0.95
+
+    Returns
+    -------
+    ReferenceComparison
+
+    Raises
+    ------
+    ValueError
+        If ``d`` has fewer than 2 finite values, ``reference`` is not finite, ``n_ref < 1`` or
+        ``level`` is not in (0, 1).
+    """
+    from scipy.stats import t as student_t
+
+    mi = mean_interval(d, level=level)
+    if not (isinstance(reference, (int, float, np.floating)) and math.isfinite(reference)):
+        raise ValueError(f"reference must be a finite number; got {reference!r}")
+    n_ref = _count(n_ref, "n_ref")
+    if n_ref < 1:
+        raise ValueError(f"n_ref must be >= 1; got {n_ref}")
+    diff = mi.mean - float(reference)
+    se = mi.sd * math.sqrt(1 / mi.n + 1 / n_ref)
+    half = float(student_t.ppf(0.5 + level / 2, mi.n - 1)) * se
+    return ReferenceComparison(diff, se, diff - half, diff + half, level, mi.n, n_ref)
 
 
 def wilcoxon_floor(nonzero: int) -> float:

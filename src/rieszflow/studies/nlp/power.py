@@ -5,14 +5,25 @@ grid cell (``Vanilla-<map>[-<cell>]`` against ``Kernel-<map>-<cell>``, see
 :data:`rieszflow.studies.nlp.study.PHASE_A_CELLS`), from whatever task files are complete:
 
 * per seed: both accuracies, their difference, McNemar's exact test on the test predictions;
-* pooled over seeds: McNemar on the summed discordant counts (the seeds share the test
-  examples, so this treats their discordant pairs as independent), the Cochran-Mantel-Haenszel
-  test stratified by seed (per seed the 2x2 table variant x right/wrong; each seed is a stratum,
-  so seed-to-seed shifts of the baseline accuracy do not count as effect; within a seed it
-  treats the two variants' examples as independent samples, which ignores their pairing and is
-  conservative against the positive correlation of the two models' errors), and the Wilcoxon
-  signed-rank test over the seed-level accuracy differences;
-* the effect: the mean seed-level difference with a 95 % Student t interval. The seed is the
+* the primary analysis, over seeds (the seed is the unit of training randomness the claim is
+  about): the mean seed-level difference with its 95 % Student t interval and paired t p, the
+  Wilcoxon signed-rank test and the exact sign-flip permutation test
+  (:func:`rieszflow.engine.stats.sign_flip_test`) of the seed-level differences; Holm's
+  adjustment of each across the maps tested;
+* the Mantel-Haenszel test for matched pairs (:func:`rieszflow.engine.stats.matched_pairs_test`):
+  both arms predict the same test sentences, so each sentence of each seed is a matched pair;
+  its statistic is McNemar's on the discordant counts summed over seeds, its odds ratio
+  ``kernel-only / vanilla-only`` with an exact interval. It treats the sentences as the
+  replicates, so it speaks to this test split, not to the spread over training seeds; the
+  Cochran-Mantel-Haenszel test on ``arm x right/wrong`` margins, which treats the two arms as
+  independent samples, is not used;
+* the paper's value compared as an estimate with its own error (a mean over 3 seeds:
+  :func:`rieszflow.engine.stats.compare_with_reference`, with this project's seed-level SD for
+  the paper's, which it does not report), and the power of the design for the paper's effect
+  (:func:`rieszflow.engine.stats.paired_t_power`);
+* the noise controls of Phase A (cells ``noalign`` and ``jitter``): the kernel run against each
+  control of the same seed; a gain credited to learning must exceed both;
+* the effect interval: the Student t interval over seeds. The seed is the
   unit of replication (the training randomness the claim is about); the test examples are shared
   by every seed, so an interval from the pooled example counts would ignore the seed-to-seed
   spread, and a percentile bootstrap over 10 seeds under-covers (its coverage approaches the
@@ -48,8 +59,14 @@ import numpy as np
 from rieszflow.engine import stats
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 
-__all__ = ["PLANNED_TASK_SECONDS", "MOVEMENT", "pairs", "pair_analysis", "task_commits", "rerun_task", "task_seconds",
-           "format_power_report"]
+__all__ = ["PLANNED_TASK_SECONDS", "MOVEMENT", "CONTROL_CELLS", "PAPER_SEEDS", "pairs", "pair_analysis",
+           "task_commits", "rerun_task", "task_seconds", "verdict", "format_power_report"]
+
+#: Phase A grid cells that are noise controls of the kernel run (``MainJobConfig.phase_a_control``).
+CONTROL_CELLS = ("noalign", "jitter")
+
+#: Seeds behind each value of paper 000's Table 2 (its App. F.2: means over 3 seeds).
+PAPER_SEEDS = 3
 
 #: CPU seconds of one main-job run at the default budget on Rotten Tomatoes, measured earlier
 #: (about 8.7 CPU-minutes per run, one thread); used for the estimate until task files exist.
@@ -112,10 +129,11 @@ def pair_analysis(ds, vanilla: str, kernel: str) -> dict:
         per seed, A = vanilla, B = kernel), the kernel run's Phase A movement per seed
         (the keys of :data:`MOVEMENT`: ``mmd2``, ``mmd2_se``, ``kgd2``, ``kgd2_se``,
         ``kernel_ratio``, ``token_ratio``; NaN where not recorded), ``n_examples``; with at least one seed
-        ``pooled_mcnemar``, ``cmh`` (:func:`~rieszflow.engine.stats.cmh_test`, rows kernel /
-        vanilla, columns right / wrong: its odds ratio > 1 favours the kernel), ``discordance``;
-        with at least two ``wilcoxon`` (:func:`~rieszflow.engine.stats.paired_test`) and
-        ``interval`` (:func:`~rieszflow.engine.stats.mean_interval`).
+        ``pooled_mcnemar`` and ``matched`` (:func:`~rieszflow.engine.stats.matched_pairs_test`,
+        A = vanilla, B = kernel: its odds ratio > 1 favours the kernel), ``discordance``;
+        with at least two ``t`` and ``wilcoxon`` (:func:`~rieszflow.engine.stats.paired_test`),
+        ``sign_flip`` (:func:`~rieszflow.engine.stats.sign_flip_test`) and ``interval``
+        (:func:`~rieszflow.engine.stats.mean_interval`).
     """
     acc = [str(m) for m in ds["metric"].values].index("accuracy")
     trials = ds["trial"].values
@@ -135,19 +153,19 @@ def pair_analysis(ds, vanilla: str, kernel: str) -> dict:
            "mcnemar": [], "n_examples": int(y.shape[1])}
     for key, name in MOVEMENT.items():
         out[key] = recorded(name)
-    tables = []
     for i in np.flatnonzero(ok):
         right_v, right_k = (pv[i] >= 0.5) == y[i], (pk[i] >= 0.5) == y[i]
         out["mcnemar"].append(stats.mcnemar(right_v, right_k))
-        tables.append([[int(right_k.sum()), int((~right_k).sum())], [int(right_v.sum()), int((~right_v).sum())]])
-    if tables:
+    if out["mcnemar"]:
         m = out["mcnemar"]
-        out["pooled_mcnemar"] = stats.mcnemar_counts(sum(t.a_only for t in m), sum(t.b_only for t in m),
-                                                     sum(t.n for t in m))
-        out["cmh"] = stats.cmh_test(tables)
-        out["discordance"] = sum(t.a_only + t.b_only for t in m) / sum(t.n for t in m)
+        a, b, n = sum(t.a_only for t in m), sum(t.b_only for t in m), sum(t.n for t in m)
+        out["pooled_mcnemar"] = stats.mcnemar_counts(a, b, n)
+        out["matched"] = stats.matched_pairs_test(a, b, n)
+        out["discordance"] = (a + b) / n
     if ok.sum() >= 2:
+        out["t"] = stats.paired_test(out["acc_k"], out["acc_v"], test="t")
         out["wilcoxon"] = stats.paired_test(out["acc_k"], out["acc_v"], test="wilcoxon")
+        out["sign_flip"] = stats.sign_flip_test(out["delta"]) if ok.sum() <= 20 else None
         out["interval"] = stats.mean_interval(out["delta"])
     return out
 
@@ -165,16 +183,20 @@ def task_commits(sweep_dir, methods=None) -> dict:
     Returns
     -------
     dict
-        ``(method, trial) -> commit`` for every readable ``<method>__...__trial<k>__<hash>.h5``:
-        the file's ``git_commit``, suffixed ``" (at write)"`` when the file lacks
-        ``git_commit_of = "loaded code"`` (files written before that attribute existed record the
-        checkout's commit when they were written, which can be newer than the code the run had
-        loaded); ``"unknown"`` without a commit. Files that cannot be read (being written, or
+        ``(method, trial) -> code version`` for every readable
+        ``<method>__...__trial<k>__<hash>.h5``: :func:`rieszflow.engine.storage.provenance.code_identity`
+        of the file (the commit; ``"-dirty+<diff hash>"`` for an uncommitted tree; suffixed
+        ``" (at write)"`` when the file lacks ``git_commit_of = "loaded code"``, since files
+        written before that attribute existed record the checkout's commit when they were
+        written, which can be newer than the code the run had loaded; ``"unknown"`` without a
+        commit). Files that cannot be read (being written, or
         corrupt) are left out.
     """
     from pathlib import Path
 
     import h5py
+
+    from rieszflow.engine.storage.provenance import code_identity
 
     out = {}
     for path in sorted((Path(sweep_dir) / "tasks").glob("*.h5")):
@@ -185,13 +207,10 @@ def task_commits(sweep_dir, methods=None) -> dict:
             continue
         try:
             with h5py.File(path, "r") as h:
-                commit, of = h.attrs.get("git_commit", ""), h.attrs.get("git_commit_of", "")
+                attrs = {k: h.attrs.get(k) for k in ("git_commit", "git_commit_of", "git_diff_sha256")}
         except OSError:
             continue
-        commit = (commit.decode() if isinstance(commit, bytes) else str(commit)) or "unknown"
-        of = of.decode() if isinstance(of, bytes) else str(of)
-        out[(parts[0], int(parts[-2][5:]))] = commit if of == "loaded code" or commit == "unknown" \
-            else commit + " (at write)"
+        out[(parts[0], int(parts[-2][5:]))] = code_identity(attrs)
     return out
 
 
@@ -294,13 +313,104 @@ def _cpu_lines(ds, n_tasks: int, n_complete: int) -> list:
     return lines
 
 
-def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper, commits=None) -> tuple:
+def verdict(summary: dict, paper: float | None, *, control: bool = False) -> str:
+    """The status of a matched comparison in the claims ledger's vocabulary, with its rule.
+
+    Parameters
+    ----------
+    summary : dict
+        From the pair analysis: ``low``, ``high`` (95 % t interval of the mean change), ``k``
+        and ``planned`` seeds, and with a paper value ``ref_low``, ``ref_high`` (the interval of
+        measured minus paper, :func:`rieszflow.engine.stats.compare_with_reference`), ``power``
+        (of the design for the paper's effect) and ``mde`` (the detectable effect).
+    paper : float or None
+        The paper's value (None: no claim, e.g. a noise control).
+    control : bool, default False
+        The comparison is the kernel run against a noise control: the statement is whether the
+        kernel beats the control, not a paper's claim.
+
+    Returns
+    -------
+    str
+        ``"not decidable at the size run (...)"`` until every planned seed is complete; else one
+        of ``"direction reproduced, size refuted"``, ``"refuted"``, ``"consistent"``,
+        ``"confirmed"`` (paper values), ``"exceeds the control"`` / ``"does not exceed the
+        control"`` (controls), or whether the interval of the change excludes 0 (a Phase A cell
+        against vanilla, no paper value), each followed by the rule that gave it.
+    """
+    if summary.get("k", 0) < summary.get("planned", 1) or "low" not in summary:
+        return (f"not decidable at the size run ({summary.get('k', 0)} of {summary.get('planned', '?')} "
+                f"seeds complete)")
+    lo, hi = summary["low"], summary["high"]
+    if paper is None and not control:
+        side = "above" if lo > 0 else "below" if hi < 0 else None
+        return (f"the 95 % interval of the change excludes 0 ({side} it)" if side else
+                f"the 95 % interval of the change includes 0 (a change of {summary.get('mde', math.nan):.4f} "
+                f"would have been detected with power 0.8)")
+    if control:
+        if lo > 0:
+            return "exceeds the control (the 95 % interval of kernel minus control excludes 0, above it)"
+        return ("does not exceed the control (the 95 % interval of kernel minus control includes 0 or lies "
+                f"below it; a difference of {summary.get('mde', math.nan):.4f} would have been detected "
+                f"with power 0.8)")
+    if "ref_low" not in summary:
+        return "not decidable at the size run (no seed-level spread to give the paper's value its error)"
+    excl0_same_side = (lo > 0 and paper > 0) or (hi < 0 and paper < 0)
+    paper_excluded = summary["ref_low"] > 0 or summary["ref_high"] < 0
+    if paper_excluded and excl0_same_side:
+        return ("direction reproduced, size refuted (the interval excludes 0 on the paper's side, and the "
+                "interval of measured minus paper, with the paper's own 3-seed error, excludes 0)")
+    if paper_excluded:
+        return ("refuted (the interval of measured minus paper, with the paper's own 3-seed error, excludes 0, "
+                "and the measured interval does not exclude 0 on the paper's side)")
+    if excl0_same_side:
+        return ("confirmed (the interval excludes 0 on the paper's side and the paper's value, with its own "
+                "error, is not excluded)")
+    return ("consistent (the paper's value, with its own 3-seed error, is not excluded; the design had power "
+            f"{summary.get('power', math.nan):.2f} to detect the paper's effect against 0 and detects "
+            f"{summary.get('mde', math.nan):.4f} with power 0.8)")
+
+
+def _code_line(commits, arms, seeds) -> list:
+    """Which code each arm's task files ran (code versions of :func:`task_commits`), per arm."""
+    if not commits:
+        return []
+    per = {}
+    for arm in arms:
+        for s in seeds:
+            c = commits.get((arm, s), "not recorded")
+            per.setdefault(arm, {}).setdefault(c, 0)
+            per[arm][c] += 1
+    versions = {c for d in per.values() for c in d}
+    one = len(versions) == 1 and not any(c.endswith(" (at write)") or "-dirty" in c or c in ("unknown", "not recorded")
+                                         for c in versions)
+    text = "; ".join(f"{arm}: " + ", ".join(f"{_short(c)} ({n})" for c, n in sorted(d.items())) for arm, d in per.items())
+    return [f"- code per arm (task files' recorded code: commit, '-dirty+<diff hash>' for an uncommitted tree, "
+            f"'(at write)' where the file names only the checkout's commit when it was written): {text}"
+            + (" -- every run of this comparison ran one clean commit" if one else
+               " -- NOT one clean commit: the arms' code may differ")]
+
+
+def _short(c):
+    """7 hex digits of a code version, keeping its '-dirty+hash' and '(at write)' marks."""
+    head, _, mark = c.partition(" ")
+    if len(head) >= 40 and all(ch in "0123456789abcdef" for ch in head[:40]):
+        head = head[:7] + head[40:]
+    return head + (" " + mark if mark else "")
+
+
+def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper, commits=None, *, control=None) -> tuple:
     r = pair_analysis(ds, vanilla, kernel) if ds is not None else {"seeds": [], "delta": np.array([])}
     k = len(r["seeds"])
+    ref_name = "control" if control else "vanilla"
     title = f"{kernel} against {vanilla}"
     lines = [f"#### {title}", ""]
-    if paper is not None:
-        lines.append(f"Paper 000, Table 2 (Rotten Tomatoes): {paper:+.4f}.")
+    if control:
+        lines.append(f"Noise control `{control}` ({'Phase A with the alignment gradient off' if control == 'noalign' else 'a random perturbation of the initial particles matched per head to the MMD^2 Phase A moved them'}): "
+                     f"a gain credited to learning must exceed it. Paper 000 reports no such control.")
+        lines.append("")
+    elif paper is not None:
+        lines.append(f"Paper 000, Table 2 (Rotten Tomatoes): {paper:+.4f} (a mean over {PAPER_SEEDS} seeds).")
         lines.append("")
     if k < planned:
         lines.append(f"**{k} of {planned} seeds complete; verdict not decidable until all {planned} matched "
@@ -308,12 +418,13 @@ def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper, commits=None) -
     else:
         lines.append(f"{k} of {planned} seeds complete.")
     lines.append("")
-    summary = {"kernel": kernel, "vanilla": vanilla, "map": fm, "cell": cell, "k": k, "planned": planned}
+    summary = {"kernel": kernel, "vanilla": vanilla, "map": fm, "cell": cell, "k": k, "planned": planned,
+               "control": control}
     if not k:
         return lines + ["No seed has both runs complete yet.", ""], summary
     show_mmd = bool(cell) or bool(np.isfinite(r["mmd2"]).any())
     show_kgd = bool(cell) or bool(np.isfinite(r["kgd2"]).any())
-    lines += ["| seed | vanilla acc | kernel acc | change | vanilla-only / kernel-only right | McNemar p |"
+    lines += [f"| seed | {ref_name} acc | kernel acc | change | {ref_name}-only / kernel-only right | McNemar p |"
               + (" Phase A MMD^2 (+- SE) |" if show_mmd else "")
               + (" Phase A KGD^2 (+- SE) | kernel moved / RF noise: sphere, tokens |" if show_kgd else ""),
               "|---|---|---|---|---|---|" + ("---|" if show_mmd else "") + ("---|---|" if show_kgd else "")]
@@ -329,58 +440,71 @@ def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper, commits=None) -
                     f"{_f(r['kernel_ratio'][i], '.3g')}, {_f(r['token_ratio'][i], '.3g')} |"
                     if np.isfinite(r["kgd2"][i]) else " not recorded | not recorded |")
         lines.append(row)
-    pm, cmh = r["pooled_mcnemar"], r["cmh"]
-    if commits:
-        def known(c):                   # a commit that names the code that ran
-            return c is not None and c != "unknown" and not c.endswith(("-dirty", " (at write)"))
-
-        same = sum(known(commits.get((vanilla, s))) and commits.get((vanilla, s)) == commits.get((kernel, s))
-                   for s in r["seeds"])
-        lines += ["", f"- code: both runs of a seed ran the same clean commit in {same} of {k} seeds, as their "
-                      f"task files record it"
-                      + ("" if same == k else " (for the others the commits differ or do not name the code: a "
-                                              "'-dirty' tree, or a commit read when the file was written; they "
-                                              "are matched in seed, initial weights, batches and dropout masks, "
-                                              "but their code may differ in float32 rounding, which training "
-                                              "can amplify; scripts/nlp_rerun_check.py reruns a stored task with "
-                                              "today's code and says whether that changed its predictions)")]
-    lines += ["", f"- pooled McNemar (summed discordant counts {pm.a_only} vanilla-only / {pm.b_only} "
-                  f"kernel-only over {k} seeds x {r['n_examples']} test sentences): p = {pm.p_value:.3g}",
-              f"- Cochran-Mantel-Haenszel, stratified by seed (kernel vs vanilla x right/wrong): "
-              f"chi2 = {_f(cmh.statistic, '.3f')}, p = {cmh.p_value:.3g}; Mantel-Haenszel odds ratio of "
-              f"being right {_f(cmh.odds_ratio, '.3f')} (95 % CI {_f(cmh.ci_low, '.3f')} to "
-              f"{_f(cmh.ci_high, '.3f')})"]
-    summary.update(mean=float(np.mean(r["delta"])), cmh_p=cmh.p_value, mcnemar_p=pm.p_value)
+    lines.append("")
+    lines += _code_line(commits, (vanilla, kernel), r["seeds"])
+    mp = r["matched"]
+    summary.update(mean=float(np.mean(r["delta"])), matched_p=mp.p_value, odds_ratio=mp.odds_ratio)
     if k >= 2:
-        w, ci = r["wilcoxon"], r["interval"]
-        lines += [f"- Wilcoxon signed-rank over the {k} seed-level accuracy changes: p = {w.p_value:.3g}"
-                  + (" (with fewer than 6 seeds the exact two-sided test cannot reach p < 0.05)" if k < 6 else ""),
-                  f"- effect (mean change over seeds, kernel minus vanilla): {ci.mean:+.4f}, 95 % t interval "
-                  f"[{ci.low:+.4f}, {ci.high:+.4f}] (seed-level SD {ci.sd:.4f})"]
-        summary.update(low=ci.low, high=ci.high, wilcoxon_p=w.p_value, sd=ci.sd)
-        if ci.sd > 0:
-            mde = stats.detectable_effect(ci.sd, max(planned, 2))
-            mde_now = stats.detectable_effect(ci.sd, k)
-            lines.append(f"- detectable effect (paired t, alpha 0.05 two-sided, power 0.8, observed seed SD "
-                         f"{ci.sd:.4f}; noncentral t, Cohen 1988): {mde:.4f} with {planned} seeds"
-                         + ("" if k == planned else f", {mde_now:.4f} with the {k} done"))
-            summary["mde"] = mde
+        ci, w, t, sf = r["interval"], r["wilcoxon"], r["t"], r["sign_flip"]
+        lines += [f"- primary (seed-level, the seed is the unit of training randomness): mean change "
+                  f"(kernel minus {ref_name}) {ci.mean:+.4f}, 95 % t interval [{ci.low:+.4f}, {ci.high:+.4f}] "
+                  f"(seed-level SD {ci.sd:.4f}); paired t p = {_f(t.p_value, '.3g')}; Wilcoxon signed-rank "
+                  f"p = {w.p_value:.3g}; exact sign-flip permutation p = {_f(sf.p_value if sf else math.nan, '.3g')}"
+                  + (" (with fewer than 6 seeds neither exact test can reach p < 0.05)" if k < 6 else "")]
+        summary.update(low=ci.low, high=ci.high, sd=ci.sd, t_p=t.p_value, wilcoxon_p=w.p_value,
+                       sign_flip_p=sf.p_value if sf else math.nan)
     else:
-        lines.append(f"- effect: {float(r['delta'][0]):+.4f} from one seed; the Wilcoxon test, the interval "
-                     f"and the seed-level detectable effect need at least 2 seeds")
-    if r["discordance"] > 0:
-        n_all = planned * r["n_examples"]
-        d = stats.mcnemar_detectable_effect(r["discordance"], n_all)
-        lines.append(f"- detectable effect of the pooled McNemar test (discordance rate {r['discordance']:.3f}, "
-                     f"{planned} x {r['n_examples']} paired predictions; Connor 1987): {d:.4f} (it treats the "
-                     f"seeds' predictions on the shared test split as independent, so it is optimistic)")
+        lines.append(f"- effect: {float(r['delta'][0]):+.4f} from one seed; the interval and the seed-level tests "
+                     f"need at least 2 seeds")
+    lines.append(f"- Mantel-Haenszel test for matched pairs, stratified by seed (each test sentence of each seed is "
+                 f"a matched pair; its statistic is the pooled McNemar on {mp.a_only} {ref_name}-only / "
+                 f"{mp.b_only} kernel-only right over {k} seeds x {r['n_examples']} sentences): p = "
+                 f"{mp.p_value:.3g}; odds ratio kernel-only / {ref_name}-only {_f(mp.odds_ratio, '.3f')} (exact 95 % "
+                 f"interval {_f(mp.ci_low, '.3f')} to {_f(mp.ci_high, '.3f')}); the sentences are its replicates, so "
+                 f"it speaks to this test split, not to the spread over training seeds")
+    if k >= 2 and summary["sd"] > 0:
+        mde = stats.detectable_effect(summary["sd"], max(planned, 2))
+        summary["mde"] = mde
+        lines.append(f"- detectable effect (paired t, alpha 0.05 two-sided, power 0.8, observed seed SD "
+                     f"{summary['sd']:.4f}; noncentral t, Cohen 1988): {mde:.4f} with {planned} seeds"
+                     + ("" if k == planned else f", {stats.detectable_effect(summary['sd'], k):.4f} with the {k} done"))
+        if paper is not None and not control:
+            pw = stats.paired_t_power(paper, summary["sd"], max(planned, 2))
+            ref = stats.compare_with_reference(r["delta"], paper, PAPER_SEEDS)
+            summary.update(power=pw, ref_low=ref.low, ref_high=ref.high, ref_diff=ref.difference)
+            lines += [f"- power of the design ({planned} seeds, observed seed SD) to detect the paper's effect "
+                      f"{paper:+.4f} against 0: {pw:.2f}",
+                      f"- measured minus paper: {ref.difference:+.4f}, 95 % t interval [{ref.low:+.4f}, "
+                      f"{ref.high:+.4f}] (SE {ref.se:.4f} = SD x sqrt(1/{ref.n} + 1/{PAPER_SEEDS}): the paper's "
+                      f"value is a mean over {PAPER_SEEDS} seeds, given this project's seed-level SD since the "
+                      f"paper reports none)"]
     if k >= planned and "low" in summary:
-        inside = paper is not None and summary["low"] <= paper <= summary["high"]
-        excl0 = summary["low"] > 0 or summary["high"] < 0
-        lines.append(f"- verdict: the 95 % interval {'excludes' if excl0 else 'includes'} 0"
-                     + ("" if paper is None else f" and {'includes' if inside else 'excludes'} the paper's "
-                        f"{paper:+.4f}"))
+        lines.append(f"- verdict: {verdict(summary, paper, control=bool(control))}")
     return lines + [""], summary
+
+
+def _holm_lines(summaries) -> list:
+    """Holm's adjustment across the maps tested (the family: each map's kernel against vanilla)."""
+    fam = [s for s in summaries if not s["cell"] and "t_p" in s and np.isfinite(s.get("t_p", math.nan))]
+    if len(fam) < 2:
+        return []
+    lines = ["#### Holm's adjustment across the maps tested", "",
+             f"The family: the {len(fam)} maps' kernel-against-vanilla comparisons; each test's p-values "
+             f"adjusted by Holm's step-down procedure (family-wise error rate 0.05 under any dependence).", "",
+             "| comparison | paired t p (Holm) | Wilcoxon p (Holm) | sign-flip p (Holm) | matched-pairs MH p (Holm) |",
+             "|---|---|---|---|---|"]
+    cols = {}
+    for key in ("t_p", "wilcoxon_p", "sign_flip_p", "matched_p"):
+        vals = np.array([s.get(key, math.nan) for s in fam], float)
+        adj = np.full(vals.size, math.nan)
+        ok = np.isfinite(vals)
+        if ok.any():
+            adj[ok] = stats.holm(vals[ok])
+        cols[key] = (vals, adj)
+    for i, s in enumerate(fam):
+        cells = [f"{_f(cols[k][0][i], '.3g')} ({_f(cols[k][1][i], '.3g')})" for k in cols]
+        lines.append(f"| {s['kernel']} vs {s['vanilla']} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerate: str,
@@ -432,15 +556,16 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
     lines += _cpu_lines(ds, n_tasks, n_complete)
     if commits:
         count = {}
-        for c in commits.values():
-            count[c] = count.get(c, 0) + 1
-        def short(c):                   # 7 hex digits, keeping the '-dirty' and '(at write)' marks
-            head, _, mark = c.partition(" ")
-            return head[:7] + ("-dirty" if head.endswith("-dirty") else "") + (" " + mark if mark else "")
-
-        lines.append("- runs by git commit of their task file ('(at write)': the checkout's commit when the "
-                     "file was written, which can be newer than the code that ran): " + ", ".join(
-                         f"{short(c)} ({n})" for c, n in sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))))
+        for (m, _), c in commits.items():
+            if m in methods:
+                count[c] = count.get(c, 0) + 1
+        lines.append("- runs by the code their task files record (the commit of the code the run loaded; "
+                     "'-dirty+<hash>': an uncommitted tree and the hash of its diff; '(at write)': the "
+                     "checkout's commit when the file was written, which can be newer than the code that "
+                     "ran): " + ", ".join(f"{_short(c)} ({n})" for c, n in
+                                          sorted(count.items(), key=lambda kv: (-kv[1], kv[0])))
+                     + (" -- all from one clean commit" if len(count) == 1 and not any(
+                         " " in c or "-dirty" in c or c == "unknown" for c in count) else ""))
     lines.append("")
     summaries = []
     for van, ker, fm, cell in pairs(methods):
@@ -448,10 +573,23 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
         sec, summ = _pair_section(ds, van, ker, fm, cell, planned, paper, commits)
         lines += sec
         summaries.append(summ)
+    lines += _holm_lines(summaries)
+    controls = [(fm, cell) for _, _, fm, cell in pairs(methods) if cell in CONTROL_CELLS
+                and f"Kernel-{fm}" in methods]
+    if controls:
+        lines += ["### Learning against noise: the kernel run against its noise controls", "",
+                  "Same seed, same initial weights, batches and dropout masks; the control differs from the "
+                  "kernel run only in Phase A. A gain credited to what Phase A learns must exceed both "
+                  "controls.", ""]
+        for fm, cell in controls:
+            sec, _ = _pair_section(ds, f"Kernel-{fm}-{cell}", f"Kernel-{fm}", fm, cell, planned, None, commits,
+                                   control=cell)
+            lines += sec
     cells = [s for s in summaries if s["cell"] or any(t["cell"] and t["map"] == s["map"] for t in summaries)]
     if any(s["cell"] for s in summaries):
         lines += ["#### Phase A grid: accuracy change beside how far Phase A moved the particles and the kernel", "",
-                  "| map | cell | Phase A settings | seeds | mean change [95 % t interval] | Wilcoxon p | CMH p | "
+                  "| map | cell | Phase A settings | seeds | mean change [95 % t interval] | Wilcoxon p | "
+                  "matched-pairs MH p | "
                   "mean Phase A MMD^2 | mean Phase A KGD^2 (+- seed SE) | kernel moved / RF noise: sphere, tokens | "
                   "why this cell |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for s in cells:
@@ -469,7 +607,7 @@ def format_power_report(ds, spec: dict, *, dataset: str, command: str, regenerat
             setting = ", ".join(f"{k}={v}" for k, v in settings.items()) or "beta=50, lam=1e-3, C.4, first, R=1.5"
             ci = f"{_f(s.get('mean'))} [{_f(s.get('low'))}, {_f(s.get('high'))}]"
             lines.append(f"| {s['map']} | {s['cell'] or 'paper'} | {setting} | {s['k']}/{s['planned']} | {ci} | "
-                         f"{_f(s.get('wilcoxon_p'), '.3g')} | {_f(s.get('cmh_p'), '.3g')} | {_f(mean('mmd2'), '.3g')} | "
+                         f"{_f(s.get('wilcoxon_p'), '.3g')} | {_f(s.get('matched_p'), '.3g')} | {_f(mean('mmd2'), '.3g')} | "
                          f"{kgd} | {_f(mean('kernel_ratio'), '.3g')}, {_f(mean('token_ratio'), '.3g')} | {why} |")
         lines += ["", "MMD^2: paired, Gaussian kernel at the median bandwidth, between the initial and the final "
                       "particles of each head (`engine.measures.mmd2`), mean over layers, heads and seeds; about "
