@@ -26,8 +26,9 @@ Tables:
    pairs per second N(N-1)/t, for the kernel's exponent paths: s = 0 (log), odd integer s
    (one sqrt), half-integer s (two sqrt) and general s (pow).
 4. ``d = 3``, ``s = 1`` (Coulomb), N = ``--keops-sizes``: the direct kernel against PyKeOps-CPU
-   written as a KeOps user writes it (:data:`KEOPS_FORMULA`), the suite's earlier KeOps formula
-   (:data:`KEOPS_FORMULA_POW`, to show what it cost) and row-blocked torch, when importable.
+   written as a KeOps user writes it (:data:`KEOPS_FORMULA`: factorised by
+   ``.auto_factorize()`` on the expression), the same with the cube as ``** 3``
+   (:data:`KEOPS_FORMULA_POW`, to show what ``pow`` costs) and row-blocked torch, when importable.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def parse_args(argv=None):
     parser.add_argument("--keops-sizes", type=int, nargs="+", default=[2000, 6000, 20000],
                         help="N of table 4 (d = 3, s = 1: the direct kernel against PyKeOps-CPU and torch)")
     parser.add_argument("--keops-pow-max-n", type=int, default=6000,
-                        help="largest N of table 4 timed with the earlier 'pow' KeOps formula")
+                        help="largest N of table 4 timed with the 'pow' KeOps formula (cube as r**3)")
     parser.add_argument("--peer-rows", type=int, default=6000,
                         help="table 4: above this N the peers are timed on this many rows and scaled")
     parser.add_argument("--tables", type=int, nargs="+", default=[1, 2, 3, 4], choices=[1, 2, 3, 4],
@@ -145,40 +146,51 @@ def torch_blocked(torch, x_np, s, block=None):
 
 
 #: The KeOps peer's formula, as a KeOps user writes it (shown in the reports): one square root
-#: per pair, factorised (``keopscore.auto_factorize``), and its cube by multiplications.
-KEOPS_FORMULA = ("D = x_i - x_j; t = D.sqnorm2().rsqrt(); (t | t*t*t*D).sum(j)  "
-                 "[pykeops.numpy LazyTensor, keopscore.auto_factorize = True; Rsqrt(0) = 0 drops k = l]")
-#: The formula the suite used before (issue 24): ``rinv ** 3`` becomes a libm ``pow`` call per
-#: pair in KeOps' generated code and ``rsqrt`` is evaluated twice (no factorisation).
-KEOPS_FORMULA_POW = "r = ((D**2).sum(-1)).rsqrt(); (r | (r**3)*D).sum(j)  [auto_factorize off]"
+#: per pair, its cube by multiplications, and the expression factorised by KeOps itself: the
+#: ``LazyTensor.auto_factorize()`` method on the expression, before its reduction. Where the idiom
+#: comes from: KeOps 2.3's CHANGELOG ("added support for intermediate variables in formulas
+#: (factorize and auto_factorize methods of LazyTensor class)",
+#: https://github.com/getkeops/keops/blob/v2.3/CHANGELOG.md), the method's docstring in
+#: ``pykeops/common/lazy_tensor.py`` (v2.3) and KeOps' own use of it in
+#: ``keopscore/sandbox/laplacian.py`` (``K(x - y).laplacian(x).auto_factorize().sum_reduction(axis=1)``).
+#: The suite set the module flag ``keopscore.auto_factorize = True`` instead until a review found
+#: that with it the generated C++ evaluated ``rsqrt`` once per occurrence of ``t`` (no
+#: factorisation): the ratios measured against that peer overstated the project's speed-up.
+#: ``tests/test_bench_peers.py`` keeps every KeOps reduction in benchmarks/ factorised.
+KEOPS_FORMULA = ("D = x_i - x_j; t = D.sqnorm2().rsqrt(); t.concat(t*t*t*D).auto_factorize().sum(j)  "
+                 "[pykeops.numpy LazyTensor; Rsqrt(0) = 0 drops k = l]")
+#: The formula the suite used before issue 24, ``rinv ** 3`` (a libm ``pow`` per pair in KeOps'
+#: generated code), now factorised as well: the column shows what ``** 3`` costs, nothing else.
+KEOPS_FORMULA_POW = ("r = ((D**2).sum(-1)).rsqrt(); r.concat((r**3)*D).auto_factorize().sum(j)  "
+                     "[pow for the cube]")
 
 
 def keops_coulomb(x_np, formula="idiomatic", rows=None):
     """Energy and gradient of the s = 1 (Coulomb in 3-D) Riesz sums by PyKeOps ``LazyTensor`` reductions.
 
     ``formula="idiomatic"`` (:data:`KEOPS_FORMULA`): the squared distance's ``rsqrt`` once, its
-    cube as ``t*t*t`` (KeOps emits ``pow`` for ``t**3``), with KeOps' automatic factorisation of
-    common subexpressions on; ``"pow"`` (:data:`KEOPS_FORMULA_POW`): the formula this suite used
-    before issue 24, kept to show what the rewrite changes. KeOps' ``Rsqrt`` is 0 at 0, which
-    removes the diagonal ``k = l``; energy and gradient come from one reduction of the
-    concatenated (1 + d)-vector. ``rows``: reduce only the first ``rows`` particles' row sums
-    (against all N columns; the work is proportional to ``rows``), for timing at large N.
+    cube as ``t*t*t`` (KeOps emits ``pow`` for ``t**3``), the expression factorised by
+    ``.auto_factorize()`` (KeOps then evaluates ``t`` once per pair); ``"pow"``
+    (:data:`KEOPS_FORMULA_POW`): the cube as ``r**3`` (the formula this suite used before issue
+    24), also factorised. KeOps' ``Rsqrt`` is 0 at 0, which removes the diagonal ``k = l``;
+    energy and gradient come from one reduction of the concatenated (1 + d)-vector. ``rows``:
+    reduce only the first ``rows`` particles' row sums (against all N columns; the work is
+    proportional to ``rows``), for timing at large N.
     """
-    import keopscore
     import numpy as np
     from pykeops.numpy import LazyTensor
 
     n = x_np.shape[0]
-    keopscore.auto_factorize = formula == "idiomatic"   # part of KeOps' cache key: both stay compiled
     xi = LazyTensor(np.ascontiguousarray(x_np[:rows])[:, None, :])
     xj = LazyTensor(x_np[None, :, :])
     diff = xi - xj
     if formula == "idiomatic":
         t = diff.sqnorm2().rsqrt()
-        out = t.concat(t * t * t * diff).sum(axis=1)        # one pass: energy row sums and gradient
+        # one pass: energy row sums and gradient; .auto_factorize(): t computed once per pair
+        out = t.concat(t * t * t * diff).auto_factorize().sum(axis=1)
     elif formula == "pow":
         rinv = (diff ** 2).sum(-1).rsqrt()
-        out = rinv.concat((rinv ** 3) * diff).sum(axis=1)
+        out = rinv.concat((rinv ** 3) * diff).auto_factorize().sum(axis=1)
     else:
         raise ValueError(f"formula must be 'idiomatic' or 'pow', got {formula!r}")
     return float(out[:, 0].sum()) / (2.0 * n * (n - 1)), -out[:, 1:] / (n * (n - 1.0))
@@ -276,7 +288,7 @@ def suite_rows(k: int = 5, quick: bool = False) -> list:
 
 
 def table_peers_d3(args, md, payload, rng, torch):
-    """Table 4: d = 3, s = 1, the direct kernel against PyKeOps-CPU (idiomatic and earlier formula) and torch."""
+    """Table 4: d = 3, s = 1, the direct kernel against PyKeOps-CPU (factorised; cube by products or pow) and torch."""
     import numpy as np
     from _interleave import interleaved, ratio
 
@@ -294,7 +306,8 @@ def table_peers_d3(args, md, payload, rng, torch):
               "`riesz_energy_and_grad(x, 1.0)` (method \"auto\": the Numba kernel, each unordered pair once, "
               "1/sqrt by a bit estimate and Newton steps). Peers:\n")
     md.append(f"* `keops`: {KEOPS_FORMULA}")
-    md.append(f"* `keops pow`: the suite's earlier formula, {KEOPS_FORMULA_POW} (only N <= {args.keops_pow_max_n})")
+    md.append(f"* `keops pow`: the cube as `r**3` (the suite's earlier formula), also factorised: "
+              f"{KEOPS_FORMULA_POW} (only N <= {args.keops_pow_max_n})")
     md.append("* `torch`: `torch_blocked` (Gram-matrix blocks, `rsqrt` then `g*g*g`, row block tuned for torch)"
               + ("" if torch is not None else " - torch is not importable here") + "\n")
     if pykeops is None:

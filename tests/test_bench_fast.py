@@ -1,6 +1,7 @@
 """benchmarks/bench_fast.py at small N (seconds): the ``keops`` and ``langevin`` subcommands run and write
 the JSON fields the report reads, their numbers check against oracles (exact direct sums, the suite's
-KeOps peer, MALA's acceptance count), and ``report`` renders the new sections. Never a time threshold."""
+factorised KeOps peer, the bare library, MALA's acceptance count), and ``report`` renders the new
+sections. Never a time threshold."""
 import json
 import sys
 from pathlib import Path
@@ -60,10 +61,16 @@ def test_keops_subcommand_writes_its_fields_and_the_report_shows_them(tmp_path):
         assert max(r["keops_vs_exact_pot_rel_max"], r["keops_vs_exact_grad_rel_max"]) < 1e-12
         assert max(r["pot_rel_l2"], r["grad_rel_l2"]) < 1e-5        # tol 1e-6 / 1e-7
         assert r["fast_cpu_s"] > 0 and r["peak_rss_mib"] > 0 and r["keops_small_pairs_per_cpu_s"] > 0
+        # the factorised direct sum (algorithm comparison) and the bare library (implementation peer)
+        assert r["keops_factorised"] and ".auto_factorize()" in r["keops_formula"]
+        assert r["impl_cpu_s"] > 0 and r["fast_over_impl_cpu"] == pytest.approx(r["fast_cpu_s"] / r["impl_cpu_s"])
+        assert ("fmm3dpy.lfmm3d" if r["method"] == "fmm" else "FINUFFT") in r["impl_peer"]
+    assert rows[0]["impl_agreement"] < 1e-12 and rows[1]["impl_agreement"] is None
     md = tmp_path / "p.md"
     bench_fast.main(["report", "--json", str(out), "--md", str(md)])
     text = md.read_text()
-    assert "## 4. Against PyKeOps-CPU" in text and "scaled" in text and rows[0]["keops_formula"] in text
+    assert "## 4. Peers at N = 600" in text and "scaled" in text and rows[0]["keops_formula"] in text
+    assert "**Implementation peer**" in text and "**Algorithm comparison**" in text and "~~" not in text
 
 
 @pytest.mark.parametrize("opts", [["--space", "box", "--sampler", "mala"],
@@ -77,6 +84,7 @@ def test_langevin_subcommand_other_domains_and_mala(tmp_path, opts):
     g = json.loads((tmp_path / "run.json").read_text())["dynamics"][0]
     assert g["steps_done"] == 4 and g["records"] == 3 and len(g["intervals_cpu_s"]) == 2
     assert g["space_kind"] == opts[1] and g["sampler"] == opts[3]
+    assert g["one_grad_cpu_s"] > 0               # the step's reference in the same run (CPU s / one gradient)
     with xr.open_dataset(tmp_path / "run.h5", engine="h5netcdf") as ds:
         assert ds.sizes["particle"] == 50 and ds.sizes["coord"] == g["d"]
         assert np.allclose(ds["second_moment"].values, g["second_moment"])
@@ -90,6 +98,7 @@ def test_langevin_subcommand_other_domains_and_mala(tmp_path, opts):
     bench_fast.main(["report", "--json", str(tmp_path / "run.json"), "--md", str(md)])
     text = md.read_text()
     assert "## 5. Projected Langevin and MALA" in text and "Not measured at N = 10^6" in text
+    assert "step / one gradient (CPU, same run)" in text
 
 
 def test_bad_options_are_usage_errors(tmp_path, capsys):
