@@ -30,7 +30,6 @@ dropout masks: the matched pair of the paper's tables.
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import time
@@ -40,8 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from rieszflow.engine.backend import get_backend, to_numpy
-from rieszflow.engine.attention.data import (CLASS_NAMES as DATASET_CLASSES, WordPieceTokenizer,
-                                             batches, count_batches, encode, load_qqp, load_split)
+from rieszflow.engine.attention.data import CLASS_NAMES as DATASET_CLASSES, batches, count_batches
+from rieszflow.learning.splits import load_data
 from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metrics
 from rieszflow.engine.storage import RunFileError, TrajectoryWriter, check_run_file, read_hdf5
 from rieszflow.learning.objectives import ALIGNMENTS
@@ -84,75 +83,6 @@ def _describe(meta: dict) -> str:
         return (f"Phase A epoch {meta['epoch']} after {meta['partial']['batches_done']} batches "
                 f"(step {meta['phase_a_steps']})")
     return f"the end of Phase {meta['phase']} epoch {meta['epoch']}"
-
-
-@functools.lru_cache(maxsize=2)
-def _encoded_splits(dataset: str, max_len: int, qqp_dir: str):
-    """The tokenizer and the tokenized full splits, read once per process (a sweep worker runs
-    many tasks on one dataset; the splits are never modified, :func:`load_data` copies subsets)."""
-    tok = WordPieceTokenizer(max_len=max_len)
-    if dataset == "rt":
-        splits = [encode(load_split("rt", s), tok) for s in ("train", "validation", "test")]
-    elif dataset == "sst2":
-        splits = [encode(load_split("sst2", "train"), tok), encode(load_split("sst2", "dev"), tok)]
-    else:
-        splits = [encode(load_qqp(qqp_dir, "train"), tok), encode(load_qqp(qqp_dir, "dev"), tok)]
-    return tok, tuple(_read_only(s) for s in splits)
-
-
-def _read_only(split):
-    """The cached split made immutable, so no caller can change what later tasks read."""
-    for a in split.ids:
-        a.setflags(write=False)
-    split.labels.setflags(write=False)
-    return type(split)(tuple(split.ids), split.labels, split.name)
-
-
-def load_data(cfg: MainJobConfig):
-    """Tokenized train / validation / test splits of ``cfg.dataset``.
-
-    For SST-2 and QQP the GLUE test labels are private: the dev split serves as the
-    test split and ``cfg.sst2_validation`` (``cfg.qqp_validation``) examples carved
-    (seeded) from train serve as validation. ``train_limit`` / ``eval_limit``
-    subsample (seeded). QQP is read from ``cfg.qqp_dir``
-    (:func:`~rieszflow.engine.attention.data.load_qqp`); its question pairs are encoded as
-    ``[CLS] q1 [SEP] q2 [SEP]``.
-
-    Parameters
-    ----------
-    cfg : MainJobConfig
-        Uses ``dataset``, ``qqp_dir``, ``max_len``, ``seed``, ``sst2_validation``,
-        ``qqp_validation``, ``train_limit`` and ``eval_limit``.
-
-    Returns
-    -------
-    tokenizer : WordPieceTokenizer
-        With ``max_len=cfg.max_len``.
-    train, validation, test : EncodedSplit
-        The tokenized splits.
-    """
-    tok, splits = _encoded_splits(cfg.dataset, cfg.max_len, cfg.qqp_dir)
-    rng = np.random.default_rng([cfg.seed, 7])
-    if cfg.dataset == "rt":
-        tr, va, te = splits
-    else:
-        full, te = splits
-        n_val = cfg.sst2_validation if cfg.dataset == "sst2" else cfg.qqp_validation
-        if n_val >= len(full):
-            raise ValueError(f"{cfg.dataset}_validation={n_val} leaves no training examples "
-                             f"({len(full)} in train)")
-        perm = rng.permutation(len(full))
-        vi, ti = perm[:n_val], perm[n_val:]
-        va = type(full)([full.ids[i] for i in vi], full.labels[vi], f"{cfg.dataset}/train-heldout")
-        tr = type(full)([full.ids[i] for i in ti], full.labels[ti], f"{cfg.dataset}/train-rest")
-
-    def limit(split, n):
-        if n <= 0 or n >= len(split):
-            return split
-        idx = np.sort(rng.permutation(len(split))[:n])
-        return type(split)([split.ids[i] for i in idx], split.labels[idx], split.name)
-
-    return tok, limit(tr, cfg.train_limit), limit(va, cfg.eval_limit), limit(te, cfg.eval_limit)
 
 
 def alignment_gradients(model, ids, mask, labels, objective, wrt):
@@ -662,62 +592,28 @@ class MainJob:
             e.checkpoint_error = f"{type(err).__name__}: {err}"
 
     def _matched_jitter(self, w):
-        """The matched-jitter control: replace Phase A's particles by a random perturbation of the
-        particles before Phase A that moved them as far, in paired MMD^2, as Phase A did.
-
-        Per (layer, head): the target is ``mmd2(before, after, paired=True)`` on the particles as
-        the file stores them (float32); a fixed Gaussian direction ``xi`` is drawn from
-        ``rng_redraw`` and the scale ``sigma`` of ``P_ball(before + sigma * xi)`` is found by
-        bisection (60 halvings of a bracket found by doubling) so that its paired MMD^2 to
-        ``before`` equals the target (``sigma = 0`` where the target estimate is <= 0). The
-        result is recorded as one more ``omega`` snapshot at ``time = phase_a_steps + 1`` (Phase
-        A's own last snapshot stays in the file), and the root attributes
-        ``phase_a_jitter_scale``, ``phase_a_jitter_target_mmd2`` and ``phase_a_jitter_mmd2``
-        (JSON, [layer][head]) say what was done.
-        """
-        from rieszflow.engine.measures import mmd2
-
-        ball = Ball(self.cfg.radius)
-
-        def moved(a, b):
-            return mmd2(a.astype(np.float32).astype(np.float64), b.astype(np.float32).astype(np.float64),
-                        paired=True).mmd2
-
-        def perturbed(x0, xi, sigma):
-            return to_numpy(ball.project(x0 + sigma * xi))
+        """The matched-jitter control (:func:`rieszflow.learning.controls.matched_jitter` per head):
+        Phase A's particles are replaced by a Gaussian perturbation of the particles before Phase
+        A that moved them as far, in paired MMD^2, as Phase A did. The result is recorded as one
+        more ``omega`` snapshot at ``time = phase_a_steps + 1`` (Phase A's own last snapshot stays
+        in the file), and the root attributes ``phase_a_jitter_scale``,
+        ``phase_a_jitter_target_mmd2`` and ``phase_a_jitter_mmd2`` (JSON, [layer][head]) say what
+        was done."""
+        from rieszflow.learning.controls import matched_jitter
 
         scales, targets, reached = [], [], []
         for name in self.omega_names:
-            before = self.omega_before_a[name].astype(np.float64)             # (H, m, d_k)
-            after = to_numpy(self.model.params[name]).astype(np.float64)
-            new = np.empty_like(before)
-            row_s, row_t, row_r = [], [], []
-            for h in range(before.shape[0]):
-                x0 = before[h]
-                target = moved(x0, after[h])
-                xi = self.rng_redraw.standard_normal(x0.shape)
-                sigma = 0.0
-                if target > 0:
-                    lo, hi = 0.0, 1e-3
-                    for _ in range(60):                   # bracket: f(hi) >= target
-                        if moved(x0, perturbed(x0, xi, hi)) >= target:
-                            break
-                        lo, hi = hi, 2 * hi
-                    for _ in range(60):
-                        mid = 0.5 * (lo + hi)
-                        if moved(x0, perturbed(x0, xi, mid)) < target:
-                            lo = mid
-                        else:
-                            hi = mid
-                    sigma = hi
-                new[h] = perturbed(x0, xi, sigma)
-                row_s.append(float(sigma))
-                row_t.append(float(target))
-                row_r.append(float(moved(x0, new[h])))
-            self.model.params[name] = self.backend.asarray(new.astype(self.omega_before_a[name].dtype))
-            scales.append(row_s)
-            targets.append(row_t)
-            reached.append(row_r)
+            before = self.omega_before_a[name]                               # (H, m, d_k)
+            after = to_numpy(self.model.params[name])
+            new = np.empty(before.shape, dtype=np.float64)
+            rows = [matched_jitter(before[h], after[h], self.rng_redraw, self.cfg.radius)
+                    for h in range(before.shape[0])]
+            for h, r in enumerate(rows):
+                new[h] = r.particles
+            self.model.params[name] = self.backend.asarray(new.astype(before.dtype))
+            scales.append([r.scale for r in rows])
+            targets.append([r.target_mmd2 for r in rows])
+            reached.append([r.mmd2 for r in rows])
         xp = self.backend.xp
         om = to_numpy(xp.stack([self.model.params[n] for n in self.omega_names])).astype(np.float32)
         w.append("time", {"omega": om}, coord=self.step_a + 1)
