@@ -550,14 +550,14 @@ def prop28_threshold(reading: str = "l1", h=DEFAULT_H, dps: int = DEFAULT_DPS) -
 # report
 # ----------------------------------------------------------------------------------------------
 _READING_TEXT = {
-    "l1": ("l1 sum metric on E x E (the paper's convention, as in its proof and Lemma 41): "
+    "l1": ("l1 sum metric on E x E (the paper's convention, as in its proof in appendix D): "
            "||G||_Lip = sqrt(2/e) ~ 0.8578"),
     "l2": "Euclidean metric on E x E = R^{2d}: ||G||_Lip = 2/sqrt(e) ~ 1.2131",
     "max": ("max metric on E x E, i.e. ||G||_{Lip,inf} + ||G||_{inf,Lip}: "
             "||G||_Lip = 2 sqrt(2/e) ~ 1.7155 (most generous)"),
 }
 
-_COMMAND = "python -m rieszflow.theory.prop28 --md docs/results/notes/prop28.md"
+_COMMAND = "python -m rieszflow.theory.prop28 --md docs/results/prop28.md"
 
 
 def prop28_markdown(table: dict | None = None, thresholds: dict | None = None) -> str:

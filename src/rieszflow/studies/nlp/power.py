@@ -59,7 +59,7 @@ import numpy as np
 from rieszflow.engine import stats
 from rieszflow.engine.features import ATTENTION_FEATURE_MAPS
 
-__all__ = ["PLANNED_TASK_SECONDS", "MOVEMENT", "CONTROL_CELLS", "PAPER_SEEDS", "pairs", "pair_analysis",
+__all__ = ["PLANNED_TASK_SECONDS", "MOVEMENT", "CONTROL_CELLS", "PAPER_SEEDS", "pairs", "pair_analysis", "pair_from_counts",
            "task_commits", "rerun_task", "task_seconds", "verdict", "format_power_report"]
 
 #: Phase A grid cells that are noise controls of the kernel run (``MainJobConfig.phase_a_control``).
@@ -399,8 +399,66 @@ def _short(c):
     return head + (" " + mark if mark else "")
 
 
-def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper, commits=None, *, control=None) -> tuple:
-    r = pair_analysis(ds, vanilla, kernel) if ds is not None else {"seeds": [], "delta": np.array([])}
+def pair_from_counts(seeds, acc_v, acc_k, a_only, b_only, n_examples: int, movement: dict | None = None) -> dict:
+    """The analysis of :func:`pair_analysis` from per-seed summaries instead of task files.
+
+    Every statistic of the power page needs only, per seed, both accuracies and the two
+    discordant counts on the shared test split: this rebuilds them from a page's per-seed table
+    when the task files are gone (``scripts/reanalyse_power_page.py``).
+
+    Parameters
+    ----------
+    seeds : sequence of int
+        Seed (trial) numbers.
+    acc_v, acc_k : sequence of float
+        Test accuracies of the reference arm and the kernel arm per seed, in [0, 1].
+    a_only, b_only : sequence of int
+        Sentences only the reference arm / only the kernel arm got right, per seed.
+    n_examples : int
+        Test sentences per seed, ``>= max(a_only + b_only)``.
+    movement : dict, optional
+        Per-seed arrays for the keys of :data:`MOVEMENT` (``mmd2``, ``mmd2_se``, ...); NaN where
+        absent.
+
+    Returns
+    -------
+    dict
+        The keys of :func:`pair_analysis`.
+
+    Raises
+    ------
+    ValueError
+        If the sequences differ in length or a count is invalid (:func:`rieszflow.engine.stats.mcnemar_counts`).
+    """
+    k = len(seeds)
+    if not (len(acc_v) == len(acc_k) == len(a_only) == len(b_only) == k):
+        raise ValueError(f"seeds, acc_v, acc_k, a_only, b_only need one entry per seed; got lengths "
+                         f"{k}, {len(acc_v)}, {len(acc_k)}, {len(a_only)}, {len(b_only)}")
+    acc_v, acc_k = np.asarray(acc_v, float), np.asarray(acc_k, float)
+    out = {"seeds": [int(x) for x in seeds], "acc_v": acc_v, "acc_k": acc_k, "delta": acc_k - acc_v,
+           "mcnemar": [stats.mcnemar_counts(int(a), int(b), int(n_examples)) for a, b in zip(a_only, b_only)],
+           "n_examples": int(n_examples)}
+    for key in MOVEMENT:
+        out[key] = np.asarray((movement or {}).get(key, np.full(k, np.nan)), float)
+    if k:
+        a, b = int(sum(a_only)), int(sum(b_only))
+        out["pooled_mcnemar"] = stats.mcnemar_counts(a, b, k * int(n_examples))
+        out["matched"] = stats.matched_pairs_test(a, b, k * int(n_examples))
+        out["discordance"] = (a + b) / (k * int(n_examples))
+    if k >= 2:
+        out["t"] = stats.paired_test(acc_k, acc_v, test="t")
+        out["wilcoxon"] = stats.paired_test(acc_k, acc_v, test="wilcoxon")
+        out["sign_flip"] = stats.sign_flip_test(out["delta"]) if k <= 20 else None
+        out["interval"] = stats.mean_interval(out["delta"])
+    return out
+
+
+def _pair_section(ds, vanilla, kernel, fm, cell, planned, paper, commits=None, *, control=None,
+                  analysis=None) -> tuple:
+    if analysis is not None:
+        r = analysis
+    else:
+        r = pair_analysis(ds, vanilla, kernel) if ds is not None else {"seeds": [], "delta": np.array([])}
     k = len(r["seeds"])
     ref_name = "control" if control else "vanilla"
     title = f"{kernel} against {vanilla}"
