@@ -44,7 +44,7 @@ extensions = [
 
 root_doc = "index"
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "_templates", "Thumbs.db", ".DS_Store", "results/notes/*", "auto_examples/*.ipynb",
+exclude_patterns = ["_build", "_templates", "Thumbs.db", ".DS_Store", "results/notes/*", "results/source/*", "results/data/*", "auto_examples/*.ipynb",
                     "auto_examples/*.py", "auto_examples/*.zip", "auto_examples/*.json",
                     "auto_examples/*.md5", "auto_examples/*.pickle"]
 templates_path = ["_templates"]
