@@ -102,6 +102,8 @@ results: venv
 	$(RF) nlp --preset power --out runs/nlp-power --report-only --quiet
 	$(RF) report runs/nlp-power --out docs/results/nlp_power.md --overwrite \
 	  --title "paper 000's central claim with power and its noise controls, one clean commit (rieszflow nlp --preset power at tag evidence-nlp-power-1), Rotten Tomatoes"
+	# paper 004's Prop. 28 on the two-atom family, exact arithmetic (seconds)
+	$(PY) -m rieszflow.theory.prop28 --md docs/results/prop28.md
 	# the first power sweep (40 runs on 13 commits) and the Phase A grid: their task files are not
 	# kept; the pages are re-analysed from the per-seed rows of the stored pages
 	$(PY) scripts/reanalyse_power_page.py docs/results/source/nlp_power_13_commits.md --out docs/results/nlp_power_13_commits.md \
