@@ -96,7 +96,8 @@ results: venv
 	# (docs/sweeps.md, "Long runs from a pinned commit"); its task files so far are kept in
 	# docs/results/data/nlp-power and copied in to resume; the page is rendered by today's code
 	mkdir -p runs/nlp-power && cp -rn docs/results/data/nlp-power/. runs/nlp-power/
-	test -d ../pinned-nlp-power || git worktree add ../pinned-nlp-power evidence-nlp-power-1
+	# the tag evidence-nlp-power-1 is commit 13aa59b (named by hash: a clone may lack the tag)
+	test -d ../pinned-nlp-power || git worktree add --detach ../pinned-nlp-power 13aa59b37cef252cde2b594cc0bd2d1b30ea268d
 	cd ../pinned-nlp-power && PYTHONPATH=$$PWD/src $(THREADS) $(CURDIR)/$(PY) -m rieszflow nlp --preset power \
 	  --workers 2 --quiet --no-plots --out $(CURDIR)/runs/nlp-power
 	$(RF) nlp --preset power --out runs/nlp-power --report-only --quiet
