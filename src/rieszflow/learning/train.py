@@ -40,6 +40,7 @@ import numpy as np
 
 from rieszflow.engine.backend import get_backend, to_numpy
 from rieszflow.engine.attention.data import CLASS_NAMES as DATASET_CLASSES, batches, count_batches
+from rieszflow.learning.layout import define_layout
 from rieszflow.learning.splits import load_data
 from rieszflow.engine.attention.metrics import METRIC_NAMES, classification_metrics
 from rieszflow.engine.storage import RunFileError, TrajectoryWriter, check_run_file, read_hdf5
@@ -232,57 +233,11 @@ class MainJob:
         return w
 
     def _define_layout(self, w, align_text):
-        """The dimensions and variables of a main-job file (see README, "HDF5 layout")."""
-        cfg = self.cfg
+        """The dimensions and variables of a main-job file (:func:`rieszflow.learning.layout.define_layout`)."""
         self.run_id = w.get_attr("run_id")
         if not self.resume and self.ckpt_path.exists():
             self.ckpt_path.unlink()              # a checkpoint of an earlier run at this path
-        L, H = cfg.n_layers, cfg.n_heads
-        dk = cfg.d_model // cfg.n_heads
-        m = cfg.feature_rows if cfg.attention == "linear" else 1
-        if cfg.attention == "linear":                 # particle sets per layer: H, or 1 (LUNA)
-            H = int(self.model.params[self.omega_names[0]].shape[0])
-        idx = {"units": "1"}
-        w.dimension("layer", L, coords=np.arange(L), attrs={"long_name": "encoder layer index", **idx})
-        w.dimension("head", H, coords=np.arange(H), attrs={"long_name": "attention head index", **idx})
-        w.dimension("particle", m, coords=np.arange(m),
-                    attrs={"long_name": "feature particle (random feature) index k", **idx})
-        w.dimension("coord", dk, coords=np.arange(dk),
-                    attrs={"long_name": "coordinate of a particle in R^{d_head}", **idx})
-        w.dimension("time", None, dtype="i8",
-                    attrs={"long_name": "Phase A Langevin step of the snapshot", "units": "1"})
-        w.dimension("step", None, dtype="i8", attrs={"long_name": "Phase A Langevin step", "units": "1"})
-        w.dimension("epoch", None, dtype="i8", attrs={"long_name": "Phase B epoch (1-based)", "units": "1"})
-        w.dimension("batch", None, dtype="i8", attrs={"long_name": "Phase B optimiser step", "units": "1"})
-        w.variable("omega", ("time", "layer", "head", "particle", "coord"), dtype="f4",
-                   attrs={"long_name": "feature particles Omega (rows omega_k)",
-                          "units": "1",
-                          "comment": "dimensionless: frequencies of the feature map acting on x / tau",
-                          "source": "paper 000, eq. (4.3)"})
-        for name, ln in (("alignment_energy", align_text.split(": ", 1)[1]),
-                         ("repulsion_energy", "sum over layers, heads of W_{m,s}, eq. (2.3)"),
-                         ("hamiltonian", "alignment_energy + lam * repulsion_energy, eq. (2.2)"),
-                         ("max_displacement", "max_k |delta omega_k| of the step"),
-                         ("drift_norm", "largest per-head norm of m * grad H before clipping")):
-            w.variable(name, ("step",), attrs={"long_name": ln, "units": "1"})
-        fixed = [fm for fm in getattr(self.model, "feature_maps", []) if "b" in getattr(fm, "fixed_names", ())]
-        if fixed and len(fixed) == L:
-            # Fixed (non-learned) phases/biases of the feature maps, drawn once from the seed:
-            # needed to rebuild the learned kernel from this file (e.g. rieszflow token-flow).
-            w.variable("feature_bias", ("layer", "particle"),
-                       data=np.stack([np.asarray(fm.b, dtype=np.float64) for fm in fixed]),
-                       attrs={"long_name": "fixed phases/biases b of each layer's feature map",
-                              "units": "1"})
-        w.variable("batch_loss", ("batch",),
-                   attrs={"long_name": "Phase B cross-entropy of the mini-batch, in nats",
-                          "units": "1"})
-        # nats (natural-log units) are not a UDUNITS unit: units "1", the log base in long_name
-        for name, ln, unit in (("train_loss", "Phase B training cross-entropy (epoch mean), in nats",
-                                "1"),
-                               ("train_accuracy", "Phase B training accuracy (epoch)", "1"),
-                               ("val_loss", "validation cross-entropy, in nats", "1"),
-                               ("val_accuracy", "validation accuracy", "1")):
-            w.variable(name, ("epoch",), attrs={"long_name": ln, "units": unit})
+        define_layout(w, self.cfg, self.model, align_text)
 
     # -- checkpoints -------------------------------------------------------------------------
     def _file_facts(self) -> dict:

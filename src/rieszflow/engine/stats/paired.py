@@ -340,6 +340,16 @@ def mean_interval(d, *, level: float = 0.95) -> MeanInterval:
     return MeanInterval(mean=mean, sd=sd, n=int(d.size), low=mean - half, high=mean + half, level=level)
 
 
+def _sd_and_n(sd, n) -> int:
+    """Check a seed-level SD (finite, > 0) and a number of differences (an integer >= 2); return n."""
+    if not (isinstance(sd, (int, float, np.floating)) and math.isfinite(sd) and sd > 0):
+        raise ValueError(f"sd must be a finite number > 0; got {sd!r}")
+    n = _count(n, "n")
+    if n < 2:
+        raise ValueError(f"n must be >= 2; got {n}")
+    return n
+
+
 def detectable_effect(sd, n, *, alpha: float = 0.05, power: float = 0.8) -> float:
     """Smallest mean difference a two-sided one-sample (paired) t-test detects with ``power``.
 
@@ -375,11 +385,7 @@ def detectable_effect(sd, n, *, alpha: float = 0.05, power: float = 0.8) -> floa
     """
     from statsmodels.stats.power import TTestPower
 
-    if not (isinstance(sd, (int, float, np.floating)) and math.isfinite(sd) and sd > 0):
-        raise ValueError(f"sd must be a finite number > 0; got {sd!r}")
-    n = _count(n, "n")
-    if n < 2:
-        raise ValueError(f"n must be >= 2; got {n}")
+    n = _sd_and_n(sd, n)
     if not 0 < alpha < 1 or not alpha < power < 1:
         raise ValueError(f"need 0 < alpha < power < 1; got alpha={alpha!r}, power={power!r}")
     es = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
@@ -603,11 +609,7 @@ def paired_t_power(effect, sd, n, *, alpha: float = 0.05) -> float:
 
     if not (isinstance(effect, (int, float, np.floating)) and math.isfinite(effect)):
         raise ValueError(f"effect must be a finite number; got {effect!r}")
-    if not (isinstance(sd, (int, float, np.floating)) and math.isfinite(sd) and sd > 0):
-        raise ValueError(f"sd must be a finite number > 0; got {sd!r}")
-    n = _count(n, "n")
-    if n < 2:
-        raise ValueError(f"n must be >= 2; got {n}")
+    n = _sd_and_n(sd, n)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1); got {alpha!r}")
     from scipy.stats import nct
